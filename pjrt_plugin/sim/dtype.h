@@ -1,0 +1,35 @@
+// Element types of the program format; the codes are PJRT_Buffer_Type's (docs/program-format.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trn::sim {
+
+enum class DType : uint8_t {
+  kInvalid = 0,
+  kPred = 1,
+  kS8 = 2,
+  kS16 = 3,
+  kS32 = 4,
+  kS64 = 5,
+  kU8 = 6,
+  kU16 = 7,
+  kU32 = 8,
+  kU64 = 9,
+  kF16 = 10,
+  kF32 = 11,
+  kF64 = 12,
+  kBF16 = 13,
+  kF8E5M2 = 16,
+  kF8E4M3FN = 17,
+};
+
+// 0 for a code the format does not know.
+int DTypeSize(DType t);
+bool IsValidDType(uint8_t code);
+bool IsFloat(DType t);
+bool IsSigned(DType t);  // signed integers
+std::string DTypeName(DType t);
+
+}  // namespace trn::sim

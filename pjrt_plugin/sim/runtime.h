@@ -1,0 +1,100 @@
+// The runtime's public face, used by the PJRT plugin and the Python bindings: load a program
+// (validated, never trusted) and execute it on one simulated NeuronCore, bit-for-bit, with the
+// timing model's account of how long the chip would take.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+#include "status.h"
+#include "target_spec.h"
+
+// Symbols the Python bindings (a separate module linking libpjrt_trn.so) may call.
+#define TRN_API __attribute__((visibility("default")))
+
+namespace trn::sim {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t byte_size;  // dense row-major
+};
+
+struct DebugInfo {
+  std::string op;        // "stablehlo.dot_general"
+  std::string name;      // "jit(f)/dot_general"
+  std::string location;  // "file.py:36:15"
+};
+
+class Program;  // defined in program.h; opaque to users of the runtime
+
+// A loaded program: immutable, shareable between executions and threads.
+class TRN_API LoadedProgram {
+ public:
+  // Parses and validates `bytes` for the target. Malformed bytes give kInvalidArgument naming
+  // what is wrong and where (byte offset, instruction).
+  static StatusOr<std::shared_ptr<const LoadedProgram>> Load(const void* bytes, size_t size);
+
+  const TargetSpec& target() const;
+  const std::vector<TensorInfo>& parameters() const;
+  const std::vector<TensorInfo>& outputs() const;
+  int64_t temporary_bytes() const;      // HBM for temporaries during one execution
+  int64_t constant_bytes() const;       // HBM held by constants while loaded
+  const std::string& source() const;    // StableHLO text the program came from
+  const std::vector<uint8_t>& bytes() const;  // the serialized program (for Serialize)
+  const Program& program() const { return *program_; }
+
+  ~LoadedProgram();
+
+ private:
+  LoadedProgram() = default;
+  std::unique_ptr<Program> program_;
+  std::vector<uint8_t> bytes_;
+  std::vector<TensorInfo> parameters_, outputs_;
+  std::string source_;
+};
+
+// One executed instruction, for the profiler.
+struct InstructionRecord {
+  uint8_t stream;      // stream id (docs/program-format.md)
+  uint16_t opcode;
+  uint32_t debug_id;
+  double start_ns;
+  double end_ns;
+  int64_t bytes;       // bytes moved (DMA) or touched
+  int64_t flops;       // for matmul: 2*M*N*K
+};
+
+struct ExecutionProfile {
+  double device_time_ns = 0;             // end of the last instruction
+  std::vector<double> stream_busy_ns;    // indexed by stream id (21 entries)
+  std::vector<int64_t> stream_instructions;
+  int64_t matmul_flops = 0;
+  std::vector<InstructionRecord> timeline;  // filled when ExecuteOptions::record_timeline
+};
+
+struct ExecuteOptions {
+  bool record_timeline = false;
+};
+
+// Runs `program` once. `parameters[i]` points at parameter i's dense row-major bytes,
+// `outputs[i]` at writable storage of output i's size. Wrong counts give kInvalidArgument;
+// a runtime fault (out-of-bounds access, deadlock) gives an error naming the instruction and
+// its debug entry. Never aborts.
+TRN_API Status Execute(const LoadedProgram& program, const std::vector<const void*>& parameters,
+               const std::vector<void*>& outputs, const ExecuteOptions& options,
+               ExecutionProfile* profile);
+
+// Names for reports: "SP", "ACT", "PE", "DVE", "POOL", "DMA0".."DMA15".
+TRN_API std::string StreamName(int stream);
+constexpr int kNumStreams = 21;
+
+// The profile of the most recent execution on each device, kept for jax_trn.profile.
+TRN_API void RecordLastExecution(int device_id, const ExecutionProfile& profile);
+TRN_API bool LastExecution(int device_id, ExecutionProfile* profile);
+
+}  // namespace trn::sim

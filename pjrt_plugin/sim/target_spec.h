@@ -1,0 +1,37 @@
+// Per-generation hardware constants: the one table shared by the simulator, its timing model, the
+// plugin (device counts, HBM capacity) and the compiler (through jax_trn._native.target_spec()).
+// Figures and their sources: shared/design/neuroncore.md; "est." marks an estimate.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace trn::sim {
+
+struct TargetSpec {
+  const char* name;                 // "trn1", "trn2", "trn3"
+  const char* core_version;         // "NeuronCore-v2" ...
+  int physical_cores_per_chip;
+  int default_lnc;                  // physical cores per logical device by default
+  int partitions;                   // SBUF/PSUM partitions (128)
+  int64_t sbuf_bytes_per_partition; // usable
+  int psum_banks;                   // per partition
+  int64_t psum_bank_bytes;          // per partition per bank
+  int matmul_moving_free_max;       // moving tile free size limit
+  int matmul_stationary_free_max;   // stationary free size limit (output partitions)
+  double tensor_clock_ghz;
+  double vector_clock_ghz;
+  double scalar_clock_ghz;
+  double gpsimd_clock_ghz;
+  int64_t hbm_bytes_per_chip;
+  double hbm_bytes_per_ns_per_chip;
+  int dma_engines_per_core;
+  double dma_bytes_per_ns_per_engine;
+  double dma_fixed_latency_ns;      // trigger to start of a transfer
+  double chip_link_bytes_per_ns;    // chip-to-chip NeuronLink
+};
+
+// Returns nullptr for an unknown name.
+__attribute__((visibility("default"))) const TargetSpec* FindTarget(std::string_view name);
+
+}  // namespace trn::sim
