@@ -1,0 +1,103 @@
+"""How many simulated Trainium chips, of which generation, at which Logical NeuronCore size.
+
+Read once, when the trn backend starts: from `jax_trn.configure(...)` if called, else from the
+environment (TRN_TARGET, TRN_CHIPS, TRN_LNC, TRN_HBM_BYTES), else the defaults of a trn2 instance
+(one chip, LNC=2: four devices). The values travel to the C++ client as PJRT create options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from jax_trn import _native
+
+TARGETS = ("trn1", "trn2", "trn3")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrnConfig:
+  target: str = "trn2"
+  chips: int = 1
+  lnc: int | None = None        # None: the generation's default
+  hbm_bytes: int | None = None  # per device; None: HBM per chip / devices per chip
+
+  def resolved_lnc(self) -> int:
+    return self.lnc if self.lnc is not None else target_spec(self.target)["default_lnc"]
+
+  def devices_per_chip(self) -> int:
+    return target_spec(self.target)["physical_cores_per_chip"] // self.resolved_lnc()
+
+  def client_options(self) -> dict[str, str | int]:
+    options: dict[str, str | int] = {
+        "target": self.target, "chips": self.chips, "lnc": self.resolved_lnc()}
+    if self.hbm_bytes is not None:
+      options["hbm_bytes"] = self.hbm_bytes
+    return options
+
+
+def target_spec(target: str) -> dict:
+  if target not in TARGETS:
+    raise ValueError(f"unknown Trainium target {target!r}: expected one of {', '.join(TARGETS)}")
+  return _native.target_spec(target)
+
+
+def _validated(config: TrnConfig) -> TrnConfig:
+  spec = target_spec(config.target)
+  if not isinstance(config.chips, int) or config.chips < 1:
+    raise ValueError(f"chips must be a positive integer, got {config.chips!r}")
+  allowed_lnc = sorted({1, spec["default_lnc"]})
+  if config.lnc is not None and config.lnc not in allowed_lnc:
+    raise ValueError(f"{config.target} supports LNC {allowed_lnc}, got lnc={config.lnc!r}")
+  if config.hbm_bytes is not None and config.hbm_bytes <= 0:
+    raise ValueError(f"hbm_bytes must be positive, got {config.hbm_bytes!r}")
+  return config
+
+
+def _int_env(name: str) -> int | None:
+  raw = os.environ.get(name)
+  if raw is None or raw == "":
+    return None
+  try:
+    return int(raw, 0)
+  except ValueError:
+    raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+def from_environment() -> TrnConfig:
+  chips = _int_env("TRN_CHIPS")
+  return _validated(TrnConfig(
+      target=os.environ.get("TRN_TARGET", "trn2") or "trn2",
+      chips=1 if chips is None else chips,
+      lnc=_int_env("TRN_LNC"),
+      hbm_bytes=_int_env("TRN_HBM_BYTES")))
+
+
+_configured: TrnConfig | None = None
+
+
+def configure(*, target: str | None = None, chips: int | None = None, lnc: int | None = None,
+              hbm_bytes: int | None = None) -> TrnConfig:
+  """Sets the simulated system before the trn backend starts; unset fields keep the environment's."""
+  global _configured
+  if _backend_started():
+    raise RuntimeError(
+        "jax_trn.configure() must be called before the trn backend starts "
+        "(before the first jax.devices(), jit or device_put)")
+  base = from_environment()
+  _configured = _validated(dataclasses.replace(
+      base,
+      target=base.target if target is None else target,
+      chips=base.chips if chips is None else chips,
+      lnc=lnc if lnc is not None else (base.lnc if target is None else None),
+      hbm_bytes=base.hbm_bytes if hbm_bytes is None else hbm_bytes))
+  return _configured
+
+
+def current() -> TrnConfig:
+  return _configured if _configured is not None else from_environment()
+
+
+def _backend_started() -> bool:
+  from jax._src import xla_bridge
+  return "trn" in getattr(xla_bridge, "_backends", {})
