@@ -1,0 +1,153 @@
+"""Program bytes → the compiler's IR (hlo_lowering.ir).
+
+Accepted inputs: a StableHLO portable artifact (VHLO bytecode, what JAX sends), MLIR bytecode or
+text, and an HloModuleProto (fmt "hlo", what torch_xla sends). CHLO ops in text input are
+decomposed into StableHLO by a round trip through the portable-artifact serializer, which
+legalizes them exactly as JAX does before it hands a program to a plugin.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jaxlib.mlir import ir
+
+from hlo_lowering import attributes
+from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
+from hlo_lowering.ir import Block, Function, Module, Op, Region, Value
+from hlo_lowering.locations import parse_location
+
+logger = logging.getLogger(__name__)
+
+_VHLO_MAGIC = b"ML\xefR"
+_PORTABLE_TARGET = "1.0.0"
+
+
+def _context() -> ir.Context:
+  from jax._src.interpreters import mlir as jax_mlir
+  ctx = jax_mlir.make_ir_context()
+  ctx.allow_unregistered_dialects = True
+  return ctx
+
+
+def _parse_mlir(code: bytes, ctx: ir.Context) -> ir.Module:
+  from jaxlib.mlir.dialects import stablehlo
+  try:
+    if code.startswith(_VHLO_MAGIC) and b"StableHLO_v" in code[:32]:
+      return stablehlo.deserialize_portable_artifact(ctx, code)
+    text_or_bytecode = code if code.startswith(_VHLO_MAGIC) else code.decode("utf-8")
+    return ir.Module.parse(text_or_bytecode, context=ctx)
+  except (ir.MLIRError, ValueError, UnicodeDecodeError) as e:
+    raise CompileError(f"the program is not valid StableHLO/MLIR: {e}", INVALID_ARGUMENT) from e
+
+
+def _legalize_chlo(module: ir.Module, ctx: ir.Context) -> ir.Module:
+  """CHLO → StableHLO via JAX's own serializer (the only CHLO legalization jaxlib exposes)."""
+  from jax._src.lib import _jax
+  from jaxlib.mlir.dialects import stablehlo
+  artifact = _jax.mlir.serialize_portable_artifact(
+      module.operation.get_asm(enable_debug_info=True), stablehlo.get_minimum_version(), False)
+  return stablehlo.deserialize_portable_artifact(ctx, artifact)
+
+
+def parse(code: bytes, fmt: str) -> tuple[ir.Module, ir.Context]:
+  """The MLIR module of a program in either format, with the context that owns it."""
+  ctx = _context()
+  if fmt == "hlo":
+    from jax._src.lib import _jax
+    try:
+      code = _jax.mlir.hlo_to_stablehlo(code)
+    except Exception as e:  # jaxlib raises XlaRuntimeError and others for a bad proto
+      raise CompileError(f"the HloModuleProto could not be converted to StableHLO: {e}",
+                         INVALID_ARGUMENT) from e
+  elif fmt != "mlir":
+    raise CompileError(f"program format {fmt!r} is not supported (expected 'mlir' or 'hlo')",
+                       INVALID_ARGUMENT)
+  module = _parse_mlir(bytes(code), ctx)
+  if "chlo." in module.operation.get_asm(large_elements_limit=16):
+    module = _legalize_chlo(module, ctx)
+  return module, ctx
+
+
+def _attributes(operation) -> dict:
+  return {name: attributes.to_python(operation.attributes[name])
+          for name in operation.attributes}
+
+
+class _Importer:
+  def __init__(self):
+    self._values: dict[ir.Value, Value] = {}
+
+  def _value(self, mlir_value: ir.Value, what: str) -> Value:
+    try:
+      return self._values[mlir_value]
+    except KeyError:
+      raise CompileError(f"{what}: operand is not defined before its use",
+                         INVALID_ARGUMENT) from None
+
+  def block(self, mlir_block: ir.Block, what: str) -> Block:
+    args = []
+    for i, arg in enumerate(mlir_block.arguments):
+      value = Value(attributes.tensor_type(arg.type, f"{what} argument {i}"))
+      self._values[arg] = value
+      args.append(value)
+    return Block(args, [self.op(o) for o in mlir_block.operations])
+
+  def op(self, mlir_op) -> Op:
+    operation = mlir_op.operation
+    loc = parse_location(str(operation.location))
+    what = f"{operation.name} at {loc}"
+    operands = [self._value(v, what) for v in operation.operands]
+    result_types = [attributes.tensor_type(r.type, what) for r in operation.results]
+    attrs = _attributes(operation)
+    regions = [Region(self.block(r.blocks[0], what)) for r in operation.regions
+               if len(r.blocks)]
+    op = Op(operation.name, operands, result_types, attrs, regions, loc)
+    for mlir_result, value in zip(operation.results, op.results):
+      self._values[mlir_result] = value
+    return op
+
+  def function(self, func_op) -> Function:
+    operation = func_op.operation
+    name = attributes.to_python(operation.attributes["sym_name"])
+    what = f"function @{name}"
+    body = self.block(operation.regions[0].blocks[0], what)
+    function_type = ir.FunctionType(ir.TypeAttr(operation.attributes["function_type"]).value)
+    result_types = [attributes.tensor_type(t, f"{what} result {i}")
+                    for i, t in enumerate(function_type.results)]
+    public = ("sym_visibility" not in operation.attributes
+              or attributes.to_python(operation.attributes["sym_visibility"]) == "public")
+    result_names = []
+    if "res_attrs" in operation.attributes:
+      for res_attr in attributes.to_python(operation.attributes["res_attrs"]):
+        result_names.append(res_attr.get("jax.result_info", "") if isinstance(res_attr, dict)
+                            else "")
+    return Function(name, body, result_types, public, result_names=result_names or None)
+
+
+def import_module(module: ir.Module) -> Module:
+  """Converts every func.func of `module`; the entry is `main` (else the only public function)."""
+  importer = _Importer()
+  functions: dict[str, Function] = {}
+  for op in module.body.operations:
+    if op.operation.name != "func.func":
+      raise CompileError(f"top-level op {op.operation.name} is not supported (only func.func)",
+                         INVALID_ARGUMENT)
+    function = importer.function(op)
+    functions[function.name] = function
+  attrs = _attributes(module.operation)
+  entry = "main"
+  if entry not in functions:
+    public = [f.name for f in functions.values() if f.public]
+    if len(public) != 1:
+      raise CompileError(f"the module has no entry function 'main' (public functions: {public})",
+                         INVALID_ARGUMENT)
+    entry = public[0]
+  source = module.operation.get_asm(enable_debug_info=True)
+  return Module(functions, attrs, source=source, entry=entry)
+
+
+def import_program(code: bytes, fmt: str) -> Module:
+  mlir_module, ctx = parse(code, fmt)
+  with ctx:
+    return import_module(mlir_module)

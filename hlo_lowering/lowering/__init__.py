@@ -1,0 +1,6 @@
+"""Lowering rules: one module per op family, each registering rules with registry.py.
+
+Importing this package imports every rule module so the registry is complete.
+"""
+
+from hlo_lowering.lowering import barrier, constants, elementwise, gpsimd, views  # noqa: F401

@@ -1,0 +1,134 @@
+"""LoweringContext: everything a lowering rule needs while it lowers one op.
+
+Rules read operand places (`place`, `dense_place`, `splat`), allocate result tensors
+(`new_result`) or give a result a view of existing memory (`set_place`), take SBUF slots, PSUM
+banks and DMA queues, and emit through `builder` with `debug=ctx.debug_id`.
+docs/compiler.md ("The LoweringContext API") describes it for rule authors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_lowering.ir import Op, Value
+from hlo_lowering.lowering.allocators import DmaQueues, PsumBanks, SbufSlots
+from hlo_lowering.lowering.places import Place
+from hlo_lowering.program import DType, ProgramBuilder, Scalar, TensorKind
+
+
+class LoweringContext:
+  def __init__(self, builder: ProgramBuilder, target_spec: dict):
+    self.builder = builder
+    self.target_spec = target_spec
+    self.partitions = int(target_spec["partitions"])
+    self.sbuf = SbufSlots(int(target_spec["sbuf_bytes_per_partition"]))
+    self.psum = PsumBanks()
+    self.dma_queues = DmaQueues()
+    self.op: Op | None = None
+    self.debug_id: int | None = None
+    self._places: dict[Value, Place] = {}
+    self._splats: dict[Value, object] = {}
+    self._pending_outputs: dict[Value, int] = {}
+    self._names: dict[Value, str] = {}
+
+  # --- the op being lowered -----------------------------------------------------------------
+
+  def begin_op(self, op: Op) -> None:
+    self.op = op
+    self.debug_id = self.builder.debug(op=op.name, name=op.loc.name, location=op.loc.position)
+
+  # --- places of values ---------------------------------------------------------------------
+
+  def place(self, value: Value) -> Place:
+    """Where `value` lives (possibly a strided or broadcast view)."""
+    try:
+      return self._places[value]
+    except KeyError:
+      raise ValueError(f"{value} has no place: its producer was not lowered") from None
+
+  def has_place(self, value: Value) -> bool:
+    return value in self._places
+
+  def set_place(self, value: Value, place: Place) -> None:
+    if place.shape != value.shape or place.dtype != value.dtype:
+      raise ValueError(f"place {place} does not fit {value}")
+    self._places[value] = place
+
+  def dense_place(self, value: Value) -> Place:
+    """A row-major place of `value`, copying a view into a new temporary once if needed."""
+    place = self.place(value)
+    if place.is_dense:
+      return place
+    dense = Place.dense(self._new_tensor(value, "temporary"), value.shape, value.dtype)
+    if place.size:
+      self.dma(dense.collapsed_ap(), place.ap())
+    self._places[value] = dense
+    return dense
+
+  def new_result(self, value: Value) -> Place:
+    """A fresh dense tensor for a result: the program output itself when `value` is returned
+    (so no copy is needed), a temporary otherwise."""
+    index = self._pending_outputs.pop(value, None)
+    kind = "temporary" if index is None else "output"
+    place = Place.dense(self._new_tensor(value, kind, index or 0), value.shape, value.dtype)
+    self._places[value] = place
+    return place
+
+  def _new_tensor(self, value: Value, kind: str, index: int = 0) -> int:
+    name = self._names.get(value) or f"t{len(self.builder.tensors)}"
+    return self.builder.tensor(kind=kind, dtype=value.dtype, shape=value.shape, index=index,
+                               name=name)
+
+  # --- constants known at compile time -------------------------------------------------------
+
+  def set_splat(self, value: Value, scalar) -> None:
+    """Records that every element of `value` is `scalar` (a numpy scalar)."""
+    self._splats[value] = scalar
+
+  def splat(self, value: Value):
+    """The numpy scalar every element of `value` equals, or None if not known at compile time."""
+    return self._splats.get(value)
+
+  def splat_scalar(self, value: Value) -> Scalar | None:
+    """`splat(value)` as an instruction immediate of `value`'s dtype."""
+    scalar = self._splats.get(value)
+    if scalar is None:
+      return None
+    python_value = float(scalar) if value.dtype.is_float else int(scalar)
+    return Scalar(value.dtype, python_value)
+
+  # --- program inputs and outputs (used by codegen) -----------------------------------------
+
+  def bind_parameter(self, value: Value, index: int, name: str) -> None:
+    tensor = self.builder.tensor(kind="parameter", dtype=value.dtype, shape=value.shape,
+                                 index=index, name=name)
+    self._places[value] = Place.dense(tensor, value.shape, value.dtype)
+
+  def plan_output(self, value: Value, index: int, name: str) -> None:
+    """`value` is returned as output `index`: its producer may write the output directly."""
+    self._pending_outputs[value] = index
+    self._names[value] = name
+
+  def finish_output(self, value: Value, index: int, name: str) -> None:
+    """Makes output `index` hold `value`, copying unless its producer wrote it in place."""
+    place = self.place(value)
+    tensor = self.builder.tensors[place.tensor]
+    written_in_place = (tensor.kind == TensorKind.OUTPUT and tensor.index == index and place.is_dense
+                        and place.offset == 0)
+    if written_in_place:
+      return
+    out = self.builder.tensor(kind="output", dtype=value.dtype, shape=value.shape, index=index,
+                              name=name)
+    if place.size:
+      self.dma(Place.dense(out, value.shape, value.dtype).collapsed_ap(), place.ap())
+
+  # --- emission helpers ---------------------------------------------------------------------
+
+  def dma(self, dst, src) -> None:
+    """One DMA on the next queue (round robin), tagged with the current op."""
+    self.builder.dma_copy(self.dma_queues.take(), dst, src, debug=self.debug_id)
+
+  def constant_tensor(self, array: np.ndarray, name: str = "") -> int:
+    array = np.ascontiguousarray(array)
+    return self.builder.constant(DType.from_numpy(array.dtype), array.shape, array.tobytes(),
+                                 name=name)

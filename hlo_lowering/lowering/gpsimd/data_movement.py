@@ -1,0 +1,82 @@
+"""transpose, slice, reverse, concatenate and pad as gp_copy between strided HBM views.
+
+Each result is a fresh dense tensor; the source side is a Place view (permuted, offset, scaled
+or negated strides), so every op is one gp_copy per piece.
+"""
+
+from __future__ import annotations
+
+from hlo_lowering.ir import Op
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.places import Place
+from hlo_lowering.lowering.registry import register_lowering
+
+
+def _copy(ctx: LoweringContext, dst: Place, src: Place) -> None:
+  if dst.size:
+    ctx.builder.gp_copy(dst.ap(), src.ap(), debug=ctx.debug_id)
+
+
+@register_lowering("stablehlo.transpose", kind="gpsimd")
+def lower_transpose(ctx: LoweringContext, op: Op) -> None:
+  out = ctx.new_result(op.result)
+  _copy(ctx, out, ctx.place(op.operands[0]).permuted(op.attrs["permutation"]))
+
+
+@register_lowering("stablehlo.slice", kind="gpsimd")
+def lower_slice(ctx: LoweringContext, op: Op) -> None:
+  out = ctx.new_result(op.result)
+  source = ctx.place(op.operands[0]).sliced(op.attrs["start_indices"], op.result.shape,
+                                            op.attrs["strides"])
+  _copy(ctx, out, source)
+
+
+@register_lowering("stablehlo.reverse", kind="gpsimd")
+def lower_reverse(ctx: LoweringContext, op: Op) -> None:
+  out = ctx.new_result(op.result)
+  _copy(ctx, out, ctx.place(op.operands[0]).reversed(op.attrs["dimensions"]))
+
+
+@register_lowering("stablehlo.concatenate", kind="gpsimd")
+def lower_concatenate(ctx: LoweringContext, op: Op) -> None:
+  out = ctx.new_result(op.result)
+  axis = op.attrs["dimension"]
+  start = 0
+  for operand in op.operands:
+    starts = [0] * op.result.type.rank
+    starts[axis] = start
+    piece = out.sliced(starts, operand.shape, [1] * len(starts))
+    _copy(ctx, piece, ctx.place(operand))
+    start += operand.shape[axis]
+
+
+def _padded_range(size: int, low: int, interior: int, out_size: int) -> tuple[int, int, int]:
+  """(first source index, count, first destination index) of the source elements that land
+  inside the result along one dim; negative padding crops them."""
+  step = interior + 1
+  first = 0 if low >= 0 else (-low + step - 1) // step
+  last = min(size - 1, (out_size - 1 - low) // step)
+  return first, max(0, last - first + 1), low + first * step
+
+
+@register_lowering("stablehlo.pad", kind="gpsimd")
+def lower_pad(ctx: LoweringContext, op: Op) -> None:
+  """Fill the result with the padding value, then copy the operand onto its strided interior."""
+  out = ctx.new_result(op.result)
+  operand, padding = op.operands
+  if not out.size:
+    return
+  fill = ctx.place(padding).broadcast(op.result.shape, [])
+  ctx.builder.gp_copy(out.ap(), fill.ap(), debug=ctx.debug_id)
+  src_starts, counts, dst_starts, steps = [], [], [], []
+  for d, size in enumerate(operand.shape):
+    first, count, dst_first = _padded_range(size, op.attrs["edge_padding_low"][d],
+                                            op.attrs["interior_padding"][d], op.result.shape[d])
+    src_starts.append(first)
+    counts.append(count)
+    dst_starts.append(dst_first)
+    steps.append(op.attrs["interior_padding"][d] + 1)
+  if 0 in counts:
+    return
+  source = ctx.place(operand).sliced(src_starts, counts, [1] * len(counts))
+  _copy(ctx, out.sliced(dst_starts, counts, steps), source)

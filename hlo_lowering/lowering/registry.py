@@ -1,0 +1,69 @@
+"""The lowering-rule registry (JAX's `register_lowering`, per op family).
+
+A rule is `rule(ctx: LoweringContext, op: Op) -> None`: it emits instructions through
+`ctx.builder` and places every result of `op` with `ctx.set_place` (or `ctx.new_result`). Rules of
+kind "native" (tiled on TensorE/VectorE/ScalarE with DMA) are tried before "gpsimd" rules (GpSimd
+general-purpose instructions over HBM); `when(op)` lets a rule decline an op it does not handle
+(an integer dot_general, an odd dtype) so the next rule gets it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from hlo_lowering.errors import CompileError, UNIMPLEMENTED
+from hlo_lowering.ir import Op
+
+NATIVE = "native"
+GPSIMD = "gpsimd"
+KINDS = (NATIVE, GPSIMD)
+ADDING_AN_OP_DOC = "docs/adding-an-op.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweringRule:
+  op_name: str
+  kind: str
+  fn: Callable
+  when: Callable[[Op], bool] | None
+
+  def accepts(self, op: Op) -> bool:
+    return self.when is None or self.when(op)
+
+
+_RULES: dict[str, list[LoweringRule]] = {}
+
+
+def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], bool] | None = None):
+  """Decorator: `fn` lowers ops named `op_name` ("stablehlo.add") when `when(op)` holds."""
+  if kind not in KINDS:
+    raise ValueError(f"lowering kind {kind!r} is not one of {KINDS}")
+
+  def decorate(fn):
+    rules = _RULES.setdefault(op_name, [])
+    rules.append(LoweringRule(op_name, kind, fn, when))
+    rules.sort(key=lambda r: KINDS.index(r.kind))  # stable: registration order within a kind
+    return fn
+
+  return decorate
+
+
+def registered_ops() -> list[str]:
+  return sorted(_RULES)
+
+
+def find_rule(op: Op) -> LoweringRule:
+  """The first rule that accepts `op`; CompileError naming op, types and source line if none."""
+  for rule in _RULES.get(op.name, ()):
+    if rule.accepts(op):
+      return rule
+  operands = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.operands) or "none"
+  results = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.results) or "none"
+  where = op.loc.position or "an unknown source line"
+  reason = ("no lowering rule accepts these operand types" if op.name in _RULES
+            else "no lowering rule is registered for it")
+  raise CompileError(
+      f"{op.name} is not supported on NeuronCores: {reason} (operands: {operands}; results: "
+      f"{results}) at {where}{f' ({op.loc.name})' if op.loc.name else ''}. "
+      f"To add it, see {ADDING_AN_OP_DOC}.", UNIMPLEMENTED)

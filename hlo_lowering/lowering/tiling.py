@@ -1,0 +1,71 @@
+"""Splitting an elementwise iteration space into SBUF tiles.
+
+The iteration space is the result shape; every operand is a Place viewed over it (broadcast
+operands have stride 0). Dims are first collapsed where every view is contiguous, so a dense op
+of any shape becomes one flat run of N elements, laid out as [128 partitions, N // 128] plus a
+remainder tile of N % 128 partitions × 1. Otherwise the second-innermost collapsed dim goes on
+partitions (chunks of ≤ 128) and the innermost on the free axis (chunks of ≤ max_free), and
+outer dims are looped over. Each tile gives, per view, the 2-D HbmAP that feeds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Iterator, Sequence
+
+from hlo_lowering.lowering.places import Place, collapse_dims
+from hlo_lowering.program import HbmAP
+
+PARTITIONS = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+  partitions: int
+  free: int
+  offsets: tuple[int, ...]                    # element offset per view
+  partition_strides: tuple[int, ...]          # per view
+  free_strides: tuple[int, ...]               # per view
+
+  def hbm_ap(self, view: int, tensor: int) -> HbmAP:
+    return HbmAP(tensor, self.offsets[view], ((self.partition_strides[view], self.partitions),
+                                              (self.free_strides[view], self.free)))
+
+
+def _flat_tiles(count: int, strides: Sequence[int], bases: Sequence[int],
+                max_free: int) -> Iterator[Tile]:
+  """Tiles over one collapsed dim of `count` elements."""
+  rows = PARTITIONS if count >= PARTITIONS else count
+  cols = count // rows
+  for start in range(0, cols, max_free):
+    free = min(max_free, cols - start)
+    yield Tile(rows, free, tuple(b + start * s for b, s in zip(bases, strides)),
+               tuple(cols * s for s in strides), tuple(strides))
+  done = rows * cols
+  if done < count:
+    yield Tile(count - done, 1, tuple(b + done * s for b, s in zip(bases, strides)),
+               tuple(strides), tuple(strides))
+
+
+def tiles(views: Sequence[Place], max_free: int) -> Iterator[Tile]:
+  """Tiles covering the common shape of `views` (all the same shape), in row-major order."""
+  shape = views[0].shape
+  if any(v.shape != shape for v in views):
+    raise ValueError(f"views of different shapes: {[v.shape for v in views]}")
+  if any(d == 0 for d in shape):
+    return
+  cshape, cstrides = collapse_dims(shape, *(v.strides for v in views))
+  base = tuple(v.offset for v in views)
+  if len(cshape) == 1:
+    yield from _flat_tiles(cshape[0], tuple(s[0] for s in cstrides), base, max_free)
+    return
+  rows, cols = cshape[-2], cshape[-1]
+  for outer in itertools.product(*(range(c) for c in cshape[:-2])):
+    outer_base = tuple(b + sum(i * s[k] for k, i in enumerate(outer))
+                       for b, s in zip(base, cstrides))
+    for r0 in range(0, rows, PARTITIONS):
+      for f0 in range(0, cols, max_free):
+        offsets = tuple(b + r0 * s[-2] + f0 * s[-1] for b, s in zip(outer_base, cstrides))
+        yield Tile(min(PARTITIONS, rows - r0), min(max_free, cols - f0), offsets,
+                   tuple(s[-2] for s in cstrides), tuple(s[-1] for s in cstrides))

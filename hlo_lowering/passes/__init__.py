@@ -1,0 +1,1 @@
+"""Compiler passes, one per module; hlo_lowering/pipeline.py lists them in order."""

@@ -1,0 +1,73 @@
+"""canonicalize: normalise forms the lowerings match on, fold small constants, drop dead ops.
+
+Requires: calls inlined (inline-calls).
+Ensures: every single-operand stablehlo.reduce whose body is one binary op of its two arguments
+carries `attrs["reducer"]` (add, max, min, mul, and, or, xor); integer/boolean and shape ops of
+at most folding.MAX_FOLDED_ELEMENTS elements whose operands are constants are constants; ops
+whose results are unused are removed.
+Runs after: unroll-static-loops (so unrolled loop counters fold away).
+"""
+
+from __future__ import annotations
+
+from hlo_lowering import folding
+from hlo_lowering.ir import Block, Module, Op, use_counts
+
+_REDUCER_BODIES = {
+    "stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.minimum": "min",
+    "stablehlo.multiply": "mul", "stablehlo.and": "and", "stablehlo.or": "or",
+    "stablehlo.xor": "xor",
+}
+_SIDE_EFFECTS = frozenset({"stablehlo.custom_call", "stablehlo.outfeed", "stablehlo.send",
+                           "stablehlo.recv", "stablehlo.infeed", "func.return",
+                           "stablehlo.return"})
+
+
+def reducer_of(op: Op) -> str | None:
+  """The reducer name of a reduce-like op whose body is `return binop(arg0, arg1)`."""
+  if len(op.regions) != 1:
+    return None
+  block = op.regions[0].block
+  if len(block.args) != 2 or len(block.ops) != 2:
+    return None
+  combine, ret = block.ops
+  if len(combine.results) != 1 or ret.operands != combine.results:
+    return None
+  if len(combine.operands) != 2 or set(combine.operands) != set(block.args):
+    return None
+  return _REDUCER_BODIES.get(combine.name)
+
+
+def _fold_block(block: Block) -> None:
+  known = {}
+  new_ops = []
+  for op in block.ops:
+    if op.name == "stablehlo.constant":
+      known[op.result] = op.attrs["value"]
+    elif op.operands and all(v in known for v in op.operands):
+      value = folding.fold(op, [known[v] for v in op.operands])
+      if value is not None:
+        op = folding.constant_op(value, op)
+        known[op.result] = value
+    if op.name == "stablehlo.reduce":
+      reducer = reducer_of(op)
+      if reducer:
+        op.attrs["reducer"] = reducer
+    new_ops.append(op)
+  block.ops = new_ops
+
+
+def _remove_dead(block: Block) -> None:
+  while True:
+    counts = use_counts(block)
+    kept = [op for op in block.ops
+            if op.name in _SIDE_EFFECTS or any(counts.get(r, 0) for r in op.results)]
+    if len(kept) == len(block.ops):
+      return
+    block.ops = kept
+
+
+def run(module: Module) -> None:
+  for function in module.functions.values():
+    _fold_block(function.body)
+    _remove_dead(function.body)

@@ -1,0 +1,52 @@
+"""Compile a JAX function with hlo_lowering, run it on the simulator, compare with JAX on CPU.
+
+The program reaches the compiler exactly as the plugin receives it from JAX: `jax.jit(f).lower`
+→ StableHLO → portable artifact (VHLO) at the current StableHLO version.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from cpu_reference import assert_close
+from hlo_lowering import driver
+
+
+def artifact(f, *args) -> bytes:
+  """The portable artifact JAX would hand a plugin for jit(f)(*args)."""
+  from jax._src.lib import _jax
+  from jaxlib.mlir.dialects import stablehlo
+  text = jax.jit(f).lower(*args).as_text(debug_info=True)
+  return _jax.mlir.serialize_portable_artifact(text, stablehlo.get_current_version(), False)
+
+
+def native():
+  """jax_trn._native, or skip the test when the bindings are not built."""
+  return pytest.importorskip("jax_trn._native", reason="jax_trn._native is not built",
+                             exc_type=ImportError)
+
+
+def compile_fn(f, *args, target: str = "trn2") -> bytes:
+  native()
+  return driver.compile_for_pjrt(artifact(f, *args), "mlir", b"", target)
+
+
+def run_program(program: bytes, args) -> list[np.ndarray]:
+  outputs, _ = native().run_program(program, [np.asarray(a) for a in args])
+  return outputs
+
+
+def check(f, *args, scale: float = 1.0, target: str = "trn2"):
+  """Compiles f, runs it on the simulator and compares with f on the JAX CPU backend."""
+  program = compile_fn(f, *args, target=target)
+  cpu = jax.devices("cpu")[0]
+  expected = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
+  expected_leaves = jax.tree_util.tree_leaves(expected)
+  # The inputs as JAX passes them to a device: canonical dtypes (int64 -> int32 without x64).
+  inputs = [np.array(jax.device_put(a, cpu)) for a in jax.tree_util.tree_leaves(args)]
+  actual = run_program(program, inputs)
+  assert_close(list(actual), [np.asarray(e) for e in expected_leaves], scale=scale,
+               err_msg=getattr(f, "__name__", "f"))
+  return program

@@ -1,0 +1,186 @@
+"""IR in / IR out tests of each pass, plus the importer, the verifier and TRN_DUMP_IR."""
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from hlo_lowering import importer, ir_printer, pipeline, verifier
+from hlo_lowering.passes import (canonicalize, check_supported, inline_calls,
+                                 normalize_dot_general, unroll_static_loops)
+from hlo_lowering.errors import CompileError
+
+
+def _module(text):
+  return importer.import_program(textwrap.dedent(text).encode(), "mlir")
+
+
+def _ops(module):
+  return [op.name for op in module.main.body.ops]
+
+
+CALLS = """
+func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @twice(%a) : (tensor<4xf32>) -> tensor<4xf32> loc("jit(f)/twice"("f.py":3:4))
+  return %0 : tensor<4xf32>
+}
+func.func private @twice(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %x, %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+
+
+def test_inline_calls():
+  module = _module(CALLS)
+  inline_calls.run(module)
+  assert ir_printer.format_module(module) == textwrap.dedent("""\
+      func public @main
+        ^(%0: tensor<4xf32>):
+          %1 = stablehlo.add(%0, %0) : tensor<4xf32>  // jit(f)/twice at f.py:3:4
+          func.return(%1)
+      """)
+
+
+def test_canonicalize_names_reducers_folds_and_removes_dead_ops():
+  module = _module("""
+  func.func @main(%a: tensor<4x3xf32>) -> (tensor<4xf32>, tensor<i32>) {
+    %init = stablehlo.constant dense<0.0> : tensor<f32>
+    %r = stablehlo.reduce(%a init: %init) applies stablehlo.add across dimensions = [1]
+        : (tensor<4x3xf32>, tensor<f32>) -> tensor<4xf32>
+    %c1 = stablehlo.constant dense<3> : tensor<i32>
+    %c2 = stablehlo.constant dense<4> : tensor<i32>
+    %s = stablehlo.multiply %c1, %c2 : tensor<i32>
+    %dead = stablehlo.exponential %a : tensor<4x3xf32>
+    return %r, %s : tensor<4xf32>, tensor<i32>
+  }""")
+  canonicalize.run(module)
+  ops = module.main.body.ops
+  assert _ops(module) == ["stablehlo.constant", "stablehlo.reduce", "stablehlo.constant",
+                          "func.return"]
+  assert ops[1].attrs["reducer"] == "add"
+  assert ops[2].attrs["value"] == np.int32(12)
+
+
+def test_unroll_static_loops():
+  module = _module("""
+  func.func @main(%x: tensor<ui32>) -> tensor<ui32> {
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %r:2 = stablehlo.while(%i = %zero, %v = %x) : tensor<i32>, tensor<ui32>
+    cond {
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %lt = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %next = stablehlo.add %i, %one : tensor<i32>
+      %w = stablehlo.xor %v, %v : tensor<ui32>
+      %w2 = stablehlo.add %w, %v : tensor<ui32>
+      stablehlo.return %next, %w2 : tensor<i32>, tensor<ui32>
+    }
+    return %r#1 : tensor<ui32>
+  }""")
+  unroll_static_loops.run(module)
+  canonicalize.run(module)
+  assert _ops(module).count("stablehlo.xor") == 3
+  assert "stablehlo.while" not in _ops(module)
+  verifier.verify_module(module, "test")
+
+
+def test_runtime_trip_count_is_left_alone():
+  module = _module("""
+  func.func @main(%n: tensor<i32>) -> tensor<i32> {
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %r = stablehlo.while(%i = %zero) : tensor<i32>
+    cond {
+      %lt = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %next = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %next : tensor<i32>
+    }
+    return %r : tensor<i32>
+  }""")
+  unroll_static_loops.run(module)
+  assert "stablehlo.while" in _ops(module)
+
+
+def test_normalize_dot_general():
+  module = _module("""
+  func.func @main(%a: tensor<2x8x5xf32>, %b: tensor<3x2x8xf32>) -> tensor<2x5x3xf32> {
+    %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [1], contracting_dims = [1] x [2]
+        : (tensor<2x8x5xf32>, tensor<3x2x8xf32>) -> tensor<2x5x3xf32>
+    return %0 : tensor<2x5x3xf32>
+  }""")
+  normalize_dot_general.run(module)
+  verifier.verify_module(module, "normalize-dot-general")
+  text = ir_printer.format_module(module)
+  assert _ops(module) == ["stablehlo.transpose", "stablehlo.transpose", "stablehlo.dot_general",
+                          "func.return"]
+  assert "permutation = [0, 2, 1]" in text and "permutation = [1, 2, 0]" in text
+  assert normalize_dot_general.is_batch_matmul(module.main.body.ops[2])
+
+
+def test_normalize_matrix_vector_reshapes():
+  module = _module("""
+  func.func @main(%a: tensor<4x6xf32>, %b: tensor<6xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+        : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }""")
+  normalize_dot_general.run(module)
+  assert _ops(module) == ["stablehlo.reshape", "stablehlo.reshape", "stablehlo.dot_general",
+                          "stablehlo.reshape", "func.return"]
+  assert module.main.body.ops[2].result.shape == (1, 4, 1)
+
+
+def test_check_supported_rejects_f64():
+  module = _module("""
+  func.func @main(%a: tensor<4xf32>) -> tensor<4xf64> {
+    %0 = stablehlo.convert %a : (tensor<4xf32>) -> tensor<4xf64>
+    return %0 : tensor<4xf64>
+  }""")
+  with pytest.raises(CompileError, match="no float64"):
+    check_supported.run(module)
+
+
+def test_importer_keeps_locations_attributes_and_splats():
+  module = _module("""
+  func.func @main(%a: tensor<2x3xbf16>) -> tensor<2x3xi1> {
+    %c = stablehlo.constant dense<[[1.5, 0x7FC0, 2.0], [0.0, -1.0, 3.0]]> : tensor<2x3xbf16>
+    %0 = stablehlo.compare GT, %a, %c : (tensor<2x3xbf16>, tensor<2x3xbf16>) -> tensor<2x3xi1> loc("jit(f)/gt"(callsite("f"("/home/u/model.py":7:9) at "g"("/usr/lib/python3/site-packages/jax/x.py":1:1))))
+    return %0 : tensor<2x3xi1>
+  }""")
+  constant, compare = module.main.body.ops[:2]
+  value = constant.attrs["value"]
+  assert value.dtype.name == "bfloat16" and float(value[0, 0]) == 1.5 and np.isnan(float(value[0, 1]))
+  assert compare.attrs["comparison_direction"] == "GT"
+  assert compare.loc.name == "jit(f)/gt" and compare.loc.position == "/home/u/model.py:7:9"
+
+
+def test_chlo_text_is_legalized():
+  module = _module("""
+  func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = chlo.square %a : tensor<4xf32> -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }""")
+  assert _ops(module) == ["stablehlo.multiply", "func.return"]
+
+
+def test_dump_and_verify_every_pass(tmp_path, monkeypatch):
+  monkeypatch.setenv("TRN_DUMP_IR", str(tmp_path))
+  monkeypatch.setenv("TRN_VERIFY_IR", "1")
+  pipeline.run_pipeline(_module(CALLS), tag="t")
+  names = sorted(p.name for p in tmp_path.iterdir())
+  assert names[0] == "t-00-import.ir"
+  assert [n.split("-", 2)[2][:-3] for n in names[1:]] == [p.name for p in pipeline.PASSES]
+
+
+def test_verifier_catches_use_before_definition():
+  module = _module(CALLS)
+  inline_calls.run(module)
+  body = module.main.body
+  body.ops.insert(0, body.ops.pop(-1))  # return before the add
+  with pytest.raises(verifier.IRVerificationError, match="before its definition"):
+    verifier.verify_module(module, "broken-pass")

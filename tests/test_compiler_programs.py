@@ -1,0 +1,100 @@
+"""Whole programs JAX emits (softmax, layer norm, jax.random, an MLP) and the compiler's errors."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import compiler_harness as harness
+from hlo_lowering import driver
+from hlo_lowering.errors import CompileError
+
+
+def _x(shape=(8, 130)):
+  return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def test_softmax_and_layer_norm():
+  harness.check(jax.nn.softmax, _x(), scale=20)
+  harness.check(lambda x: (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True)
+                                                                      + 1e-5), _x(), scale=20)
+
+
+def test_random_is_bit_exact():
+  key = jax.random.key_data(jax.random.PRNGKey(42))
+  harness.check(lambda k: jax.random.bits(jax.random.wrap_key_data(k), (5, 7)), key)
+  harness.check(lambda k: jax.random.uniform(jax.random.wrap_key_data(k), (300,)), key)
+  harness.check(lambda k: jax.random.normal(jax.random.wrap_key_data(k), (4, 5)), key, scale=50)
+
+
+def test_mlp_forward_and_sgd_step():
+  rng = np.random.default_rng(1)
+  w1, w2 = rng.standard_normal((16, 32), np.float32), rng.standard_normal((32, 10), np.float32)
+  x, y = rng.standard_normal((8, 16), np.float32), rng.standard_normal((8, 10), np.float32)
+
+  def loss(w1, w2, x, y):
+    return jnp.mean((jax.nn.relu(x @ w1) @ w2 - y) ** 2)
+
+  def step(w1, w2, x, y):
+    l, (g1, g2) = jax.value_and_grad(loss, argnums=(0, 1))(w1, w2, x, y)
+    return l, w1 - 0.1 * g1, w2 - 0.1 * g2
+
+  harness.check(step, w1, w2, x, y, scale=50)
+
+
+def test_argmax_is_reported_with_source_line():
+  with pytest.raises(CompileError) as info:
+    harness.compile_fn(lambda x: jnp.argmax(x, axis=1), _x())
+  message = str(info.value)
+  assert "stablehlo.reduce" in message and "docs/adding-an-op.md" in message
+  assert re.search(r"test_compiler_programs\.py:\d+", message)
+
+
+def test_missing_rule_names_op_shape_and_line():
+  labels = np.zeros((8,), np.int32)
+  with pytest.raises(CompileError) as info:
+    harness.compile_fn(lambda x, i: jnp.take_along_axis(x, i[:, None], axis=1), _x(), labels)
+  message = str(info.value)
+  assert "stablehlo.gather" in message and "f32[8, 130]" in message
+  assert re.search(r"test_compiler_programs\.py:\d+", message)
+  assert info.value.code == "UNIMPLEMENTED"
+
+
+def test_float64_is_rejected():
+  text = """func.func @main(%a: tensor<4xf64>) -> tensor<4xf64> {
+    %0 = stablehlo.add %a, %a : tensor<4xf64>
+    return %0 : tensor<4xf64>
+  }"""
+  harness.native()
+  with pytest.raises(CompileError, match="no float64"):
+    driver.compile_text(text)
+
+
+def test_multi_device_options_are_rejected():
+  from jax._src.lib import xla_client
+  options = xla_client.CompileOptions()
+  options.num_partitions = 4
+  with pytest.raises(CompileError, match="multi-device") as info:
+    driver.compile_for_pjrt(harness.artifact(jnp.sin, _x()), "mlir",
+                            options.SerializeAsString(), "trn2")
+  assert info.value.code == "UNIMPLEMENTED"
+
+
+def test_hlo_proto_input_and_report():
+  harness.native()
+  f = lambda x: jnp.tanh(x) + jnp.transpose(x)
+  proto = jax.jit(f).lower(_x((5, 5))).compiler_ir("hlo").as_serialized_hlo_module_proto()
+  before = driver.compile_count()
+  driver.compile_for_pjrt(proto, "hlo", b"", "trn2")
+  assert driver.compile_count() == before + 1
+  summary = driver.last_report().summary()
+  assert summary["stablehlo.tanh"] == {"native": 1}
+  assert summary["stablehlo.transpose"] == {"gpsimd": 1}
+
+
+def test_invalid_program_is_invalid_argument():
+  with pytest.raises(CompileError) as info:
+    driver.compile_for_pjrt(b"not mlir at all", "mlir", b"", "trn2")
+  assert info.value.code == "INVALID_ARGUMENT"
