@@ -25,11 +25,13 @@ enum class DType : uint8_t {
   kF8E4M3FN = 17,
 };
 
+#define TRN_DTYPE_API __attribute__((visibility("default")))
+
 // 0 for a code the format does not know.
-int DTypeSize(DType t);
-bool IsValidDType(uint8_t code);
-bool IsFloat(DType t);
-bool IsSigned(DType t);  // signed integers
-std::string DTypeName(DType t);
+TRN_DTYPE_API int DTypeSize(DType t);
+TRN_DTYPE_API bool IsValidDType(uint8_t code);
+TRN_DTYPE_API bool IsFloat(DType t);
+TRN_DTYPE_API bool IsSigned(DType t);  // signed integers
+TRN_DTYPE_API std::string DTypeName(DType t);
 
 }  // namespace trn::sim

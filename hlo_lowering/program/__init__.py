@@ -1,0 +1,12 @@
+"""The NeuronCore program format, the compiler side: build (builder.py), derive waits (sync.py),
+serialize (writer.py), and read back / disassemble (reader.py). docs/program-format.md is the
+contract; pjrt_plugin/sim/program_loader.cc is the other side."""
+
+from .builder import ProgramBuilder
+from .enums import Alu, DType, Memory, Opcode, Stream, TensorKind, NUM_STREAMS, stream_name
+from .operands import HbmAP, Scalar, TileAP
+from .reader import disassemble, read_program
+
+__all__ = ["ProgramBuilder", "Alu", "DType", "Memory", "Opcode", "Stream", "TensorKind",
+           "NUM_STREAMS", "stream_name", "HbmAP", "Scalar", "TileAP", "disassemble",
+           "read_program"]

@@ -1,0 +1,345 @@
+"""ProgramBuilder: the compiler's way to write a NeuronCore program. One method per instruction;
+arguments are validated here (partition rules, element counts, engine constraints) so a compiler
+bug surfaces with a ValueError at build time instead of as a loader error later. Waits are derived
+by sync.py as instructions are appended."""
+
+import math
+
+import numpy as np
+
+from .enums import Alu, DType, Memory, Opcode, PSUM_BANK_BYTES, REDUCE_OPS, Stream, TensorKind
+from .instructions import (DebugEntry, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
+from .operands import HbmAP, Scalar, TileAP
+from .sync import WaitTracker
+from .writer import serialize
+
+TARGETS = ("trn1", "trn2", "trn3")
+MATMUL_DTYPES = (DType.F32, DType.BF16, DType.F16, DType.F8E4M3FN, DType.F8E5M2)
+
+
+def _check_op(op, arity: int, data_dtype: DType, where: str) -> Alu:
+  try:
+    op = Alu(op)
+  except ValueError:
+    raise ValueError(f"{where}: unknown ALU op {op}") from None
+  if op.arity != arity:
+    raise ValueError(f"{where}: {op.name} takes {op.arity} operands, not {arity}")
+  floating = DType(data_dtype).is_float
+  if floating and op.is_integer_only:
+    raise ValueError(f"{where}: {op.name} needs integer data, got {DType(data_dtype).name}")
+  if not floating and op.is_float_only:
+    raise ValueError(f"{where}: {op.name} needs float data, got {DType(data_dtype).name}")
+  return op
+
+
+def _same_count(where: str, *aps):
+  counts = [ap.num_elements for ap in aps]
+  if len(set(counts)) != 1:
+    raise ValueError(f"{where}: element counts differ: {counts}")
+
+
+def _same_tile_shape(where: str, *aps):
+  parts = [ap.partition_count for ap in aps]
+  if len(set(parts)) != 1:
+    raise ValueError(f"{where}: partition counts differ: {parts}")
+  _same_count(where, *aps)
+
+
+def _tile(ap, where: str) -> TileAP:
+  if not isinstance(ap, TileAP):
+    raise ValueError(f"{where}: expected a TileAP, got {type(ap).__name__}")
+  return ap
+
+
+def _scalar_operand(value, src: TileAP, where: str):
+  if isinstance(value, Scalar):
+    return value
+  tile = _tile(value, where)
+  if tile.partition_count != src.partition_count or tile.free_size != 1:
+    raise ValueError(f"{where}: a per-partition scalar must be [{src.partition_count}, 1], "
+                     f"got {list(tile.shape)}")
+  return tile
+
+
+class ProgramBuilder:
+  def __init__(self, target: str = "trn2", source: str = ""):
+    if target not in TARGETS:
+      raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    self.target = target
+    self.source = source
+    self.tensors = []
+    self.debug_entries = []
+    self.instructions = []  # program order
+    self.streams = {}       # stream id -> [Instruction]
+    self._sync = WaitTracker()
+    self._default_debug = None
+
+  # --- tables -------------------------------------------------------------------------------
+
+  def tensor(self, kind, dtype, shape, index=0, name="") -> int:
+    kind = TensorKind[kind.upper()] if isinstance(kind, str) else TensorKind(kind)
+    if kind == TensorKind.CONSTANT:
+      raise ValueError("constants carry data: use ProgramBuilder.constant")
+    shape = tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+      raise ValueError(f"tensor {name!r}: negative dimension in shape {shape}")
+    if kind in (TensorKind.PARAMETER, TensorKind.OUTPUT):
+      taken = [t for t in self.tensors if t.kind == kind and t.index == index]
+      if taken:
+        raise ValueError(f"{kind.name.lower()} index {index} is already tensor {taken[0].name!r}")
+    else:
+      index = 0
+    self.tensors.append(Tensor(name, kind, index, DType(dtype), shape))
+    return len(self.tensors) - 1
+
+  def constant(self, dtype, shape, data: bytes, name="") -> int:
+    dtype = DType(dtype)
+    shape = tuple(int(d) for d in shape)
+    expected = math.prod(shape) * dtype.itemsize
+    if len(data) != expected:
+      raise ValueError(f"constant {name!r}: {len(data)} bytes of data for {dtype.name}{list(shape)}"
+                       f" which needs {expected}")
+    self.tensors.append(Tensor(name, TensorKind.CONSTANT, 0, dtype, shape, bytes(data)))
+    return len(self.tensors) - 1
+
+  def debug(self, op="", name="", location="") -> int:
+    self.debug_entries.append(DebugEntry(op, name, location))
+    return len(self.debug_entries) - 1
+
+  # --- DMA and TensorE ----------------------------------------------------------------------
+
+  def dma_copy(self, queue, dst, src, debug=None):
+    where = "dma_copy"
+    for ap in (dst, src):
+      if isinstance(ap, TileAP) and ap.memory == Memory.PSUM:
+        raise ValueError(f"{where}: PSUM is not a DMA endpoint ({ap})")
+    self._check_hbm(dst, where, writes=True)
+    self._check_hbm(src, where)
+    _same_count(where, dst, src)
+    self._emit(Opcode.DMA_COPY, Stream.dma(queue), debug, dst=dst, src=src)
+
+  def matmul(self, dst, stationary, moving, start=True, stop=True, debug=None):
+    where = "matmul"
+    dst, stationary, moving = (_tile(a, where) for a in (dst, stationary, moving))
+    if dst.memory != Memory.PSUM or dst.dtype != DType.F32:
+      raise ValueError(f"{where}: dst must be an fp32 PSUM tile, got {dst}")
+    for name, ap in (("stationary", stationary), ("moving", moving)):
+      if ap.memory != Memory.SBUF:
+        raise ValueError(f"{where}: {name} must be in SBUF, got {ap}")
+      if ap.dtype not in MATMUL_DTYPES:
+        raise ValueError(f"{where}: {name} dtype {ap.dtype.name} is not one of "
+                         f"{[d.name for d in MATMUL_DTYPES]}")
+    if stationary.partition_count != moving.partition_count:
+      raise ValueError(f"{where}: stationary has K={stationary.partition_count} partitions, "
+                       f"moving K={moving.partition_count}")
+    m, n = stationary.free_size, moving.free_size
+    if m > 128:
+      raise ValueError(f"{where}: stationary free size {m} exceeds 128")
+    if dst.partition_count != m or dst.free_size != n:
+      raise ValueError(f"{where}: dst is {list(dst.shape)}, expected [{m} partitions, {n}]")
+    low, high = dst.byte_range()
+    if low // PSUM_BANK_BYTES != (high - 1) // PSUM_BANK_BYTES:
+      raise ValueError(f"{where}: dst bytes [{low}, {high}) cross a 2 KiB PSUM bank")
+    flags = (MATMUL_START if start else 0) | (MATMUL_STOP if stop else 0)
+    self._emit(Opcode.MATMUL, Stream.PE, debug, dst=dst, stationary=stationary, moving=moving,
+               flags=flags)
+
+  def transpose(self, dst, src, debug=None):
+    where = "transpose"
+    dst, src = _tile(dst, where), _tile(src, where)
+    if dst.memory != Memory.PSUM:
+      raise ValueError(f"{where}: dst must be in PSUM, got {dst}")
+    if len(src.free) != 1 or src.free_size > 128:
+      raise ValueError(f"{where}: src must be [P, F <= 128] with one free dim, got {src}")
+    if dst.partition_count != src.free_size or dst.free_size != src.partition_count:
+      raise ValueError(f"{where}: dst is {list(dst.shape)}, expected "
+                       f"[{src.free_size}, {src.partition_count}]")
+    self._emit(Opcode.TRANSPOSE, Stream.PE, debug, dst=dst, src=src)
+
+  # --- VectorE and ScalarE ------------------------------------------------------------------
+
+  def tensor_tensor(self, op, dst, a, b_, debug=None):
+    where = "tensor_tensor"
+    dst, a, b_ = (_tile(x, where) for x in (dst, a, b_))
+    op = _check_op(op, 2, a.dtype, where)
+    _same_tile_shape(where, dst, a, b_)
+    self._emit(Opcode.TENSOR_TENSOR, Stream.DVE, debug, op=op, dst=dst, a=a, b=b_)
+
+  def tensor_scalar(self, op, dst, src, scalar, reverse=False, debug=None):
+    where = "tensor_scalar"
+    dst, src = _tile(dst, where), _tile(src, where)
+    op = _check_op(op, 2, src.dtype, where)
+    _same_tile_shape(where, dst, src)
+    scalar = _scalar_operand(scalar, src, where)
+    self._emit(Opcode.TENSOR_SCALAR, Stream.DVE, debug, op=op, reverse=int(bool(reverse)),
+               dst=dst, src=src, scalar=scalar)
+
+  def tensor_reduce(self, op, dst, src, debug=None):
+    where = "tensor_reduce"
+    dst, src = _tile(dst, where), _tile(src, where)
+    op = _check_op(op, 2, src.dtype, where)
+    if op not in REDUCE_OPS:
+      raise ValueError(f"{where}: {op.name} is not a reduction; use one of "
+                       f"{sorted(o.name for o in REDUCE_OPS)}")
+    if dst.partition_count != src.partition_count or dst.free_size != 1:
+      raise ValueError(f"{where}: dst must be [{src.partition_count}, 1], got {list(dst.shape)}")
+    self._emit(Opcode.TENSOR_REDUCE, Stream.DVE, debug, op=op, dst=dst, src=src)
+
+  def tensor_copy(self, dst, src, debug=None):
+    where = "tensor_copy"
+    dst, src = _tile(dst, where), _tile(src, where)
+    _same_count(where, dst, src)
+    self._emit(Opcode.TENSOR_COPY, Stream.DVE, debug, dst=dst, src=src)
+
+  def tensor_ternary(self, op, dst, a, b_, c, debug=None):
+    where = "tensor_ternary"
+    dst, a, b_, c = (_tile(x, where) for x in (dst, a, b_, c))
+    op = _check_op(op, 3, b_.dtype, where)
+    _same_tile_shape(where, dst, a, b_, c)
+    self._emit(Opcode.TENSOR_TERNARY, Stream.DVE, debug, op=op, dst=dst, a=a, b=b_, c=c)
+
+  def tensor_unary(self, op, dst, src, debug=None):
+    where = "tensor_unary"
+    dst, src = _tile(dst, where), _tile(src, where)
+    op = _check_op(op, 1, src.dtype, where)
+    _same_tile_shape(where, dst, src)
+    self._emit(Opcode.TENSOR_UNARY, Stream.DVE, debug, op=op, dst=dst, src=src)
+
+  def activation(self, func, dst, src, scale=1.0, bias=Scalar(DType.F32, 0.0), debug=None):
+    where = "activation"
+    dst, src = _tile(dst, where), _tile(src, where)
+    func = _check_op(func, 1, DType.F32, where)
+    _same_tile_shape(where, dst, src)
+    bias = _scalar_operand(bias, src, where)
+    self._emit(Opcode.ACTIVATION, Stream.ACT, debug, func=func, dst=dst, src=src,
+               scale=float(np.float32(scale)), bias=bias)
+
+  # --- GpSimd general-purpose ops over HBM --------------------------------------------------
+
+  def gp_elementwise(self, op, dst, srcs, debug=None):
+    where = "gp_elementwise"
+    srcs = list(srcs)
+    for ap in [dst] + srcs:
+      self._check_hbm(ap, where, writes=ap is dst, required=True)
+    data = srcs[1] if Alu(op) in (Alu.SELECT, Alu.CLAMP) else srcs[0]
+    op = _check_op(op, len(srcs), self._dtype(data), where)
+    for ap in srcs:
+      if ap.shape != dst.shape:
+        raise ValueError(f"{where}: source dims {list(ap.shape)} differ from dst "
+                         f"{list(dst.shape)} (broadcast with stride 0)")
+    self._emit(Opcode.GP_ELEMENTWISE, Stream.POOL, debug, op=op, dst=dst, srcs=srcs)
+
+  def gp_copy(self, dst, src, debug=None):
+    where = "gp_copy"
+    self._check_hbm(dst, where, writes=True, required=True)
+    self._check_hbm(src, where, required=True)
+    _same_count(where, dst, src)
+    self._emit(Opcode.GP_COPY, Stream.POOL, debug, dst=dst, src=src)
+
+  def gp_fill(self, dst, value, debug=None):
+    where = "gp_fill"
+    self._check_hbm(dst, where, writes=True, required=True)
+    if not isinstance(value, Scalar):
+      raise ValueError(f"{where}: value must be a Scalar, got {type(value).__name__}")
+    self._emit(Opcode.GP_FILL, Stream.POOL, debug, dst=dst, value=value)
+
+  def gp_iota(self, dst, dim, debug=None):
+    where = "gp_iota"
+    self._check_hbm(dst, where, writes=True, required=True)
+    if not 0 <= dim < len(dst.dims):
+      raise ValueError(f"{where}: dim {dim} out of range for {len(dst.dims)} dims")
+    self._emit(Opcode.GP_IOTA, Stream.POOL, debug, dst=dst, dim=dim)
+
+  def gp_bitcast(self, dst_tensor, src_tensor, debug=None):
+    where = "gp_bitcast"
+    dst_t, src_t = self._tensor(dst_tensor, where), self._tensor(src_tensor, where)
+    self._check_writable(dst_tensor, where)
+    sizes = [math.prod(t.shape) * DType(t.dtype).itemsize for t in (dst_t, src_t)]
+    if sizes[0] != sizes[1]:
+      raise ValueError(f"{where}: tensors hold {sizes[0]} and {sizes[1]} bytes")
+    self._emit(Opcode.GP_BITCAST, Stream.POOL, debug, dst=dst_tensor, src=src_tensor)
+
+  def gp_reduce(self, op, dst, src, reduced, init, debug=None):
+    where = "gp_reduce"
+    self._check_hbm(dst, where, writes=True, required=True)
+    self._check_hbm(src, where, required=True)
+    op = _check_op(op, 2, self._dtype(src), where)
+    if op not in REDUCE_OPS:
+      raise ValueError(f"{where}: {op.name} is not a reduction")
+    if not 0 <= reduced <= len(src.dims):
+      raise ValueError(f"{where}: reduced={reduced} but src has {len(src.dims)} dims")
+    kept = math.prod(src.shape[:len(src.dims) - reduced])
+    if dst.num_elements != kept:
+      raise ValueError(f"{where}: dst has {dst.num_elements} elements; the kept dims "
+                       f"{list(src.shape[:len(src.dims) - reduced])} have {kept}")
+    if not isinstance(init, Scalar):
+      raise ValueError(f"{where}: init must be a Scalar")
+    self._emit(Opcode.GP_REDUCE, Stream.POOL, debug, op=op, dst=dst, src=src, reduced=reduced,
+               init=init)
+
+  def gp_batch_matmul(self, dst, lhs, rhs, debug=None):
+    where = "gp_batch_matmul"
+    for ap in (dst, lhs, rhs):
+      self._check_hbm(ap, where, writes=ap is dst, required=True)
+      if len(ap.dims) != 3:
+        raise ValueError(f"{where}: access patterns must be 3-D [batch, rows, cols], got {ap}")
+    (b, m, k), (b2, k2, n), (b3, m3, n3) = lhs.shape, rhs.shape, dst.shape
+    if b != b2 or k != k2 or (b3, m3, n3) != (b, m, n):
+      raise ValueError(f"{where}: shapes lhs {list(lhs.shape)} rhs {list(rhs.shape)} "
+                       f"dst {list(dst.shape)} do not form [b,m,k]x[b,k,n]->[b,m,n]")
+    self._emit(Opcode.GP_BATCH_MATMUL, Stream.POOL, debug, dst=dst, lhs=lhs, rhs=rhs)
+
+  # --- output -------------------------------------------------------------------------------
+
+  def serialize(self) -> bytes:
+    for kind in (TensorKind.PARAMETER, TensorKind.OUTPUT):
+      indices = sorted(t.index for t in self.tensors if t.kind == kind)
+      if indices != list(range(len(indices))):
+        raise ValueError(f"{kind.name.lower()} indices {indices} are not 0..{len(indices) - 1}")
+    return serialize(self.target, self.tensors, self.streams, self.debug_entries, self.source)
+
+  # --- helpers ------------------------------------------------------------------------------
+
+  def _emit(self, opcode, stream, debug, **operands):
+    if debug is None:
+      if self._default_debug is None:
+        self._default_debug = self.debug()
+      debug = self._default_debug
+    if not 0 <= debug < len(self.debug_entries):
+      raise ValueError(f"{opcode.name}: debug id {debug} is not in the debug table")
+    inst = Instruction(opcode, int(stream), debug, operands)
+    reads, writes = accesses(inst)
+    inst.waits = self._sync.add(inst.stream, reads, writes)
+    self.instructions.append(inst)
+    self.streams.setdefault(inst.stream, []).append(inst)
+    return inst
+
+  def _tensor(self, index, where: str) -> Tensor:
+    if not 0 <= index < len(self.tensors):
+      raise ValueError(f"{where}: tensor {index} is not in the tensor table "
+                       f"({len(self.tensors)} tensors)")
+    return self.tensors[index]
+
+  def _dtype(self, ap: HbmAP) -> DType:
+    return DType(self._tensor(ap.tensor, "access pattern").dtype)
+
+  def _check_writable(self, index, where):
+    t = self._tensor(index, where)
+    if t.kind in (TensorKind.PARAMETER, TensorKind.CONSTANT):
+      raise ValueError(f"{where}: writes {TensorKind(t.kind).name.lower()} tensor {t.name!r}")
+
+  def _check_hbm(self, ap, where, writes=False, required=False):
+    if not isinstance(ap, HbmAP):
+      if required:
+        raise ValueError(f"{where}: expected an HbmAP, got {type(ap).__name__}")
+      if not isinstance(ap, TileAP):
+        raise ValueError(f"{where}: expected an HbmAP or TileAP, got {type(ap).__name__}")
+      return
+    t = self._tensor(ap.tensor, where)
+    if writes:
+      self._check_writable(ap.tensor, where)
+    size = math.prod(t.shape)
+    low, high = ap.element_range()
+    if low < 0 or high >= size:
+      raise ValueError(f"{where}: {ap} addresses elements {low}..{high} of tensor {t.name!r} "
+                       f"which has {size}")

@@ -1,0 +1,93 @@
+"""The in-memory instruction, the operand layout of every opcode (one table that the writer and
+the reader both follow), and the memory each instruction reads and writes (for sync.py)."""
+
+import dataclasses
+
+from .enums import Opcode
+from .operands import HbmAP, TileAP
+
+
+@dataclasses.dataclass
+class Tensor:
+  name: str
+  kind: int  # TensorKind
+  index: int
+  dtype: int  # DType
+  shape: tuple
+  data: bytes = b""
+
+
+@dataclasses.dataclass
+class DebugEntry:
+  op: str
+  name: str
+  location: str
+
+
+@dataclasses.dataclass
+class Instruction:
+  opcode: Opcode
+  stream: int
+  debug_id: int
+  operands: dict  # field name -> value, in OPERAND_LAYOUT order
+  waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]
+
+
+# Operand kinds: "u8", "u32", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
+# HbmAPs; "endpoint" HbmAP | TileAP; "scalar" Scalar; "scalar_operand" Scalar | TileAP [P, 1].
+OPERAND_LAYOUT = {
+    Opcode.DMA_COPY: (("dst", "endpoint"), ("src", "endpoint")),
+    Opcode.MATMUL: (("dst", "tile"), ("stationary", "tile"), ("moving", "tile"), ("flags", "u8")),
+    Opcode.TRANSPOSE: (("dst", "tile"), ("src", "tile")),
+    Opcode.TENSOR_TENSOR: (("op", "u8"), ("dst", "tile"), ("a", "tile"), ("b", "tile")),
+    Opcode.TENSOR_SCALAR: (("op", "u8"), ("reverse", "u8"), ("dst", "tile"), ("src", "tile"),
+                           ("scalar", "scalar_operand")),
+    Opcode.TENSOR_REDUCE: (("op", "u8"), ("dst", "tile"), ("src", "tile")),
+    Opcode.TENSOR_COPY: (("dst", "tile"), ("src", "tile")),
+    Opcode.TENSOR_TERNARY: (("op", "u8"), ("dst", "tile"), ("a", "tile"), ("b", "tile"),
+                            ("c", "tile")),
+    Opcode.TENSOR_UNARY: (("op", "u8"), ("dst", "tile"), ("src", "tile")),
+    Opcode.ACTIVATION: (("func", "u8"), ("dst", "tile"), ("src", "tile"), ("scale", "f32"),
+                        ("bias", "scalar_operand")),
+    Opcode.GP_ELEMENTWISE: (("op", "u8"), ("dst", "hbm"), ("srcs", "hbm_list")),
+    Opcode.GP_COPY: (("dst", "hbm"), ("src", "hbm")),
+    Opcode.GP_FILL: (("dst", "hbm"), ("value", "scalar")),
+    Opcode.GP_IOTA: (("dst", "hbm"), ("dim", "u8")),
+    Opcode.GP_BITCAST: (("dst", "u32"), ("src", "u32")),
+    Opcode.GP_REDUCE: (("op", "u8"), ("dst", "hbm"), ("src", "hbm"), ("reduced", "u8"),
+                       ("init", "scalar")),
+    Opcode.GP_BATCH_MATMUL: (("dst", "hbm"), ("lhs", "hbm"), ("rhs", "hbm")),
+}
+
+MATMUL_START = 1
+MATMUL_STOP = 2
+
+
+def region(operand):
+  """The memory region an operand touches: ("hbm", tensor) or
+  ("tile", memory, first_partition, end_partition, first_byte, end_byte); None for immediates."""
+  if isinstance(operand, HbmAP):
+    return ("hbm", operand.tensor)
+  if isinstance(operand, TileAP):
+    low, high = operand.byte_range()
+    return ("tile", int(operand.memory), operand.partition_start,
+            operand.partition_start + operand.partition_count, low, high)
+  return None
+
+
+def accesses(inst: Instruction):
+  """(reads, writes): lists of regions."""
+  ops = inst.operands
+  if inst.opcode == Opcode.GP_BITCAST:
+    return [("hbm", ops["src"])], [("hbm", ops["dst"])]
+  reads = []
+  for name, kind in OPERAND_LAYOUT[inst.opcode]:
+    if name == "dst" or kind in ("u8", "u32", "f32", "scalar"):
+      continue
+    values = ops[name] if kind == "hbm_list" else [ops[name]]
+    reads.extend(r for r in map(region, values) if r is not None)
+  writes = [region(ops["dst"])]
+  if inst.opcode == Opcode.MATMUL and not ops["flags"] & MATMUL_START:
+    reads.append(writes[0])  # accumulates into what is there
+  return reads, writes
+

@@ -1,0 +1,149 @@
+"""Instruction operands: access patterns over HBM tensors and over SBUF/PSUM tiles, and
+immediates. Each knows its element count and the memory region it touches (for sync.py)."""
+
+import dataclasses
+import math
+from typing import Sequence
+
+from .enums import DType, Memory, PARTITIONS, PSUM_BYTES_PER_PARTITION
+
+
+def _check_dims(dims, what: str, max_dims: int):
+  if not 1 <= len(dims) <= max_dims:
+    raise ValueError(f"{what}: {len(dims)} dims; expected 1..{max_dims}")
+  for stride, count in dims:
+    if count < 1:
+      raise ValueError(f"{what}: dim count {count} must be >= 1 (dims={list(dims)})")
+
+
+@dataclasses.dataclass(frozen=True)
+class HbmAP:
+  """An access pattern over one HBM tensor (elements of the tensor's dtype)."""
+  tensor: int
+  offset: int
+  dims: tuple  # ((stride, count), ...) outermost first
+
+  def __post_init__(self):
+    object.__setattr__(self, "dims", tuple((int(s), int(c)) for s, c in self.dims))
+    _check_dims(self.dims, f"HbmAP over tensor {self.tensor}", 8)
+
+  @classmethod
+  def dense(cls, tensor: int, shape: Sequence[int], offset: int = 0) -> "HbmAP":
+    """Row-major access to `shape` elements starting at `offset`."""
+    shape = tuple(int(d) for d in shape) or (1,)
+    dims, stride = [], 1
+    for count in reversed(shape):
+      dims.append((stride, count))
+      stride *= count
+    return cls(tensor, offset, tuple(reversed(dims)))
+
+  @property
+  def shape(self) -> tuple:
+    return tuple(c for _, c in self.dims)
+
+  @property
+  def num_elements(self) -> int:
+    return math.prod(self.shape)
+
+  def element_range(self) -> tuple:
+    """[first, last] element indices addressed."""
+    low = self.offset + sum(s * (c - 1) for s, c in self.dims if s < 0)
+    high = self.offset + sum(s * (c - 1) for s, c in self.dims if s > 0)
+    return low, high
+
+
+@dataclasses.dataclass(frozen=True)
+class TileAP:
+  """An access pattern over SBUF or PSUM: a partition range and 1..4 free dims (strides in
+  elements, relative to `byte_offset` inside every partition)."""
+  memory: Memory
+  dtype: DType
+  partition_start: int
+  partition_count: int
+  byte_offset: int
+  free: tuple  # ((stride, count), ...) outermost first
+
+  def __post_init__(self):
+    object.__setattr__(self, "memory", Memory(self.memory))
+    object.__setattr__(self, "dtype", DType(self.dtype))
+    object.__setattr__(self, "free", tuple((int(s), int(c)) for s, c in self.free))
+    _check_dims(self.free, f"TileAP {self}", 4)
+    check_partitions(self.partition_start, self.partition_count)
+    if self.dtype == DType.F64:
+      raise ValueError("f64 is not a tile dtype (GpSimd general-purpose ops only)")
+    low, high = self.byte_range()
+    if low < 0:
+      raise ValueError(f"TileAP addresses byte {low} before the start of its partition: {self}")
+    if self.memory == Memory.PSUM and high > PSUM_BYTES_PER_PARTITION:
+      raise ValueError(f"PSUM TileAP ends at byte {high} past the {PSUM_BYTES_PER_PARTITION} "
+                       f"bytes of a partition: {self}")
+
+  @classmethod
+  def dense(cls, memory: Memory, dtype: DType, partition_start: int, partition_count: int,
+            byte_offset: int, free_shape: Sequence[int]) -> "TileAP":
+    """Row-major free dims of `free_shape` elements starting at `byte_offset`."""
+    dims, stride = [], 1
+    for count in reversed(tuple(free_shape) or (1,)):
+      dims.append((stride, int(count)))
+      stride *= count
+    return cls(memory, dtype, partition_start, partition_count, byte_offset,
+               tuple(reversed(dims)))
+
+  @property
+  def free_shape(self) -> tuple:
+    return tuple(c for _, c in self.free)
+
+  @property
+  def free_size(self) -> int:
+    return math.prod(self.free_shape)
+
+  @property
+  def shape(self) -> tuple:
+    return (self.partition_count,) + self.free_shape
+
+  @property
+  def num_elements(self) -> int:
+    return self.partition_count * self.free_size
+
+  def byte_range(self) -> tuple:
+    """[low, high) bytes addressed inside each partition."""
+    size = DType(self.dtype).itemsize
+    low = sum(s * (c - 1) for s, c in self.free if s < 0)
+    high = sum(s * (c - 1) for s, c in self.free if s > 0)
+    return self.byte_offset + low * size, self.byte_offset + (high + 1) * size
+
+
+def check_partitions(start: int, count: int):
+  """The partition rules of docs/program-format.md."""
+  if not 1 <= count <= PARTITIONS:
+    raise ValueError(f"partition count {count} out of range 1..{PARTITIONS}")
+  if start + count > PARTITIONS:
+    raise ValueError(f"partitions {start}..{start + count - 1} run past partition {PARTITIONS - 1}")
+  if count > 64:
+    allowed = (0,)
+  elif count > 32:
+    allowed = (0, 64)
+  else:
+    allowed = (0, 32, 64, 96)
+  if start not in allowed:
+    raise ValueError(f"a tile of {count} partitions must start at one of {allowed}, not {start}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scalar:
+  """An immediate: stored as f64 for float dtypes, as a 64-bit integer otherwise."""
+  dtype: DType
+  value: float
+
+  def __post_init__(self):
+    object.__setattr__(self, "dtype", DType(self.dtype))
+    if self.dtype.is_float:
+      object.__setattr__(self, "value", float(self.value))
+    else:
+      value = int(self.value)
+      if self.dtype == DType.U64:
+        if not 0 <= value < 2**64:
+          raise ValueError(f"u64 immediate {value} out of range")
+      elif not -2**63 <= value < 2**63:
+        raise ValueError(f"{self.dtype.name} immediate {value} out of range")
+      object.__setattr__(self, "value", value)

@@ -1,0 +1,166 @@
+"""Parses program bytes back into Python objects and disassembles them as text (golden snapshots,
+tests, debugging compiler output). The C++ loader is the validating reader; this one checks only
+what it needs to parse."""
+
+import dataclasses
+import struct
+
+from .enums import Alu, DType, Memory, Opcode, TensorKind, stream_name
+from .instructions import DebugEntry, Instruction, MATMUL_START, MATMUL_STOP, OPERAND_LAYOUT, Tensor
+from .operands import HbmAP, Scalar, TileAP
+from .writer import ENDPOINT_HBM, MAGIC, SCALAR_IMMEDIATE, VERSION
+
+
+@dataclasses.dataclass
+class Program:
+  target: str
+  tensors: list
+  streams: dict  # stream id -> [Instruction]
+  debug: list
+  source: str
+
+
+class _Reader:
+  def __init__(self, data: bytes):
+    self.data = data
+    self.pos = 0
+
+  def unpack(self, fmt):
+    fmt = "<" + fmt
+    size = struct.calcsize(fmt)
+    if self.pos + size > len(self.data):
+      raise ValueError(f"program truncated at byte {self.pos}: needs {size} more bytes")
+    values = struct.unpack_from(fmt, self.data, self.pos)
+    self.pos += size
+    return values if len(values) > 1 else values[0]
+
+  def bytes(self, n):
+    if self.pos + n > len(self.data):
+      raise ValueError(f"program truncated at byte {self.pos}: needs {n} more bytes")
+    out = self.data[self.pos:self.pos + n]
+    self.pos += n
+    return out
+
+  def str(self):
+    return self.bytes(self.unpack("I")).decode("utf-8")
+
+  def tile(self):
+    memory, dtype, start, count, offset = self.unpack("BBHHI")
+    free = tuple(self.unpack("iI") for _ in range(self.unpack("I")))
+    return TileAP(Memory(memory), DType(dtype), start, count, offset, free)
+
+  def hbm(self):
+    tensor, offset = self.unpack("Iq")
+    dims = tuple(self.unpack("qq") for _ in range(self.unpack("I")))
+    return HbmAP(tensor, offset, dims)
+
+  def scalar(self):
+    dtype = DType(self.unpack("B"))
+    if dtype.is_float:
+      return Scalar(dtype, self.unpack("d"))
+    return Scalar(dtype, self.unpack("Q" if dtype == DType.U64 else "q"))
+
+  def operand(self, kind):
+    if kind == "u8":
+      return self.unpack("B")
+    if kind == "u32":
+      return self.unpack("I")
+    if kind == "f32":
+      return self.unpack("f")
+    if kind == "tile":
+      return self.tile()
+    if kind == "hbm":
+      return self.hbm()
+    if kind == "hbm_list":
+      return [self.hbm() for _ in range(self.unpack("I"))]
+    if kind == "endpoint":
+      return self.hbm() if self.unpack("B") == ENDPOINT_HBM else self.tile()
+    if kind == "scalar":
+      return self.scalar()
+    if kind == "scalar_operand":
+      return self.scalar() if self.unpack("B") == SCALAR_IMMEDIATE else self.tile()
+    raise ValueError(f"unknown operand kind {kind!r}")
+
+
+def read_program(data: bytes) -> Program:
+  r = _Reader(bytes(data))
+  if r.bytes(8) != MAGIC:
+    raise ValueError("not a NeuronCore program (bad magic)")
+  version = r.unpack("I")
+  if version != VERSION:
+    raise ValueError(f"program format version {version}; this reader knows {VERSION}")
+  target = r.str()
+  tensors = []
+  for _ in range(r.unpack("I")):
+    name = r.str()
+    kind, index, dtype = r.unpack("BIB")
+    shape = tuple(r.unpack("q") for _ in range(r.unpack("I")))
+    data = r.bytes(r.unpack("Q"))
+    tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data))
+  streams = {}
+  for _ in range(r.unpack("I")):
+    stream = r.unpack("B")
+    insts = []
+    for _ in range(r.unpack("I")):
+      opcode, debug_id = r.unpack("HI")
+      opcode = Opcode(opcode)
+      waits = [r.unpack("BI") for _ in range(r.unpack("I"))]
+      operands = {name: r.operand(kind) for name, kind in OPERAND_LAYOUT[opcode]}
+      insts.append(Instruction(opcode, stream, debug_id, operands, waits))
+    streams[stream] = insts
+  debug = [DebugEntry(r.str(), r.str(), r.str()) for _ in range(r.unpack("I"))]
+  source = r.str()
+  if r.pos != len(r.data):
+    raise ValueError(f"{len(r.data) - r.pos} trailing bytes after the program")
+  return Program(target, tensors, streams, debug, source)
+
+
+def _format_tile(ap: TileAP) -> str:
+  free = ",".join(f"{s}x{c}" for s, c in ap.free)
+  return (f"{ap.memory.name}[{ap.partition_start}:{ap.partition_start + ap.partition_count}]"
+          f"@{ap.byte_offset}:{ap.dtype.name.lower()}[{free}]")
+
+
+def _format_hbm(ap: HbmAP, tensors) -> str:
+  dims = ",".join(f"{s}x{c}" for s, c in ap.dims)
+  name = tensors[ap.tensor].name if ap.tensor < len(tensors) else "?"
+  return f"t{ap.tensor}({name})+{ap.offset}[{dims}]"
+
+
+def _format_value(name, value, tensors) -> str:
+  if isinstance(value, TileAP):
+    return _format_tile(value)
+  if isinstance(value, HbmAP):
+    return _format_hbm(value, tensors)
+  if isinstance(value, Scalar):
+    return f"{value.dtype.name.lower()}({value.value!r})"
+  if isinstance(value, list):
+    return "[" + ", ".join(_format_value(name, v, tensors) for v in value) + "]"
+  if name in ("op", "func"):
+    return Alu(value).name.lower()
+  if name == "flags":
+    return "|".join(n for bit, n in ((MATMUL_START, "start"), (MATMUL_STOP, "stop"))
+                    if value & bit) or "0"
+  return repr(value)
+
+
+def disassemble(data: bytes) -> str:
+  """Readable text of a program: tensors, then each stream's instructions with their waits and
+  debug entries."""
+  program = read_program(data)
+  lines = [f"target {program.target}"]
+  for i, t in enumerate(program.tensors):
+    extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
+    lines.append(f"tensor t{i} {t.name!r} {TensorKind(t.kind).name.lower()}[{t.index}] "
+                 f"{DType(t.dtype).name.lower()}{list(t.shape)}{extra}")
+  for stream in sorted(program.streams):
+    lines.append(f"stream {stream_name(stream)}:")
+    for pos, inst in enumerate(program.streams[stream], 1):
+      waits = " ".join(f"{stream_name(s)}>={c}" for s, c in inst.waits)
+      args = " ".join(f"{name}={_format_value(name, inst.operands[name], program.tensors)}"
+                      for name, _ in OPERAND_LAYOUT[inst.opcode])
+      debug = program.debug[inst.debug_id] if inst.debug_id < len(program.debug) else None
+      note = f"  # {debug.op} {debug.name} {debug.location}".rstrip() if debug and debug.op else ""
+      wait_text = f" wait[{waits}]" if waits else ""
+      lines.append(f"  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")
+  return "\n".join(lines) + "\n"

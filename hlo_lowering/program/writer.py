@@ -1,0 +1,125 @@
+"""Serializes a program to the byte format of docs/program-format.md (little-endian)."""
+
+import struct
+
+from .enums import Memory
+from .instructions import OPERAND_LAYOUT
+from .operands import HbmAP, Scalar, TileAP
+
+MAGIC = b"TRNPROG\0"
+VERSION = 1
+
+ENDPOINT_HBM = 0
+ENDPOINT_TILE = 1
+SCALAR_IMMEDIATE = 0
+SCALAR_TILE = 1
+
+
+class _Writer:
+  def __init__(self):
+    self.out = bytearray()
+
+  def pack(self, fmt, *values):
+    self.out += struct.pack("<" + fmt, *values)
+
+  def str(self, text: str):
+    data = text.encode("utf-8")
+    self.pack("I", len(data))
+    self.out += data
+
+  def blob(self, data: bytes):
+    self.pack("Q", len(data))
+    self.out += data
+
+  def tile(self, ap: TileAP):
+    if ap.memory not in (Memory.SBUF, Memory.PSUM):
+      raise ValueError(f"TileAP memory {ap.memory!r} is neither SBUF nor PSUM")
+    self.pack("BBHHI", ap.memory, ap.dtype, ap.partition_start, ap.partition_count,
+              ap.byte_offset)
+    self.pack("I", len(ap.free))
+    for stride, count in ap.free:
+      self.pack("iI", stride, count)
+
+  def hbm(self, ap: HbmAP):
+    self.pack("Iq", ap.tensor, ap.offset)
+    self.pack("I", len(ap.dims))
+    for stride, count in ap.dims:
+      self.pack("qq", stride, count)
+
+  def scalar(self, value: Scalar):
+    self.pack("B", value.dtype)
+    if value.dtype.is_float:
+      self.pack("d", value.value)
+    elif value.value >= 2**63:
+      self.pack("Q", value.value)
+    else:
+      self.pack("q", value.value)
+
+  def operand(self, kind: str, value):
+    if kind == "u8":
+      self.pack("B", int(value))
+    elif kind == "u32":
+      self.pack("I", int(value))
+    elif kind == "f32":
+      self.pack("f", float(value))
+    elif kind == "tile":
+      self.tile(value)
+    elif kind == "hbm":
+      self.hbm(value)
+    elif kind == "hbm_list":
+      self.pack("I", len(value))
+      for ap in value:
+        self.hbm(ap)
+    elif kind == "endpoint":
+      if isinstance(value, HbmAP):
+        self.pack("B", ENDPOINT_HBM)
+        self.hbm(value)
+      else:
+        self.pack("B", ENDPOINT_TILE)
+        self.tile(value)
+    elif kind == "scalar":
+      self.scalar(value)
+    elif kind == "scalar_operand":
+      if isinstance(value, Scalar):
+        self.pack("B", SCALAR_IMMEDIATE)
+        self.scalar(value)
+      else:
+        self.pack("B", SCALAR_TILE)
+        self.tile(value)
+    else:
+      raise ValueError(f"unknown operand kind {kind!r}")
+
+
+def serialize(target: str, tensors, streams: dict, debug, source: str) -> bytes:
+  """`streams`: stream id -> list of Instruction (empty streams are left out)."""
+  w = _Writer()
+  w.out += MAGIC
+  w.pack("I", VERSION)
+  w.str(target)
+  w.pack("I", len(tensors))
+  for t in tensors:
+    w.str(t.name)
+    w.pack("BIB", t.kind, t.index, t.dtype)
+    w.pack("I", len(t.shape))
+    for d in t.shape:
+      w.pack("q", d)
+    w.blob(t.data)
+  used = sorted(s for s, insts in streams.items() if insts)
+  w.pack("I", len(used))
+  for stream in used:
+    w.pack("B", stream)
+    w.pack("I", len(streams[stream]))
+    for inst in streams[stream]:
+      w.pack("HI", inst.opcode, inst.debug_id)
+      w.pack("I", len(inst.waits))
+      for wait_stream, count in inst.waits:
+        w.pack("BI", wait_stream, count)
+      for name, kind in OPERAND_LAYOUT[inst.opcode]:
+        w.operand(kind, inst.operands[name])
+  w.pack("I", len(debug))
+  for entry in debug:
+    w.str(entry.op)
+    w.str(entry.name)
+    w.str(entry.location)
+  w.str(source)
+  return bytes(w.out)

@@ -1,0 +1,212 @@
+// jax_trn._native: Python access to the runtime without going through PJRT: the per-generation
+// target table (the compiler's source of hardware constants), direct program execution on numpy
+// arrays (simulator tests), program metadata, and each device's last execution profile.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "sim/program.h"
+#include "sim/runtime.h"
+
+namespace nb = nanobind;
+
+namespace trn::sim {
+namespace {
+
+using ByteView = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+[[noreturn]] void Raise(const Status& status) {
+  if (status.code() == StatusCode::kInvalidArgument) throw nb::value_error(status.message().c_str());
+  throw std::runtime_error(status.message());
+}
+
+nb::object NumpyDType(DType dtype) {
+  nb::module_ numpy = nb::module_::import_("numpy");
+  switch (dtype) {
+    case DType::kBF16: return nb::module_::import_("ml_dtypes").attr("bfloat16");
+    case DType::kF8E5M2: return nb::module_::import_("ml_dtypes").attr("float8_e5m2");
+    case DType::kF8E4M3FN: return nb::module_::import_("ml_dtypes").attr("float8_e4m3fn");
+    case DType::kPred: return numpy.attr("bool_");
+    default: break;
+  }
+  static const char* const kNames[] = {nullptr, nullptr, "int8", "int16", "int32", "int64", "uint8", "uint16",
+                                       "uint32", "uint64", "float16", "float32", "float64"};
+  return numpy.attr("dtype")(kNames[static_cast<int>(dtype)]);
+}
+
+// The bytes of a C-contiguous array as a flat uint8 view (works for ml_dtypes' dtypes, which the
+// buffer protocol cannot describe directly).
+ByteView Bytes(nb::handle array) {
+  nb::object flat = array.attr("reshape")(-1).attr("view")(nb::module_::import_("numpy").attr("uint8"));
+  return nb::cast<ByteView>(flat);
+}
+
+std::string Text(nb::handle value) {
+  nb::object text = nb::steal(PyObject_Str(value.ptr()));
+  if (!text.is_valid()) throw nb::python_error();
+  return nb::cast<std::string>(text);
+}
+
+nb::tuple ShapeTuple(const std::vector<int64_t>& shape) {
+  nb::list dims;
+  for (int64_t d : shape) dims.append(d);
+  return nb::tuple(dims);
+}
+
+std::shared_ptr<const LoadedProgram> LoadOrRaise(nb::bytes program) {
+  auto loaded = LoadedProgram::Load(program.c_str(), program.size());
+  if (!loaded.ok()) Raise(loaded.status());
+  return loaded.value();
+}
+
+nb::dict ProfileDict(const ExecutionProfile& profile) {
+  nb::dict out;
+  out["device_time_ns"] = profile.device_time_ns;
+  out["matmul_flops"] = profile.matmul_flops;
+  nb::dict streams;
+  for (size_t s = 0; s < profile.stream_instructions.size(); ++s) {
+    if (profile.stream_instructions[s] == 0) continue;
+    nb::dict stream;
+    stream["busy_ns"] = profile.stream_busy_ns[s];
+    stream["instructions"] = profile.stream_instructions[s];
+    streams[StreamName(static_cast<int>(s)).c_str()] = stream;
+  }
+  out["streams"] = streams;
+  nb::list timeline;
+  for (const InstructionRecord& r : profile.timeline) {
+    nb::dict rec;
+    rec["stream"] = StreamName(r.stream);
+    rec["opcode"] = OpcodeName(r.opcode);
+    rec["debug_id"] = r.debug_id;
+    rec["start_ns"] = r.start_ns;
+    rec["end_ns"] = r.end_ns;
+    rec["bytes"] = r.bytes;
+    rec["flops"] = r.flops;
+    timeline.append(rec);
+  }
+  out["timeline"] = timeline;
+  return out;
+}
+
+nb::dict TargetSpecDict(const std::string& name) {
+  const TargetSpec* t = FindTarget(name);
+  if (t == nullptr) throw nb::value_error(("unknown target \"" + name + "\" (expected trn1, trn2 or trn3)").c_str());
+  nb::dict d;
+  d["name"] = t->name;
+  d["core_version"] = t->core_version;
+  d["physical_cores_per_chip"] = t->physical_cores_per_chip;
+  d["default_lnc"] = t->default_lnc;
+  d["partitions"] = t->partitions;
+  d["sbuf_bytes_per_partition"] = t->sbuf_bytes_per_partition;
+  d["psum_banks"] = t->psum_banks;
+  d["psum_bank_bytes"] = t->psum_bank_bytes;
+  d["matmul_moving_free_max"] = t->matmul_moving_free_max;
+  d["matmul_stationary_free_max"] = t->matmul_stationary_free_max;
+  d["tensor_clock_ghz"] = t->tensor_clock_ghz;
+  d["vector_clock_ghz"] = t->vector_clock_ghz;
+  d["scalar_clock_ghz"] = t->scalar_clock_ghz;
+  d["gpsimd_clock_ghz"] = t->gpsimd_clock_ghz;
+  d["hbm_bytes_per_chip"] = t->hbm_bytes_per_chip;
+  d["hbm_bytes_per_ns_per_chip"] = t->hbm_bytes_per_ns_per_chip;
+  d["dma_engines_per_core"] = t->dma_engines_per_core;
+  d["dma_bytes_per_ns_per_engine"] = t->dma_bytes_per_ns_per_engine;
+  d["dma_fixed_latency_ns"] = t->dma_fixed_latency_ns;
+  d["chip_link_bytes_per_ns"] = t->chip_link_bytes_per_ns;
+  return d;
+}
+
+nb::tuple RunProgram(nb::bytes program, nb::list inputs, bool record_timeline) {
+  const auto loaded = LoadOrRaise(program);
+  const auto& params = loaded->parameters();
+  if (inputs.size() != params.size()) {
+    throw nb::value_error(("program takes " + std::to_string(params.size()) + " inputs, got " + std::to_string(inputs.size())).c_str());
+  }
+  nb::module_ numpy = nb::module_::import_("numpy");
+  std::vector<nb::object> keep_alive;
+  std::vector<const void*> parameter_ptrs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    // asarray(order="C"), not ascontiguousarray: the latter turns a 0-d array into shape (1,).
+    nb::object array = numpy.attr("asarray")(inputs[i], nb::arg("order") = "C");
+    const nb::object expected = numpy.attr("dtype")(NumpyDType(params[i].dtype));
+    if (!array.attr("dtype").equal(expected)) {
+      throw nb::value_error(("input " + std::to_string(i) + " (" + params[i].name + ") has dtype " +
+                             Text(array.attr("dtype")) + ", expected " + DTypeName(params[i].dtype)).c_str());
+    }
+    if (!array.attr("shape").equal(ShapeTuple(params[i].shape))) {
+      throw nb::value_error(("input " + std::to_string(i) + " (" + params[i].name + ") has shape " +
+                             Text(array.attr("shape")) + ", expected " +
+                             Text(ShapeTuple(params[i].shape))).c_str());
+    }
+    ByteView bytes = Bytes(array);
+    parameter_ptrs.push_back(bytes.data());
+    keep_alive.push_back(array);
+  }
+  nb::list results;
+  std::vector<void*> output_ptrs;
+  for (const TensorInfo& out : loaded->outputs()) {
+    nb::object array = numpy.attr("zeros")(ShapeTuple(out.shape), NumpyDType(out.dtype));
+    output_ptrs.push_back(Bytes(array).data());
+    results.append(array);
+  }
+  ExecutionProfile profile;
+  ExecuteOptions options;
+  options.record_timeline = record_timeline;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = Execute(*loaded, parameter_ptrs, output_ptrs, options, &profile);
+  }
+  if (!status.ok()) Raise(status);
+  return nb::make_tuple(results, ProfileDict(profile));
+}
+
+nb::list TensorList(const std::vector<TensorInfo>& tensors) {
+  nb::list list;
+  for (const TensorInfo& t : tensors) {
+    nb::dict d;
+    d["name"] = t.name;
+    d["dtype"] = DTypeName(t.dtype);
+    d["shape"] = ShapeTuple(t.shape);
+    list.append(d);
+  }
+  return list;
+}
+
+nb::dict ProgramInfo(nb::bytes program) {
+  const auto loaded = LoadOrRaise(program);
+  nb::dict d;
+  d["target"] = loaded->target().name;
+  d["parameters"] = TensorList(loaded->parameters());
+  d["outputs"] = TensorList(loaded->outputs());
+  d["temporary_bytes"] = loaded->temporary_bytes();
+  d["constant_bytes"] = loaded->constant_bytes();
+  d["source"] = loaded->source();
+  return d;
+}
+
+nb::object LastExecutionDict(int device_id) {
+  ExecutionProfile profile;
+  if (!LastExecution(device_id, &profile)) return nb::none();
+  return ProfileDict(profile);
+}
+
+}  // namespace
+}  // namespace trn::sim
+
+NB_MODULE(_native, m) {
+  using namespace trn::sim;
+  m.doc() = "jax-trn runtime bindings: target table, direct program execution, profiles";
+  m.def("target_spec", &TargetSpecDict, nb::arg("name"), "The per-generation hardware constants of a target.");
+  m.def("run_program", &RunProgram, nb::arg("program"), nb::arg("inputs"), nb::arg("record_timeline") = false,
+        "Loads and runs program bytes on one simulated NeuronCore; returns (outputs, profile).");
+  m.def("program_info", &ProgramInfo, nb::arg("program"), "Validates program bytes and describes their tensors.");
+  m.def("last_execution", &LastExecutionDict, nb::arg("device_id"), "The profile of a device's most recent execution, or None.");
+  m.def("stream_names", []() {
+    std::vector<std::string> names;
+    for (int s = 0; s < kNumStreams; ++s) names.push_back(StreamName(s));
+    return names;
+  }, "Names of the instruction streams, indexed by stream id.");
+}

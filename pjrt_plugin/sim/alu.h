@@ -1,0 +1,104 @@
+// The ALU shared by VectorE, ScalarE and GpSimd (docs/program-format.md, "Numerics"): op codes,
+// compute domains, element conversions, and whole-array op application. Engines gather operands
+// into contiguous `Values` of the compute domain, apply ops here (the op is switched on once per
+// array, the inner loops are plain and vectorisable), and scatter the result to its dtype.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "dtype.h"
+#include "status.h"
+
+namespace trn::sim {
+
+enum class AluOp : uint8_t {
+  kCopy = 0, kNeg = 1, kAbs = 2, kExp = 3, kExpm1 = 4, kLog = 5, kLog1p = 6, kTanh = 7,
+  kLogistic = 8, kSqrt = 9, kRsqrt = 10, kCbrt = 11, kSin = 12, kCos = 13, kTan = 14,
+  kFloor = 15, kCeil = 16, kRoundNearestEven = 17, kRoundNearestAfz = 18, kSign = 19, kNot = 20,
+  kPopcnt = 21, kClz = 22, kIsFinite = 23, kReciprocal = 24, kErf = 25,
+  kAdd = 32, kSub = 33, kMul = 34, kDiv = 35, kRem = 36, kMax = 37, kMin = 38, kPow = 39,
+  kAtan2 = 40, kAnd = 41, kOr = 42, kXor = 43, kShiftLeft = 44, kShiftRightLogical = 45,
+  kShiftRightArithmetic = 46,
+  kEq = 48, kNe = 49, kLt = 50, kLe = 51, kGt = 52, kGe = 53,
+  kSelect = 64, kClamp = 65,
+};
+
+// 0 for a code the table does not define.
+int AluArity(uint8_t code);
+std::string AluOpName(AluOp op);
+bool IsReduceOp(AluOp op);
+
+enum class Domain : uint8_t { kF32, kF64, kI64, kU64 };
+
+// Float dtypes compute in f32 (f64 in f64), signed integers in i64, unsigned and pred in u64.
+Domain ComputeDomain(DType dtype);
+
+// Whether `op` with `arity` operands is defined for data of `dtype` (bitwise ops need integers,
+// transcendental ones floats). The message names the op and the dtype.
+Status CheckAluOp(uint8_t code, int arity, DType dtype);
+
+// Element conversion with the format's rules: float->int truncates toward zero and saturates
+// (NaN -> 0); int->int wraps; int->float and float<->double round to nearest even.
+template <typename To, typename From>
+inline To Convert(From v) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if (std::isnan(v)) return 0;
+    if (v <= static_cast<From>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// A contiguous array in one compute domain; only the vector of that domain is used.
+struct Values {
+  Domain domain = Domain::kF32;
+  std::vector<float> f32;
+  std::vector<double> f64;
+  std::vector<int64_t> i64;
+  std::vector<uint64_t> u64;
+
+  static Values Make(Domain domain, size_t n);
+  size_t size() const;
+  template <typename T> T* data();
+  template <typename T> const T* data() const { return const_cast<Values*>(this)->data<T>(); }
+};
+
+// Calls f(T{}) with T the C++ type of `domain`.
+template <typename F>
+inline decltype(auto) WithDomainType(Domain domain, F&& f) {
+  switch (domain) {
+    case Domain::kF32: return f(float{});
+    case Domain::kF64: return f(double{});
+    case Domain::kI64: return f(int64_t{});
+    case Domain::kU64: break;
+  }
+  return f(uint64_t{});
+}
+
+// `values` converted element by element to `domain`.
+Values ConvertValues(const Values& values, Domain domain);
+
+// x = op(x). `dtype` is the source data dtype (its width bounds popcnt/clz; `not` of pred is
+// logical). The op must have passed CheckAluOp.
+void ApplyUnary(AluOp op, DType dtype, Values& x);
+
+// a = op(a, b) for binary ops (b in a's domain, same size); compares give 1/0 in a's domain.
+// `dtype` is a's data dtype (shift widths).
+void ApplyBinary(AluOp op, DType dtype, Values& a, const Values& b);
+
+// on_true = pred != 0 ? on_true : on_false (pred in any domain).
+void ApplySelect(const Values& pred, Values& on_true, const Values& on_false);
+
+// out[r] = fold of op over x[r, 0..cols) starting from init (or from x[r, 0] when init is null;
+// init holds one value in x's domain).
+// Only the reduction ops (IsReduceOp).
+Values ReduceRows(AluOp op, const Values& x, int64_t rows, int64_t cols, const Values* init);
+
+}  // namespace trn::sim

@@ -1,0 +1,100 @@
+// GpSimdE's general-purpose ops: elementwise, copy, fill, iota, bitcast, reduce and batched
+// matmul directly over HBM access patterns. This is where ops without a tiled lowering run, so
+// every compute domain (f64 included) is supported here.
+#include <cstring>
+
+#include "elementwise.h"
+#include "engines.h"
+
+namespace trn::sim {
+namespace {
+
+void RunIota(Machine& machine, const GpIota& g) {
+  const StridedView dst = machine.View(g.dst);
+  int64_t inner = 1;
+  for (int d = g.dim + 1; d < dst.rank; ++d) inner *= dst.count[d];
+  const int64_t count = dst.count[g.dim];
+  Values index = Values::Make(Domain::kI64, dst.num_elements());
+  for (size_t i = 0; i < index.size(); ++i) index.i64[i] = (static_cast<int64_t>(i) / inner) % count;
+  Scatter(index, dst);
+}
+
+void RunReduce(Machine& machine, const GpReduce& g) {
+  const StridedView src = machine.View(g.src);
+  int64_t cols = 1;
+  for (int d = src.rank - g.reduced; d < src.rank; ++d) cols *= src.count[d];
+  const Values x = Gather(src, ComputeDomain(src.dtype));
+  const Values init = ScalarValues(g.init, x.domain, 1);
+  const int64_t rows = static_cast<int64_t>(x.size()) / cols;
+  Scatter(ReduceRows(g.op, x, rows, cols, &init), machine.View(g.dst));
+}
+
+void RunBatchMatmul(Machine& machine, const GpBatchMatmul& g) {
+  const StridedView lhs = machine.View(g.lhs), rhs = machine.View(g.rhs);
+  const int64_t batch = lhs.count[0], m_size = lhs.count[1], k_size = lhs.count[2], n_size = rhs.count[2];
+  const Domain domain = ComputeDomain(lhs.dtype);
+  const Values l = Gather(lhs, domain), r = Gather(rhs, domain);
+  Values out = Values::Make(domain, batch * m_size * n_size);
+  WithDomainType(domain, [&](auto tag) {
+    using T = decltype(tag);
+    // Integers multiply and add modulo 2^64 (unsigned arithmetic), floats in their domain.
+    using Arith = std::conditional_t<std::is_floating_point_v<T>, T, uint64_t>;
+    const T* lp = l.data<T>();
+    const T* rp = r.data<T>();
+    T* op = out.data<T>();
+    std::vector<Arith> acc(n_size);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t m = 0; m < m_size; ++m) {
+        std::fill(acc.begin(), acc.end(), Arith{0});
+        for (int64_t k = 0; k < k_size; ++k) {
+          const Arith w = static_cast<Arith>(lp[(b * m_size + m) * k_size + k]);
+          const T* row = rp + (b * k_size + k) * n_size;
+          for (int64_t n = 0; n < n_size; ++n) acc[n] += w * static_cast<Arith>(row[n]);
+        }
+        T* o = op + (b * m_size + m) * n_size;
+        for (int64_t n = 0; n < n_size; ++n) o[n] = static_cast<T>(acc[n]);
+      }
+    }
+  });
+  Scatter(out, machine.View(g.dst));
+}
+
+}  // namespace
+
+void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
+  switch (inst.opcode) {
+    case Opcode::kGpElementwise: {
+      const auto& g = std::get<GpElementwise>(inst.operands);
+      std::vector<StridedView> srcs;
+      for (const HbmAP& ap : g.srcs) srcs.push_back(machine.View(ap));
+      Scatter(ComputeElementwise(g.op, srcs), machine.View(g.dst));
+      return;
+    }
+    case Opcode::kGpCopy: {
+      const auto& g = std::get<GpCopy>(inst.operands);
+      Scatter(ComputeElementwise(AluOp::kCopy, {machine.View(g.src)}), machine.View(g.dst));
+      return;
+    }
+    case Opcode::kGpFill: {
+      const auto& g = std::get<GpFill>(inst.operands);
+      const StridedView dst = machine.View(g.dst);
+      Scatter(ScalarValues(g.value, ComputeDomain(g.value.dtype), dst.num_elements()), dst);
+      return;
+    }
+    case Opcode::kGpIota:
+      return RunIota(machine, std::get<GpIota>(inst.operands));
+    case Opcode::kGpBitcast: {
+      const auto& g = std::get<GpBitcast>(inst.operands);
+      std::memmove(machine.hbm[g.dst].data, machine.hbm[g.src].data, machine.hbm[g.src].byte_size);
+      return;
+    }
+    case Opcode::kGpReduce:
+      return RunReduce(machine, std::get<GpReduce>(inst.operands));
+    case Opcode::kGpBatchMatmul:
+      return RunBatchMatmul(machine, std::get<GpBatchMatmul>(inst.operands));
+    default:
+      return;  // the loader puts only GpSimd opcodes on the POOL stream
+  }
+}
+
+}  // namespace trn::sim

@@ -1,0 +1,216 @@
+// The per-opcode rules of docs/program-format.md that go beyond one operand's own validity:
+// engine constraints (matmul shapes and PSUM banks), paired element counts, op/dtype agreement,
+// and that no instruction writes a parameter or a constant.
+#include <string>
+
+#include "program_loader.h"
+
+namespace trn::sim {
+namespace {
+
+std::string Shape(const TileAP& ap) {
+  std::string text(1, '[');
+  return text + std::to_string(ap.partition_count) + " partitions, " + std::to_string(ap.free_size()) + "]";
+}
+
+Status SameCount(const char* what, int64_t a, int64_t b) {
+  if (a == b) return Status::Ok();
+  return InvalidArgument(std::string(what) + ": element counts differ (" + std::to_string(a) + " vs " + std::to_string(b) + ")");
+}
+
+Status SameTileShape(const TileAP& dst, const TileAP& src) {
+  if (dst.partition_count != src.partition_count || dst.free_size() != src.free_size()) {
+    return InvalidArgument("operand shapes differ: " + Shape(dst) + " vs " + Shape(src));
+  }
+  return Status::Ok();
+}
+
+Status Writable(const Program& program, uint32_t tensor) {
+  const Tensor& t = program.tensors[tensor];
+  if (t.kind == TensorKind::kParameter || t.kind == TensorKind::kConstant) {
+    return InvalidArgument("writes " + std::string(t.kind == TensorKind::kParameter ? "parameter" : "constant") + " tensor " +
+                           std::to_string(tensor) + " (" + t.name + ")");
+  }
+  return Status::Ok();
+}
+
+DType HbmDType(const Program& program, const HbmAP& ap) { return program.tensors[ap.tensor].dtype; }
+
+Status PerPartitionScalar(const ScalarOperand& s, const TileAP& src) {
+  if (!s.is_tile) return Status::Ok();
+  if (s.tile.partition_count != src.partition_count || s.tile.free_size() != 1) {
+    return InvalidArgument("per-partition scalar must be [" + std::to_string(src.partition_count) + ", 1], got " + Shape(s.tile));
+  }
+  return Status::Ok();
+}
+
+bool IsMatmulDType(DType t) {
+  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16 || t == DType::kF8E4M3FN || t == DType::kF8E5M2;
+}
+
+Status CheckMatmul(const Program& program, const Matmul& m) {
+  const TargetSpec& target = *program.target;
+  if (m.dst.memory != Memory::kPsum || m.dst.dtype != DType::kF32) return InvalidArgument("dst must be an fp32 PSUM tile");
+  if (m.stationary.memory != Memory::kSbuf || m.moving.memory != Memory::kSbuf) return InvalidArgument("stationary and moving must be in SBUF");
+  if (!IsMatmulDType(m.stationary.dtype) || !IsMatmulDType(m.moving.dtype)) {
+    return InvalidArgument("inputs are " + DTypeName(m.stationary.dtype) + " and " + DTypeName(m.moving.dtype) + "; TensorE multiplies f32, bf16, f16 and fp8");
+  }
+  if (m.stationary.partition_count != m.moving.partition_count) {
+    return InvalidArgument("stationary has K=" + std::to_string(m.stationary.partition_count) + " partitions, moving K=" + std::to_string(m.moving.partition_count));
+  }
+  const int64_t cols = m.stationary.free_size(), n = m.moving.free_size();
+  if (cols > target.matmul_stationary_free_max) return InvalidArgument("stationary free size " + std::to_string(cols) + " exceeds " + std::to_string(target.matmul_stationary_free_max));
+  if (n > target.matmul_moving_free_max) return InvalidArgument("moving free size " + std::to_string(n) + " exceeds " + std::to_string(target.matmul_moving_free_max) + " on " + target.name);
+  if (m.dst.partition_count != cols || m.dst.free_size() != n) {
+    return InvalidArgument("dst is " + Shape(m.dst) + ", expected [" + std::to_string(cols) + " partitions, " + std::to_string(n) + "]");
+  }
+  int64_t low = 0, high = 0;
+  for (int d = 0; d < m.dst.num_free; ++d) {
+    const int64_t extent = static_cast<int64_t>(m.dst.free[d].stride) * (m.dst.free[d].count - 1);
+    (extent < 0 ? low : high) += extent;
+  }
+  const int64_t first = m.dst.byte_offset + low * 4, last = m.dst.byte_offset + high * 4 + 3;
+  if (first / target.psum_bank_bytes != last / target.psum_bank_bytes) {
+    return InvalidArgument("dst bytes [" + std::to_string(first) + ", " + std::to_string(last + 1) + "] cross a PSUM bank boundary");
+  }
+  return Status::Ok();
+}
+
+Status CheckGp(const Program& program, const Instruction& inst) {
+  switch (inst.opcode) {
+    case Opcode::kGpElementwise: {
+      const auto& g = std::get<GpElementwise>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+      if (g.srcs.empty()) return InvalidArgument("no sources");
+      const bool ternary_data = g.op == AluOp::kSelect || g.op == AluOp::kClamp;
+      const HbmAP& data = ternary_data && g.srcs.size() > 1 ? g.srcs[1] : g.srcs[0];
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(g.op), static_cast<int>(g.srcs.size()), HbmDType(program, data)));
+      for (const HbmAP& src : g.srcs) {
+        bool same = src.num_dims == g.dst.num_dims;
+        for (int d = 0; same && d < src.num_dims; ++d) same = src.dims[d].count == g.dst.dims[d].count;
+        if (!same) return InvalidArgument("source dims differ from the destination's");
+      }
+      return Status::Ok();
+    }
+    case Opcode::kGpCopy: {
+      const auto& g = std::get<GpCopy>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+      return SameCount("gp_copy", g.dst.num_elements(), g.src.num_elements());
+    }
+    case Opcode::kGpFill:
+      return Writable(program, std::get<GpFill>(inst.operands).dst.tensor);
+    case Opcode::kGpIota: {
+      const auto& g = std::get<GpIota>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+      if (g.dim >= g.dst.num_dims) return InvalidArgument("iota dim " + std::to_string(g.dim) + " of " + std::to_string(g.dst.num_dims) + " dims");
+      return Status::Ok();
+    }
+    case Opcode::kGpBitcast: {
+      const auto& g = std::get<GpBitcast>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst));
+      if (program.tensors[g.dst].byte_size != program.tensors[g.src].byte_size) {
+        return InvalidArgument("tensors hold " + std::to_string(program.tensors[g.dst].byte_size) + " and " +
+                               std::to_string(program.tensors[g.src].byte_size) + " bytes");
+      }
+      return Status::Ok();
+    }
+    case Opcode::kGpReduce: {
+      const auto& g = std::get<GpReduce>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(g.op), 2, HbmDType(program, g.src)));
+      if (!IsReduceOp(g.op)) return InvalidArgument(AluOpName(g.op) + " is not a reduction");
+      if (g.reduced > g.src.num_dims) return InvalidArgument("reduces " + std::to_string(g.reduced) + " of " + std::to_string(g.src.num_dims) + " dims");
+      int64_t kept = 1;
+      for (int d = 0; d < g.src.num_dims - g.reduced; ++d) kept *= g.src.dims[d].count;
+      return SameCount("gp_reduce dst vs kept source dims", g.dst.num_elements(), kept);
+    }
+    case Opcode::kGpBatchMatmul: {
+      const auto& g = std::get<GpBatchMatmul>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+      if (g.dst.num_dims != 3 || g.lhs.num_dims != 3 || g.rhs.num_dims != 3) return InvalidArgument("access patterns must be 3-D");
+      const auto &l = g.lhs.dims, &r = g.rhs.dims, &o = g.dst.dims;
+      if (l[0].count != r[0].count || l[2].count != r[1].count || o[0].count != l[0].count || o[1].count != l[1].count || o[2].count != r[2].count) {
+        return InvalidArgument("shapes do not form [b,m,k] x [b,k,n] -> [b,m,n]");
+      }
+      return Status::Ok();
+    }
+    default:
+      return Status::Ok();
+  }
+}
+
+}  // namespace
+
+Status CheckInstruction(const Program& program, const Instruction& inst) {
+  switch (inst.opcode) {
+    case Opcode::kDmaCopy: {
+      const auto& d = std::get<DmaCopy>(inst.operands);
+      for (const Endpoint* e : {&d.dst, &d.src}) {
+        if (e->is_tile && e->tile.memory == Memory::kPsum) return InvalidArgument("PSUM is not a DMA endpoint");
+      }
+      if (!d.dst.is_tile) TRN_RETURN_IF_ERROR(Writable(program, d.dst.hbm.tensor));
+      const int64_t dst = d.dst.is_tile ? d.dst.tile.num_elements() : d.dst.hbm.num_elements();
+      const int64_t src = d.src.is_tile ? d.src.tile.num_elements() : d.src.hbm.num_elements();
+      return SameCount("dma_copy", dst, src);
+    }
+    case Opcode::kMatmul:
+      return CheckMatmul(program, std::get<Matmul>(inst.operands));
+    case Opcode::kTranspose: {
+      const auto& t = std::get<Transpose>(inst.operands);
+      if (t.dst.memory != Memory::kPsum) return InvalidArgument("dst must be in PSUM");
+      if (t.src.num_free != 1 || t.src.free_size() > 128) return InvalidArgument("src must be [P, F <= 128] with one free dim");
+      if (t.dst.partition_count != t.src.free_size() || t.dst.free_size() != t.src.partition_count) {
+        return InvalidArgument("dst is " + Shape(t.dst) + ", the transpose of " + Shape(t.src) + " needs [" + std::to_string(t.src.free_size()) +
+                               " partitions, " + std::to_string(t.src.partition_count) + "]");
+      }
+      return Status::Ok();
+    }
+    case Opcode::kTensorTensor: {
+      const auto& t = std::get<TensorTensor>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op), 2, t.a.dtype));
+      TRN_RETURN_IF_ERROR(SameTileShape(t.dst, t.a));
+      return SameTileShape(t.dst, t.b);
+    }
+    case Opcode::kTensorScalar: {
+      const auto& t = std::get<TensorScalar>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op), 2, t.src.dtype));
+      TRN_RETURN_IF_ERROR(SameTileShape(t.dst, t.src));
+      return PerPartitionScalar(t.scalar, t.src);
+    }
+    case Opcode::kTensorReduce: {
+      const auto& t = std::get<TensorReduce>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op), 2, t.src.dtype));
+      if (!IsReduceOp(t.op)) return InvalidArgument(AluOpName(t.op) + " is not a reduction");
+      if (t.dst.partition_count != t.src.partition_count || t.dst.free_size() != 1) {
+        return InvalidArgument("dst must be [" + std::to_string(t.src.partition_count) + ", 1], got " + Shape(t.dst));
+      }
+      return Status::Ok();
+    }
+    case Opcode::kTensorCopy: {
+      const auto& t = std::get<TensorCopy>(inst.operands);
+      return SameCount("tensor_copy", t.dst.num_elements(), t.src.num_elements());
+    }
+    case Opcode::kTensorTernary: {
+      const auto& t = std::get<TensorTernary>(inst.operands);
+      if (t.op != AluOp::kSelect && t.op != AluOp::kClamp) return InvalidArgument(AluOpName(t.op) + " is not a ternary op");
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op), 3, t.b.dtype));
+      for (const TileAP* src : {&t.a, &t.b, &t.c}) TRN_RETURN_IF_ERROR(SameTileShape(t.dst, *src));
+      return Status::Ok();
+    }
+    case Opcode::kTensorUnary: {
+      const auto& t = std::get<TensorUnary>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op), 1, t.src.dtype));
+      return SameTileShape(t.dst, t.src);
+    }
+    case Opcode::kActivation: {
+      const auto& a = std::get<Activation>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(a.func), 1, DType::kF32));
+      TRN_RETURN_IF_ERROR(SameTileShape(a.dst, a.src));
+      return PerPartitionScalar(a.bias, a.src);
+    }
+    default:
+      return CheckGp(program, inst);
+  }
+}
+
+}  // namespace trn::sim

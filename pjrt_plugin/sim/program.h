@@ -1,0 +1,154 @@
+// The in-memory NeuronCore program (docs/program-format.md), as program_loader.cc builds it:
+// every index, bound and partition rule already checked, so engines trust what they read.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "alu.h"
+#include "dtype.h"
+#include "runtime.h"
+#include "target_spec.h"
+
+namespace trn::sim {
+
+enum class TensorKind : uint8_t { kParameter = 0, kOutput = 1, kTemporary = 2, kConstant = 3 };
+
+enum class Memory : uint8_t { kSbuf = 1, kPsum = 2 };
+
+enum class Opcode : uint16_t {
+  kDmaCopy = 1,
+  kMatmul = 16,
+  kTranspose = 17,
+  kTensorTensor = 32,
+  kTensorScalar = 33,
+  kTensorReduce = 34,
+  kTensorCopy = 35,
+  kTensorTernary = 36,
+  kTensorUnary = 37,
+  kActivation = 48,
+  kGpElementwise = 64,
+  kGpCopy = 65,
+  kGpFill = 66,
+  kGpIota = 67,
+  kGpBitcast = 68,
+  kGpReduce = 69,
+  kGpBatchMatmul = 70,
+};
+
+// "matmul", ...; "opcode(N)" for a number the format does not define.
+TRN_API std::string OpcodeName(uint16_t opcode);
+
+// Stream ids (docs/program-format.md).
+constexpr int kStreamSP = 0, kStreamACT = 1, kStreamPE = 2, kStreamDVE = 3, kStreamPOOL = 4;
+constexpr int kFirstDmaStream = 5;
+
+struct Tensor {
+  std::string name;
+  TensorKind kind;
+  uint32_t index;
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t num_elements;
+  int64_t byte_size;
+  std::vector<uint8_t> data;  // constants only
+};
+
+struct FreeDim {
+  int32_t stride;  // elements
+  uint32_t count;
+};
+
+struct TileAP {
+  Memory memory;
+  DType dtype;
+  uint16_t partition_start;
+  uint16_t partition_count;
+  uint32_t byte_offset;
+  int num_free;
+  std::array<FreeDim, 4> free;
+
+  int64_t free_size() const;
+  int64_t num_elements() const { return partition_count * free_size(); }
+  bool contiguous() const;  // innermost stride 1 and dims nest densely
+};
+
+struct HbmDim {
+  int64_t stride;  // elements; 0 broadcasts, negative reverses
+  int64_t count;
+};
+
+struct HbmAP {
+  uint32_t tensor;
+  int64_t offset;  // elements
+  int num_dims;
+  std::array<HbmDim, 8> dims;
+
+  int64_t num_elements() const;
+};
+
+struct Scalar {
+  DType dtype;
+  double float_value;  // float dtypes
+  int64_t int_value;   // integer dtypes (u64 as its bit pattern)
+};
+
+struct ScalarOperand {
+  bool is_tile;
+  Scalar immediate;
+  TileAP tile;  // [P, 1]
+};
+
+struct Endpoint {
+  bool is_tile;
+  HbmAP hbm;
+  TileAP tile;
+};
+
+struct Wait {
+  uint8_t stream;
+  uint32_t count;
+};
+
+struct DmaCopy { Endpoint dst, src; };
+struct Matmul { TileAP dst, stationary, moving; bool start, stop; };
+struct Transpose { TileAP dst, src; };
+struct TensorTensor { AluOp op; TileAP dst, a, b; };
+struct TensorScalar { AluOp op; bool reverse; TileAP dst, src; ScalarOperand scalar; };
+struct TensorReduce { AluOp op; TileAP dst, src; };
+struct TensorCopy { TileAP dst, src; };
+struct TensorTernary { AluOp op; TileAP dst, a, b, c; };
+struct TensorUnary { AluOp op; TileAP dst, src; };
+struct Activation { AluOp func; TileAP dst, src; float scale; ScalarOperand bias; };
+struct GpElementwise { AluOp op; HbmAP dst; std::vector<HbmAP> srcs; };
+struct GpCopy { HbmAP dst, src; };
+struct GpFill { HbmAP dst; Scalar value; };
+struct GpIota { HbmAP dst; int dim; };
+struct GpBitcast { uint32_t dst, src; };
+struct GpReduce { AluOp op; HbmAP dst, src; int reduced; Scalar init; };
+struct GpBatchMatmul { HbmAP dst, lhs, rhs; };
+
+using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
+                              TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation,
+                              GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
+                              GpBatchMatmul>;
+
+struct Instruction {
+  Opcode opcode;
+  uint32_t debug_id;
+  std::vector<Wait> waits;
+  Operands operands;
+};
+
+struct Program {
+  const TargetSpec* target = nullptr;
+  std::vector<Tensor> tensors;
+  std::array<std::vector<Instruction>, kNumStreams> streams;
+  std::vector<DebugInfo> debug;
+  std::string source;
+};
+
+}  // namespace trn::sim

@@ -1,0 +1,139 @@
+// LoadedProgram and Execute (runtime.h): binding caller buffers to the HBM tensor table,
+// allocating temporaries, and keeping each device's last profile.
+#include "runtime.h"
+
+#include <map>
+#include <mutex>
+
+#include "executor.h"
+#include "machine.h"
+#include "program.h"
+#include "program_loader.h"
+
+namespace trn::sim {
+namespace {
+
+TensorInfo InfoOf(const Tensor& t) { return {t.name, t.dtype, t.shape, t.byte_size}; }
+
+std::mutex& LastExecutionMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::map<int, ExecutionProfile>& LastExecutions() {
+  static std::map<int, ExecutionProfile> profiles;
+  return profiles;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const LoadedProgram>> LoadedProgram::Load(const void* bytes, size_t size) {
+  auto parsed = ParseProgram(static_cast<const uint8_t*>(bytes), size);
+  if (!parsed.ok()) return parsed.status();
+  std::shared_ptr<LoadedProgram> loaded(new LoadedProgram());
+  loaded->program_ = std::move(parsed.value());
+  const auto* begin = static_cast<const uint8_t*>(bytes);
+  loaded->bytes_.assign(begin, begin + size);
+  for (const Tensor& t : loaded->program_->tensors) {
+    if (t.kind == TensorKind::kParameter) {
+      if (loaded->parameters_.size() <= t.index) loaded->parameters_.resize(t.index + 1);
+      loaded->parameters_[t.index] = InfoOf(t);
+    } else if (t.kind == TensorKind::kOutput) {
+      if (loaded->outputs_.size() <= t.index) loaded->outputs_.resize(t.index + 1);
+      loaded->outputs_[t.index] = InfoOf(t);
+    }
+  }
+  loaded->source_ = loaded->program_->source;
+  return std::shared_ptr<const LoadedProgram>(std::move(loaded));
+}
+
+LoadedProgram::~LoadedProgram() = default;
+
+const TargetSpec& LoadedProgram::target() const { return *program_->target; }
+const std::vector<TensorInfo>& LoadedProgram::parameters() const { return parameters_; }
+const std::vector<TensorInfo>& LoadedProgram::outputs() const { return outputs_; }
+const std::string& LoadedProgram::source() const { return source_; }
+const std::vector<uint8_t>& LoadedProgram::bytes() const { return bytes_; }
+
+int64_t LoadedProgram::temporary_bytes() const {
+  int64_t total = 0;
+  for (const Tensor& t : program_->tensors) {
+    if (t.kind == TensorKind::kTemporary) total += t.byte_size;
+  }
+  return total;
+}
+
+int64_t LoadedProgram::constant_bytes() const {
+  int64_t total = 0;
+  for (const Tensor& t : program_->tensors) {
+    if (t.kind == TensorKind::kConstant) total += t.byte_size;
+  }
+  return total;
+}
+
+Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& parameters,
+               const std::vector<void*>& outputs, const ExecuteOptions& options,
+               ExecutionProfile* profile) {
+  if (parameters.size() != loaded.parameters().size() || outputs.size() != loaded.outputs().size()) {
+    return InvalidArgument("program takes " + std::to_string(loaded.parameters().size()) + " parameters and " +
+                           std::to_string(loaded.outputs().size()) + " outputs; got " + std::to_string(parameters.size()) +
+                           " and " + std::to_string(outputs.size()));
+  }
+  const Program& program = loaded.program();
+  Machine machine(program);
+  if (!machine.sbuf.ok() || !machine.psum.ok()) return ResourceExhausted("cannot allocate SBUF/PSUM for the simulated NeuronCore");
+  for (size_t i = 0; i < program.tensors.size(); ++i) {
+    const Tensor& t = program.tensors[i];
+    uint8_t* data = nullptr;
+    switch (t.kind) {
+      case TensorKind::kParameter:
+        // Parameters are never written (the loader rejects such instructions).
+        data = static_cast<uint8_t*>(const_cast<void*>(parameters[t.index]));
+        break;
+      case TensorKind::kOutput:
+        data = static_cast<uint8_t*>(outputs[t.index]);
+        break;
+      case TensorKind::kConstant:
+        data = const_cast<uint8_t*>(t.data.data());
+        break;
+      case TensorKind::kTemporary:
+        machine.temporaries.emplace_back(t.byte_size);
+        if (!machine.temporaries.back().ok()) {
+          return ResourceExhausted("cannot allocate " + std::to_string(t.byte_size) + " bytes for temporary " + t.name);
+        }
+        data = machine.temporaries.back().data();
+        break;
+    }
+    if (data == nullptr && t.byte_size > 0) {
+      return InvalidArgument(std::string(t.kind == TensorKind::kParameter ? "parameter " : "output ") + std::to_string(t.index) +
+                             " (" + t.name + ") is bound to a null buffer");
+    }
+    machine.hbm[i] = {data, t.byte_size};
+  }
+  ExecutionProfile local;
+  ExecutionProfile* out = profile != nullptr ? profile : &local;
+  *out = ExecutionProfile();
+  return RunStreams(machine, options, out);
+}
+
+std::string StreamName(int stream) {
+  static const char* const kEngines[] = {"SP", "ACT", "PE", "DVE", "POOL"};
+  if (stream >= 0 && stream < 5) return kEngines[stream];
+  if (stream >= 5 && stream < kNumStreams) return "DMA" + std::to_string(stream - 5);
+  return "stream(" + std::to_string(stream) + ")";
+}
+
+void RecordLastExecution(int device_id, const ExecutionProfile& profile) {
+  std::lock_guard<std::mutex> lock(LastExecutionMutex());
+  LastExecutions()[device_id] = profile;
+}
+
+bool LastExecution(int device_id, ExecutionProfile* profile) {
+  std::lock_guard<std::mutex> lock(LastExecutionMutex());
+  auto it = LastExecutions().find(device_id);
+  if (it == LastExecutions().end()) return false;
+  *profile = it->second;
+  return true;
+}
+
+}  // namespace trn::sim

@@ -1,0 +1,128 @@
+#include "strided_view.h"
+
+#include <cstring>
+
+#include "float_formats.h"
+
+namespace trn::sim {
+namespace {
+
+template <typename S, typename D, typename F>
+void LoadLoop(const uint8_t* p, int64_t stride, int64_t n, D* out, F decode) {
+  if (stride == static_cast<int64_t>(sizeof(S))) {
+    for (int64_t i = 0; i < n; ++i) {
+      S v;
+      std::memcpy(&v, p + i * sizeof(S), sizeof(S));
+      out[i] = decode(v);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      S v;
+      std::memcpy(&v, p + i * stride, sizeof(S));
+      out[i] = decode(v);
+    }
+  }
+}
+
+template <typename S, typename D, typename F>
+void StoreLoop(uint8_t* p, int64_t stride, int64_t n, const D* in, F encode) {
+  if (stride == static_cast<int64_t>(sizeof(S))) {
+    for (int64_t i = 0; i < n; ++i) {
+      const S v = encode(in[i]);
+      std::memcpy(p + i * sizeof(S), &v, sizeof(S));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const S v = encode(in[i]);
+      std::memcpy(p + i * stride, &v, sizeof(S));
+    }
+  }
+}
+
+template <typename D>
+void LoadRow(DType dtype, const uint8_t* p, int64_t stride, int64_t n, D* out) {
+  auto plain = [](auto v) { return Convert<D>(v); };
+  switch (dtype) {
+    case DType::kPred: return LoadLoop<uint8_t>(p, stride, n, out, [](uint8_t v) { return D(v != 0); });
+    case DType::kS8: return LoadLoop<int8_t>(p, stride, n, out, plain);
+    case DType::kS16: return LoadLoop<int16_t>(p, stride, n, out, plain);
+    case DType::kS32: return LoadLoop<int32_t>(p, stride, n, out, plain);
+    case DType::kS64: return LoadLoop<int64_t>(p, stride, n, out, plain);
+    case DType::kU8: return LoadLoop<uint8_t>(p, stride, n, out, plain);
+    case DType::kU16: return LoadLoop<uint16_t>(p, stride, n, out, plain);
+    case DType::kU32: return LoadLoop<uint32_t>(p, stride, n, out, plain);
+    case DType::kU64: return LoadLoop<uint64_t>(p, stride, n, out, plain);
+    case DType::kF32: return LoadLoop<float>(p, stride, n, out, plain);
+    case DType::kF64: return LoadLoop<double>(p, stride, n, out, plain);
+    case DType::kBF16:
+      return LoadLoop<uint16_t>(p, stride, n, out, [](uint16_t b) { return Convert<D>(Bf16ToFloat(b)); });
+    case DType::kF16: {
+      const float* table = NarrowFloatTable(dtype);
+      return LoadLoop<uint16_t>(p, stride, n, out, [table](uint16_t b) { return Convert<D>(table[b]); });
+    }
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FN: {
+      const float* table = NarrowFloatTable(dtype);
+      return LoadLoop<uint8_t>(p, stride, n, out, [table](uint8_t b) { return Convert<D>(table[b]); });
+    }
+    case DType::kInvalid: return;
+  }
+}
+
+template <typename D>
+void StoreRow(DType dtype, uint8_t* p, int64_t stride, int64_t n, const D* in) {
+  switch (dtype) {
+    case DType::kPred: return StoreLoop<uint8_t>(p, stride, n, in, [](D v) { return uint8_t(v != 0); });
+    case DType::kS8: return StoreLoop<int8_t>(p, stride, n, in, Convert<int8_t, D>);
+    case DType::kS16: return StoreLoop<int16_t>(p, stride, n, in, Convert<int16_t, D>);
+    case DType::kS32: return StoreLoop<int32_t>(p, stride, n, in, Convert<int32_t, D>);
+    case DType::kS64: return StoreLoop<int64_t>(p, stride, n, in, Convert<int64_t, D>);
+    case DType::kU8: return StoreLoop<uint8_t>(p, stride, n, in, Convert<uint8_t, D>);
+    case DType::kU16: return StoreLoop<uint16_t>(p, stride, n, in, Convert<uint16_t, D>);
+    case DType::kU32: return StoreLoop<uint32_t>(p, stride, n, in, Convert<uint32_t, D>);
+    case DType::kU64: return StoreLoop<uint64_t>(p, stride, n, in, Convert<uint64_t, D>);
+    case DType::kF32: return StoreLoop<float>(p, stride, n, in, Convert<float, D>);
+    case DType::kF64: return StoreLoop<double>(p, stride, n, in, Convert<double, D>);
+    case DType::kBF16:
+      if constexpr (std::is_same_v<D, float>) return StoreLoop<uint16_t>(p, stride, n, in, FloatToBf16);
+      return StoreLoop<uint16_t>(p, stride, n, in, [](D v) { return EncodeNarrowFloat(double(v), DType::kBF16); });
+    case DType::kF16:
+      return StoreLoop<uint16_t>(p, stride, n, in, [](D v) { return EncodeNarrowFloat(double(v), DType::kF16); });
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FN:
+      return StoreLoop<uint8_t>(p, stride, n, in, [dtype](D v) { return uint8_t(EncodeNarrowFloat(double(v), dtype)); });
+    case DType::kInvalid: return;
+  }
+}
+
+}  // namespace
+
+int64_t StridedView::num_elements() const {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= count[d];
+  return n;
+}
+
+Values Gather(const StridedView& view, Domain domain) {
+  Values values = Values::Make(domain, view.num_elements());
+  WithDomainType(domain, [&](auto tag) {
+    using D = decltype(tag);
+    D* out = values.data<D>();
+    ForEachRow(view, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
+      LoadRow<D>(view.dtype, address, stride, n, out + first);
+    });
+  });
+  return values;
+}
+
+void Scatter(const Values& values, const StridedView& view) {
+  WithDomainType(values.domain, [&](auto tag) {
+    using D = decltype(tag);
+    const D* in = values.data<D>();
+    ForEachRow(view, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
+      StoreRow<D>(view.dtype, address, stride, n, in + first);
+    });
+  });
+}
+
+}  // namespace trn::sim

@@ -1,0 +1,48 @@
+// A strided view of raw memory (an SBUF/PSUM access pattern or an HBM access pattern resolved to
+// addresses), and the two moves every engine is built from: gather a view into contiguous values
+// of a compute domain, and scatter values into a view converting to its dtype.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "alu.h"
+#include "dtype.h"
+
+namespace trn::sim {
+
+struct StridedView {
+  uint8_t* base = nullptr;  // address of element (0, ..., 0)
+  DType dtype = DType::kInvalid;
+  int rank = 0;             // outermost first; 1..9 (a tile's partitions + 4 free, HBM's 8)
+  std::array<int64_t, 9> stride_bytes{};
+  std::array<int64_t, 9> count{};
+
+  int64_t num_elements() const;
+};
+
+// values[i] = the i-th element of `view` (row-major), converted to `domain`.
+Values Gather(const StridedView& view, Domain domain);
+
+// The i-th element of `view` = values[i], converted to the view's dtype.
+void Scatter(const Values& values, const StridedView& view);
+
+// Calls row(address, stride_bytes, count, first_index) for every innermost row of the view.
+template <typename F>
+void ForEachRow(const StridedView& view, F&& row) {
+  std::array<int64_t, 9> index{};
+  const int outer = view.rank - 1;
+  const int64_t inner = view.count[outer];
+  int64_t first = 0;
+  while (true) {
+    uint8_t* address = view.base;
+    for (int d = 0; d < outer; ++d) address += index[d] * view.stride_bytes[d];
+    row(address, view.stride_bytes[outer], inner, first);
+    first += inner;
+    int d = outer - 1;
+    while (d >= 0 && ++index[d] == view.count[d]) index[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+}  // namespace trn::sim

@@ -1,0 +1,274 @@
+#include "timing_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace trn::sim {
+namespace {
+
+// --- compute engines (neuroncore.md "Instruction costs") -----------------------------------
+// MIN_II: the minimum initiation interval of an engine instruction, in engine cycles.
+constexpr double kMinCycles = 64;
+// "≈60 cycles to start an SBUF/PSUM access", charged once per VectorE/ScalarE/GpSimd
+// instruction. TensorE matmuls stream back to back and are charged the formula alone.
+constexpr double kAccessStartCycles = 60;
+// fp32 matmul (and transpose, a matmul with the identity) runs at a quarter of the bf16 rate.
+constexpr double kFp32MatmulFactor = 4;
+// The stationary operand's load overlaps the running matmul; below 64 columns it still costs
+// 64 cycles ("max(min(64, N_stationary), N_moving)").
+constexpr double kStationaryLoadCycles = 64;
+// VectorE reciprocal: max(64, 8N).
+constexpr double kReciprocalCyclesPerElement = 8;
+// est.: a ternary op streams three inputs through the two-input datapath of tensor_tensor
+// (2N), so 3N.
+constexpr double kTernaryCyclesPerElement = 3;
+// trn2+ VectorE fast modes: 4x for bf16/fp16 contiguous SBUF copy/tensor_scalar, 2x when
+// non-contiguous or touching PSUM, 2x for bf16 tensor_tensor.
+constexpr double kFastModeContiguous = 4;
+constexpr double kFastModeOther = 2;
+
+// --- GpSimd (est.) --------------------------------------------------------------------------
+// "iota / affine_select ≈150 + N": 150 cycles of fixed cost for a general-purpose op.
+constexpr double kGpSimdOverheadCycles = 150;
+// est.: 8 cores each retire one element per cycle on the general-purpose path (access-pattern
+// loops over HBM do not use the 512-bit SIMD lanes fully).
+constexpr double kGpSimdElementsPerCycle = 8;
+// est.: transcendental functions cost ~8 cycles per element on a general-purpose core.
+constexpr double kGpSimdTranscendentalCycles = 8;
+// est.: GpSimd's integrated DMA moves HBM data at one DMA engine's rate.
+constexpr double kGpSimdDmaEngines = 1;
+
+// --- DMA (neuroncore.md "DMA") --------------------------------------------------------------
+// A transfer is spread over up to 16 engines, ~8 partitions each.
+constexpr int kDmaPartitionsPerEngine = 8;
+// est.: HBM-to-HBM copies split in chunks of this many bytes per engine.
+constexpr double kDmaHbmChunkBytes = 4096;
+// est.: each contiguous run costs as much as this many bytes of transfer (descriptor
+// processing): with 256 B runs half the time is overhead ("< 256 B is overhead-bound"), with
+// 2 KiB runs ~89 % ("≥ 2 KiB recommended"), with 4 KiB ~94 % ("≥ 4 KiB saturates").
+constexpr double kDmaRunOverheadBytes = 256;
+// est.: a queue hands the next descriptor set to the engines this long after the previous one
+// finished streaming; the ~1.3 us trigger-to-start latency (target_spec) overlaps with the
+// previous transfer of the same queue and only delays completion.
+constexpr double kDmaQueueGapNs = 50;
+
+bool IsTwoByteFloat(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
+bool IsTranscendental(AluOp op) {
+  switch (op) {
+    case AluOp::kExp: case AluOp::kExpm1: case AluOp::kLog: case AluOp::kLog1p: case AluOp::kTanh:
+    case AluOp::kLogistic: case AluOp::kSin: case AluOp::kCos: case AluOp::kTan: case AluOp::kErf:
+    case AluOp::kPow: case AluOp::kAtan2: case AluOp::kCbrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t TileBytes(const TileAP& ap) { return ap.num_elements() * DTypeSize(ap.dtype); }
+
+int64_t HbmBytes(const Program& p, const HbmAP& ap) {
+  return ap.num_elements() * DTypeSize(p.tensors[ap.tensor].dtype);
+}
+
+// Contiguous bytes per run of an access pattern: the innermost dims that nest densely.
+double TileRunBytes(const TileAP& ap) {
+  int64_t run = 1;
+  for (int d = ap.num_free - 1; d >= 0; --d) {
+    if (ap.free[d].stride != run && ap.free[d].count > 1) break;
+    run *= ap.free[d].count;
+  }
+  return static_cast<double>(run * DTypeSize(ap.dtype));
+}
+
+double HbmRunBytes(const Program& p, const HbmAP& ap) {
+  int64_t run = 1;
+  for (int d = ap.num_dims - 1; d >= 0; --d) {
+    if (ap.dims[d].stride != run && ap.dims[d].count > 1) break;
+    run *= ap.dims[d].count;
+  }
+  return static_cast<double>(run * DTypeSize(p.tensors[ap.tensor].dtype));
+}
+
+InstructionTiming DmaTiming(const Program& p, const DmaCopy& d) {
+  const TargetSpec& t = *p.target;
+  const int64_t dst_bytes = d.dst.is_tile ? TileBytes(d.dst.tile) : HbmBytes(p, d.dst.hbm);
+  const int64_t src_bytes = d.src.is_tile ? TileBytes(d.src.tile) : HbmBytes(p, d.src.hbm);
+  const double bytes = static_cast<double>(std::max(dst_bytes, src_bytes));
+  int partitions = 0;
+  for (const Endpoint* e : {&d.dst, &d.src}) {
+    if (e->is_tile) partitions = std::max<int>(partitions, e->tile.partition_count);
+  }
+  const double engines = partitions > 0
+      ? std::ceil(static_cast<double>(partitions) / kDmaPartitionsPerEngine)
+      : std::ceil(bytes / kDmaHbmChunkBytes);
+  const double used = std::clamp(engines, 1.0, static_cast<double>(t.dma_engines_per_core));
+  double run = std::min(d.dst.is_tile ? TileRunBytes(d.dst.tile) : HbmRunBytes(p, d.dst.hbm),
+                        d.src.is_tile ? TileRunBytes(d.src.tile) : HbmRunBytes(p, d.src.hbm));
+  const double efficiency = run / (run + kDmaRunOverheadBytes);
+  const double transfer = bytes / (t.dma_bytes_per_ns_per_engine * used * efficiency);
+  return {transfer + kDmaQueueGapNs, t.dma_fixed_latency_ns + transfer, static_cast<int64_t>(bytes), 0};
+}
+
+InstructionTiming TensorTiming(const Program& p, const Instruction& inst) {
+  const double ghz = p.target->tensor_clock_ghz;
+  if (inst.opcode == Opcode::kMatmul) {
+    const auto& m = std::get<Matmul>(inst.operands);
+    const double cols = static_cast<double>(m.stationary.free_size());
+    const double n = static_cast<double>(m.moving.free_size());
+    const bool fp32 = m.stationary.dtype == DType::kF32 || m.moving.dtype == DType::kF32;
+    const double cycles = std::max(std::min(kStationaryLoadCycles, cols), n) * (fp32 ? kFp32MatmulFactor : 1);
+    const int64_t flops = 2 * m.stationary.free_size() * m.moving.free_size() * m.moving.partition_count;
+    const double ns = cycles / ghz;
+    return {ns, ns, TileBytes(m.stationary) + TileBytes(m.moving) + TileBytes(m.dst), flops};
+  }
+  const auto& tr = std::get<Transpose>(inst.operands);
+  const double cycles = std::max(static_cast<double>(tr.src.partition_count),
+                                 std::min(kMinCycles, static_cast<double>(tr.src.free_size()))) *
+                        (tr.src.dtype == DType::kF32 ? kFp32MatmulFactor : 1);
+  const double ns = cycles / ghz;
+  const int64_t flops = 2 * tr.src.num_elements() * tr.src.partition_count;
+  return {ns, ns, TileBytes(tr.src) + TileBytes(tr.dst), flops};
+}
+
+// N (free elements per partition) and the cycle count of one VectorE instruction.
+double VectorCycles(const TargetSpec& t, const Instruction& inst, int64_t* bytes) {
+  const bool fast_modes = std::strcmp(t.core_version, "NeuronCore-v2") != 0;
+  switch (inst.opcode) {
+    case Opcode::kTensorTensor: {
+      const auto& v = std::get<TensorTensor>(inst.operands);
+      *bytes = TileBytes(v.a) + TileBytes(v.b) + TileBytes(v.dst);
+      const double n = static_cast<double>(v.a.free_size());
+      const bool psum_input = v.a.memory == Memory::kPsum || v.b.memory == Memory::kPsum;
+      double cycles = psum_input ? n : 2 * n;
+      if (fast_modes && IsTwoByteFloat(v.a.dtype) && IsTwoByteFloat(v.b.dtype)) cycles /= kFastModeOther;
+      return std::max(kMinCycles, cycles);
+    }
+    case Opcode::kTensorScalar:
+    case Opcode::kTensorCopy:
+    case Opcode::kTensorUnary: {
+      const TileAP* dst;
+      const TileAP* src;
+      AluOp op = AluOp::kCopy;
+      if (inst.opcode == Opcode::kTensorScalar) {
+        const auto& v = std::get<TensorScalar>(inst.operands);
+        dst = &v.dst, src = &v.src, op = v.op;
+      } else if (inst.opcode == Opcode::kTensorCopy) {
+        const auto& v = std::get<TensorCopy>(inst.operands);
+        dst = &v.dst, src = &v.src;
+      } else {
+        const auto& v = std::get<TensorUnary>(inst.operands);
+        dst = &v.dst, src = &v.src, op = v.op;
+      }
+      *bytes = TileBytes(*dst) + TileBytes(*src);
+      const double n = static_cast<double>(src->free_size());
+      if (op == AluOp::kReciprocal || op == AluOp::kDiv) return std::max(kMinCycles, kReciprocalCyclesPerElement * n);
+      double cycles = n;
+      if (fast_modes && inst.opcode != Opcode::kTensorUnary && IsTwoByteFloat(dst->dtype) && IsTwoByteFloat(src->dtype)) {
+        const bool sbuf = dst->memory == Memory::kSbuf && src->memory == Memory::kSbuf;
+        cycles /= sbuf && dst->contiguous() && src->contiguous() ? kFastModeContiguous : kFastModeOther;
+      }
+      return std::max(kMinCycles, cycles);
+    }
+    case Opcode::kTensorReduce: {
+      const auto& v = std::get<TensorReduce>(inst.operands);
+      *bytes = TileBytes(v.src) + TileBytes(v.dst);
+      const double n = static_cast<double>(v.src.free_size());
+      const bool halved = v.src.dtype == DType::kBF16 && (v.op == AluOp::kAdd || v.op == AluOp::kMax);
+      return halved ? n / 2 : n;
+    }
+    case Opcode::kTensorTernary: {
+      const auto& v = std::get<TensorTernary>(inst.operands);
+      *bytes = TileBytes(v.a) + TileBytes(v.b) + TileBytes(v.c) + TileBytes(v.dst);
+      return std::max(kMinCycles, kTernaryCyclesPerElement * static_cast<double>(v.b.free_size()));
+    }
+    default:
+      *bytes = 0;
+      return kMinCycles;
+  }
+}
+
+InstructionTiming GpSimdTiming(const Program& p, const Instruction& inst) {
+  const TargetSpec& t = *p.target;
+  int64_t elements = 0, bytes = 0, flops = 0;
+  double cycles_per_element = 1;
+  switch (inst.opcode) {
+    case Opcode::kGpElementwise: {
+      const auto& g = std::get<GpElementwise>(inst.operands);
+      elements = g.dst.num_elements();
+      bytes = HbmBytes(p, g.dst);
+      for (const HbmAP& s : g.srcs) bytes += HbmBytes(p, s);
+      if (IsTranscendental(g.op)) cycles_per_element = kGpSimdTranscendentalCycles;
+      break;
+    }
+    case Opcode::kGpCopy: {
+      const auto& g = std::get<GpCopy>(inst.operands);
+      elements = g.dst.num_elements();
+      bytes = HbmBytes(p, g.dst) + HbmBytes(p, g.src);
+      break;
+    }
+    case Opcode::kGpFill:
+      elements = std::get<GpFill>(inst.operands).dst.num_elements();
+      bytes = HbmBytes(p, std::get<GpFill>(inst.operands).dst);
+      break;
+    case Opcode::kGpIota:
+      elements = std::get<GpIota>(inst.operands).dst.num_elements();
+      bytes = HbmBytes(p, std::get<GpIota>(inst.operands).dst);
+      break;
+    case Opcode::kGpBitcast: {
+      const auto& g = std::get<GpBitcast>(inst.operands);
+      bytes = 2 * p.tensors[g.src].byte_size;
+      elements = 0;  // a byte copy: bandwidth only
+      break;
+    }
+    case Opcode::kGpReduce: {
+      const auto& g = std::get<GpReduce>(inst.operands);
+      elements = g.src.num_elements();
+      bytes = HbmBytes(p, g.src) + HbmBytes(p, g.dst);
+      break;
+    }
+    case Opcode::kGpBatchMatmul: {
+      const auto& g = std::get<GpBatchMatmul>(inst.operands);
+      elements = g.lhs.dims[0].count * g.lhs.dims[1].count * g.lhs.dims[2].count * g.rhs.dims[2].count;  // MACs
+      flops = 2 * elements;
+      bytes = HbmBytes(p, g.dst) + HbmBytes(p, g.lhs) + HbmBytes(p, g.rhs);
+      break;
+    }
+    default:
+      break;
+  }
+  const double compute_ns = static_cast<double>(elements) * cycles_per_element / kGpSimdElementsPerCycle / t.gpsimd_clock_ghz;
+  const double memory_ns = static_cast<double>(bytes) / (t.dma_bytes_per_ns_per_engine * kGpSimdDmaEngines);
+  const double ns = kGpSimdOverheadCycles / t.gpsimd_clock_ghz + std::max(compute_ns, memory_ns);
+  return {ns, ns, bytes, flops};
+}
+
+}  // namespace
+
+InstructionTiming EstimateTiming(const Program& program, const Instruction& inst) {
+  const TargetSpec& t = *program.target;
+  switch (inst.opcode) {
+    case Opcode::kDmaCopy:
+      return DmaTiming(program, std::get<DmaCopy>(inst.operands));
+    case Opcode::kMatmul:
+    case Opcode::kTranspose:
+      return TensorTiming(program, inst);
+    case Opcode::kActivation: {
+      const auto& a = std::get<Activation>(inst.operands);
+      const double cycles = kAccessStartCycles + std::max(kMinCycles, static_cast<double>(a.src.free_size()));
+      const double ns = cycles / t.scalar_clock_ghz;
+      return {ns, ns, TileBytes(a.src) + TileBytes(a.dst), 0};
+    }
+    case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
+    case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary: {
+      int64_t bytes = 0;
+      const double ns = (kAccessStartCycles + VectorCycles(t, inst, &bytes)) / t.vector_clock_ghz;
+      return {ns, ns, bytes, 0};
+    }
+    default:
+      return GpSimdTiming(program, inst);
+  }
+}
+
+}  // namespace trn::sim

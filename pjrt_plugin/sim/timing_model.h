@@ -1,0 +1,20 @@
+// How long the chip would take for one instruction (shared/design/neuroncore.md). Every estimate
+// is a named constant in timing_model.cc with its source or reasoning beside it.
+#pragma once
+
+#include <cstdint>
+
+#include "program.h"
+
+namespace trn::sim {
+
+struct InstructionTiming {
+  double busy_ns;     // how long the instruction occupies its stream
+  double latency_ns;  // start to completion (semaphore increment); >= busy_ns
+  int64_t bytes;      // moved (DMA) or touched (compute engines)
+  int64_t flops;      // matmul family: 2*M*N*K
+};
+
+InstructionTiming EstimateTiming(const Program& program, const Instruction& inst);
+
+}  // namespace trn::sim

@@ -1,0 +1,167 @@
+"""The program format from both sides: builder validation, derived waits, reader round trip, and
+the C++ loader rejecting malformed bytes with errors (and the process surviving them)."""
+
+import struct
+
+import numpy as np
+import pytest
+
+from hlo_lowering.program import (Alu, DType, HbmAP, Memory, Opcode, ProgramBuilder, Scalar,
+                                  Stream, TileAP, disassemble, read_program)
+
+_native = pytest.importorskip("jax_trn._native")
+
+
+def _sbuf(offset, partitions=128, free=(64,), dtype=DType.F32, start=0):
+  return TileAP.dense(Memory.SBUF, dtype, start, partitions, offset, free)
+
+
+def _copy_program():
+  """x -> SBUF -> *2 -> y."""
+  b = ProgramBuilder(source="module @m {}")
+  x = b.tensor("parameter", DType.F32, (128, 64), index=0, name="x")
+  y = b.tensor("output", DType.F32, (128, 64), index=0, name="y")
+  d = b.debug("stablehlo.multiply", "jit(f)/mul", "f.py:3:4")
+  b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64)), debug=d)
+  b.tensor_scalar(Alu.MUL, _sbuf(256), _sbuf(0), Scalar(DType.F32, 2.0), debug=d)
+  b.dma_copy(1, HbmAP.dense(y, (128, 64)), _sbuf(256), debug=d)
+  return b
+
+
+def test_round_trip_and_disassembly():
+  b = _copy_program()
+  data = b.serialize()
+  program = read_program(data)
+  assert program.target == "trn2" and program.source == "module @m {}"
+  assert [t.name for t in program.tensors] == ["x", "y"]
+  dve = program.streams[Stream.DVE]
+  assert dve[0].opcode == Opcode.TENSOR_SCALAR and dve[0].waits == [(Stream.DMA0, 1)]
+  assert dve[0].operands == b.streams[Stream.DVE][0].operands
+  text = disassemble(data)
+  assert "tensor_scalar wait[DMA0>=1]" in text and "f.py:3:4" in text
+  assert program.streams[Stream.DMA0 + 1][0].waits == [(Stream.DVE, 1)]
+  info = _native.program_info(data)
+  assert info["parameters"] == [{"name": "x", "dtype": "f32", "shape": (128, 64)}]
+  x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+  (y,), _ = _native.run_program(data, [x])
+  np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_sync_waits_follow_regions():
+  b = ProgramBuilder()
+  t = b.tensor("temporary", DType.F32, (128, 64))
+  u = b.tensor("temporary", DType.F32, (128, 64))
+  b.dma_copy(0, _sbuf(0), HbmAP.dense(t, (128, 64)))                 # DMA0 #1 writes [0,256)
+  b.dma_copy(1, _sbuf(1024), HbmAP.dense(u, (128, 64)))              # DMA1 #1 writes [1024,1280)
+  b.tensor_copy(_sbuf(4096), _sbuf(1024))                             # reads only DMA1's tile
+  assert b.instructions[-1].waits == [(Stream.DMA0 + 1, 1)]
+  b.tensor_copy(_sbuf(8192, partitions=32, start=32), _sbuf(0, partitions=32, start=96))
+  assert b.instructions[-1].waits == [(Stream.DMA0, 1)]
+  b.dma_copy(2, _sbuf(0), HbmAP.dense(u, (128, 64)))                 # WAW with DMA0, WAR with DVE
+  assert b.instructions[-1].waits == [(Stream.DVE, 2)]                # DVE #2 already waited on DMA0
+  b.dma_copy(3, HbmAP.dense(t, (128, 64)), _sbuf(20000))              # same HBM tensor as DMA0 #1
+  assert b.instructions[-1].waits == [(Stream.DMA0, 1)]
+  b.tensor_copy(_sbuf(30000), _sbuf(40000))                           # nothing touched these
+  assert b.instructions[-1].waits == []
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 16, 32, 0, (4,)), "must start at"),
+    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 32, 64, 0, (4,)), "must start at"),
+    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 0, 129, 0, (4,)), "out of range"),
+    (lambda: TileAP.dense(Memory.PSUM, DType.F32, 0, 1, 16380, (4,)), "PSUM"),
+    (lambda: TileAP.dense(Memory.SBUF, DType.F64, 0, 1, 0, (4,)), "f64"),
+])
+def test_builder_rejects_bad_tiles(make, message):
+  with pytest.raises(ValueError, match=message):
+    make()
+
+
+def test_builder_rejects_bad_instructions():
+  b = ProgramBuilder()
+  x = b.tensor("parameter", DType.F32, (128, 64), index=0)
+  with pytest.raises(ValueError, match="element counts"):
+    b.dma_copy(0, _sbuf(0, free=(32,)), HbmAP.dense(x, (128, 64)))
+  with pytest.raises(ValueError, match="addresses elements"):
+    b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64), offset=1))
+  with pytest.raises(ValueError, match="writes parameter"):
+    b.dma_copy(0, HbmAP.dense(x, (128, 64)), _sbuf(0))
+  with pytest.raises(ValueError, match="needs integer data"):
+    b.tensor_tensor(Alu.AND, _sbuf(0), _sbuf(256), _sbuf(512))
+  with pytest.raises(ValueError, match="cross a 2 KiB PSUM bank"):
+    b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 1024, (512,)), _sbuf(0, free=(64,)),
+             _sbuf(4096, free=(512,)))
+  with pytest.raises(ValueError, match="not a reduction"):
+    b.tensor_reduce(Alu.SUB, _sbuf(0, free=(1,)), _sbuf(256))
+  with pytest.raises(ValueError, match="PSUM is not a DMA endpoint"):
+    b.dma_copy(0, TileAP.dense(Memory.PSUM, DType.F32, 0, 128, 0, (64,)), HbmAP.dense(x, (128, 64)))
+
+
+def _expect_invalid(data, message):
+  with pytest.raises(ValueError, match=message):
+    _native.run_program(data, [np.zeros((128, 64), np.float32)])
+
+
+def test_loader_rejects_malformed_bytes():
+  data = _copy_program().serialize()
+  for cut in (0, 5, 8, 20, len(data) // 2, len(data) - 1):
+    _expect_invalid(data[:cut], "truncated|needs at least")
+  _expect_invalid(b"XXXXXXXX" + data[8:], "bad magic")
+  _expect_invalid(data[:8] + struct.pack("<I", 7) + data[12:], "version 7")
+  _expect_invalid(data + b"\0", "trailing bytes")
+  # The DVE instruction's opcode/debug id pair, with an opcode the format does not define.
+  marker = struct.pack("<HI", Opcode.TENSOR_SCALAR, 0)
+  assert data.count(marker) == 1
+  _expect_invalid(data.replace(marker, struct.pack("<HI", 99, 0)), "unknown opcode 99")
+  _expect_invalid(data.replace(marker, struct.pack("<HI", Opcode.MATMUL, 0)), "does not run on")
+  _expect_invalid(data.replace(marker, struct.pack("<HI", Opcode.TENSOR_SCALAR, 9)), "debug id 9")
+
+
+def _mutated(operand, **fields):
+  """The copy program with fields of one operand of the DVE instruction forced (past the
+  builder's checks), serialized."""
+  b = _copy_program()
+  obj = b.streams[Stream.DVE][0].operands[operand]
+  for name, value in fields.items():
+    object.__setattr__(obj, name, value)
+  return b.serialize()
+
+
+def test_loader_checks_operands():
+  _expect_invalid(_mutated("src", partition_start=64, partition_count=64 + 1),
+                  "partitions must lie")
+  _expect_invalid(_mutated("src", partition_start=32, partition_count=40), "starts at 0 or 64")
+  _expect_invalid(_mutated("src", partition_start=16, partition_count=8), "starts at 0, 32, 64")
+  _expect_invalid(_mutated("src", partition_count=0), "partitions must lie")
+  _expect_invalid(_mutated("dst", byte_offset=300000), "SBUF access pattern covers bytes")
+  _expect_invalid(_mutated("src", free=((1, 64), (64, 5000))), "outside")
+  _expect_invalid(_mutated("src", partition_count=64), "shapes differ")
+  b = _copy_program()
+  dma = b.streams[Stream.DMA0][0]
+  object.__setattr__(dma.operands["src"], "offset", 10)
+  _expect_invalid(b.serialize(), r"covers elements \[10, 8201\] of tensor 0")
+
+
+def test_deadlock_is_reported_and_process_survives():
+  b = _copy_program()
+  b.streams[Stream.DMA0][0].waits = [(Stream.DMA0 + 1, 1)]  # waits for the final store: a cycle
+  with pytest.raises(RuntimeError, match=r"deadlock.*DMA0 instruction 0 \(dma_copy; "
+                                         r"stablehlo.multiply \"jit\(f\)/mul\" at f.py:3:4\)"):
+    _native.run_program(b.serialize(), [np.zeros((128, 64), np.float32)])
+  b.streams[Stream.DMA0][0].waits = [(Stream.PE, 1)]  # a stream with no instructions
+  with pytest.raises(RuntimeError, match=r"PE>=1 \(has 0 of 0\)"):
+    _native.run_program(b.serialize(), [np.zeros((128, 64), np.float32)])
+  (y,), _ = _native.run_program(_copy_program().serialize(), [np.ones((128, 64), np.float32)])
+  assert (y == 2).all()
+
+
+def test_wrong_inputs_are_value_errors():
+  data = _copy_program().serialize()
+  with pytest.raises(ValueError, match="takes 1 inputs"):
+    _native.run_program(data, [])
+  with pytest.raises(ValueError, match="dtype"):
+    _native.run_program(data, [np.zeros((128, 64), np.float64)])
+  with pytest.raises(ValueError, match="shape"):
+    _native.run_program(data, [np.zeros((64, 128), np.float32)])
+  with pytest.raises(ValueError, match="unknown target"):
+    _native.target_spec("trn9")
