@@ -3,4 +3,5 @@
 Importing this package imports every rule module so the registry is complete.
 """
 
-from hlo_lowering.lowering import barrier, constants, elementwise, gpsimd, views  # noqa: F401
+from hlo_lowering.lowering import (barrier, constants, elementwise, gpsimd, matmul,  # noqa: F401
+                                   reduce, views)

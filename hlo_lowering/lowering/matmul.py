@@ -1,0 +1,263 @@
+"""stablehlo.dot_general on TensorE: a tiled float batch matmul [B,M,K] x [B,K,N] -> [B,M,N].
+
+normalize-dot-general has put every dot_general in this form. TensorE computes
+`psum[m, n] (+)= Σ_k stationary[k, m] · moving[k, n]` with the contraction on the partition
+dimension, so per batch:
+
+- the stationary operand is an lhs^T tile [K_t ≤ 128 partitions, M_t ≤ 128] (M_t becomes the
+  output partitions). Thin tiles (M_t ≤ DMA_TRANSPOSE_MAX_ROWS) come straight from HBM with a
+  transposing DMA; wider ones are loaded row-major (long contiguous runs: a transposing DMA moves
+  one element per run, ~1.5 % of DMA bandwidth) and transposed on TensorE through PSUM;
+- the moving operand is an rhs tile [K_t partitions, N_t ≤ matmul_moving_free_max];
+- each [M_t, N_t] output tile accumulates in one PSUM bank (fp32: 512 × 4 B = one 2 KiB bank)
+  over all K tiles (start on the first, stop on the last), then VectorE copies it to SBUF in
+  the output dtype and a DMA stores it.
+
+K is split in chunks whose operand panels fit in SBUF. Panels are cached by key in rings of
+SBUF buffers (`_PanelCache`): an rhs panel (batch, n-block, k-chunk) is loaded once and reused
+by every M tile, and the lhs^T panels (batch, m-tile, k-chunk) are transposed once and reused by
+every n-block while they stay resident. Output tiles are computed in groups of GROUP PSUM banks
+(two groups in flight), so the loads of the next panels and the stores of the previous group
+overlap the matmuls. Products and accumulation are fp32 (docs/numerics.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+from hlo_lowering.ir import Op
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.places import Place
+from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
+from hlo_lowering.program import DType, HbmAP, Memory, TileAP
+
+PARTITIONS = 128
+TENSOR_ENGINE_DTYPES = frozenset({DType.F32, DType.BF16, DType.F16, DType.F8E4M3FN,
+                                  DType.F8E5M2})
+# lhs^T tiles of at most this many rows are loaded with a transposing DMA; its cost grows with
+# the element count (one element per contiguous run), a TensorE transpose's does not.
+DMA_TRANSPOSE_MAX_ROWS = 8
+# Of the 8 PSUM banks: 6 hold output tiles accumulating (two groups of 3 in flight), 2 take
+# TensorE transposes, so a transpose never lands in a bank that is still accumulating.
+GROUP = 3
+ACCUMULATION_BANKS = 2 * GROUP
+
+
+def accepts(op: Op) -> bool:
+  """Float batch matmuls whose operands TensorE multiplies (integer dots stay on GpSimd)."""
+  return (is_batch_matmul(op) and all(v.dtype in TENSOR_ENGINE_DTYPES for v in op.operands)
+          and op.result.dtype.is_float)
+
+
+class BufferRing:
+  """Equal SBUF or PSUM buffers of one lowering, handed out in rotation."""
+
+  def __init__(self, offsets: list[int]):
+    self.offsets = offsets
+    self._next = 0
+
+  def take(self) -> int:
+    offset = self.offsets[self._next]
+    self._next = (self._next + 1) % len(self.offsets)
+    return offset
+
+
+class _PanelCache:
+  """A ring of SBUF buffers holding operand panels by key: a key still resident is reused, a
+  missing one is loaded by `fill(key, offset)` into the least recently filled buffer."""
+
+  def __init__(self, offsets: list[int], fill: Callable[[tuple, int], None]):
+    self._ring = BufferRing(offsets)
+    self._held: dict[int, tuple] = {}
+    self._fill = fill
+
+  def get(self, key: tuple) -> int:
+    for offset, held in self._held.items():
+      if held == key:
+        return offset
+    offset = self._ring.take()
+    self._held[offset] = key
+    self._fill(key, offset)
+    return offset
+
+
+@dataclasses.dataclass(frozen=True)
+class _Span:
+  """A contiguous range [start, start + count) of one dimension."""
+  start: int
+  count: int
+
+
+def _spans(total: int, size: int) -> list[_Span]:
+  return [_Span(s, min(size, total - s)) for s in range(0, total, size)]
+
+
+class _Matmul:
+  """The lowering of one batch matmul: its tiling, SBUF/PSUM buffers and emission."""
+
+  def __init__(self, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
+    self.ctx, self.lhs, self.rhs, self.out = ctx, lhs, rhs, out
+    self.batch, self.m, self.k = lhs.shape
+    self.n = rhs.shape[2]
+    self.m_tile = min(PARTITIONS, self.m)
+    moving_max = int(ctx.target_spec["matmul_moving_free_max"])
+    self.n_block = min(moving_max, ctx.psum.bank_bytes // DType.F32.itemsize, self.n)
+    self.k_tiles = _spans(self.k, PARTITIONS)
+    self.m_tiles = _spans(self.m, self.m_tile)
+    self.n_blocks = _spans(self.n, self.n_block)
+    self._plan_sbuf()
+    banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
+    self.accumulators = BufferRing(banks[:ACCUMULATION_BANKS])
+    self.transposes = BufferRing(banks[ACCUMULATION_BANKS:])
+
+  # --- buffers ------------------------------------------------------------------------------
+
+  def _plan_sbuf(self) -> None:
+    """Carves all of SBUF into rings: 3/8 rhs panels, 3/8 lhs^T panels, 1/8 row staging for
+    transposes, 1/8 output tiles. A k-chunk is as many K tiles as keep two panels in each."""
+    ctx = self.ctx
+    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
+    base, arena = slots[0], ctx.sbuf.count * ctx.sbuf.slot_bytes
+    lhs_size, rhs_size = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
+    most = min(arena * 3 // 16 // (self.n_block * rhs_size),
+               arena // 16 // (PARTITIONS * lhs_size), len(self.k_tiles))
+    chunks = math.ceil(len(self.k_tiles) / max(1, most))
+    per_chunk = math.ceil(len(self.k_tiles) / chunks)
+    self.chunks = [self.k_tiles[c:c + per_chunk]
+                   for c in range(0, len(self.k_tiles), per_chunk)]
+    regions = [(arena * 3 // 8, per_chunk * self.n_block * rhs_size),
+               (arena * 3 // 8, per_chunk * self.m_tile * lhs_size),
+               (arena // 8, per_chunk * PARTITIONS * lhs_size),
+               (arena // 8, self.n_block * self.out.dtype.itemsize)]
+    rings, start = [], base
+    for region, buffer in regions:
+      rings.append([start + i * buffer for i in range(region // buffer)])
+      start += region
+    rhs_panels, lhs_panels, staging, outputs = rings
+    self.rhs_panels = _PanelCache(rhs_panels, self._load_rhs)
+    self.lhs_panels = _PanelCache(lhs_panels, self._load_lhs_t)
+    self.staging = BufferRing(staging)
+    self.outputs = BufferRing(outputs)
+
+  # --- operand panels -----------------------------------------------------------------------
+
+  def _sbuf(self, dtype: DType, partitions: int, offset: int, free) -> TileAP:
+    return TileAP(Memory.SBUF, dtype, 0, partitions, offset, tuple(free))
+
+  def _load_rhs(self, key: tuple, offset: int) -> None:
+    """rhs[b, chunk, n-block] as one [K_t, n_block] tile per K tile."""
+    b, nb, c = key
+    rhs, block = self.rhs, self.n_blocks[nb]
+    sb, sk, sn = rhs.strides
+    for i, kt in enumerate(self.chunks[c]):
+      dst = self._sbuf(rhs.dtype, kt.count, offset + i * self.n_block * rhs.dtype.itemsize,
+                       ((1, block.count),))
+      src = HbmAP(rhs.tensor, rhs.offset + b * sb + kt.start * sk + block.start * sn,
+                  ((sk, kt.count), (sn, block.count)))
+      self.ctx.dma(dst, src)
+
+  def _load_lhs_t(self, key: tuple, offset: int) -> None:
+    """lhs[b, m-tile, chunk]^T as one [K_t, M_t] tile per K tile, `m_tile` elements apart."""
+    b, mi, c = key
+    lhs, rows, chunk = self.lhs, self.m_tiles[mi], self.chunks[c]
+    sb, sm, sk = lhs.strides
+    size = lhs.dtype.itemsize
+    corner = lhs.offset + b * sb + rows.start * sm
+    if rows.count <= DMA_TRANSPOSE_MAX_ROWS:
+      for i, kt in enumerate(chunk):
+        dst = self._sbuf(lhs.dtype, kt.count, offset + i * self.m_tile * size,
+                         ((1, rows.count),))
+        self.ctx.dma(dst, HbmAP(lhs.tensor, corner + kt.start * sk,
+                                ((sk, kt.count), (sm, rows.count))))
+      return
+    columns = sum(kt.count for kt in chunk)
+    stage = self.staging.take()
+    self.ctx.dma(self._sbuf(lhs.dtype, rows.count, stage, ((1, columns),)),
+                 HbmAP(lhs.tensor, corner + chunk[0].start * sk,
+                       ((sm, rows.count), (sk, columns))))
+    per_bank = self.ctx.psum.bank_bytes // (self.m_tile * size)
+    i = 0
+    while i < len(chunk):
+      # Transposes of equal-height K tiles share a bank and one copy out of it.
+      group = 1
+      while (group < per_bank and i + group < len(chunk)
+             and chunk[i + group].count == chunk[i].count):
+        group += 1
+      self._transpose_tiles(chunk[i:i + group], rows.count, stage + i * PARTITIONS * size,
+                            offset + i * self.m_tile * size)
+      i += group
+
+  def _transpose_tiles(self, tiles: list[_Span], rows: int, src_offset: int,
+                       dst_offset: int) -> None:
+    b, debug, dtype = self.ctx.builder, self.ctx.debug_id, self.lhs.dtype
+    height = tiles[0].count
+    bank = self.transposes.take()
+    for i, kt in enumerate(tiles):
+      src = self._sbuf(dtype, rows, src_offset + i * PARTITIONS * dtype.itemsize,
+                       ((1, kt.count),))
+      dst = TileAP(Memory.PSUM, dtype, 0, height, bank + i * self.m_tile * dtype.itemsize,
+                   ((1, rows),))
+      b.transpose(dst, src, debug=debug)
+    layout = ((self.m_tile, len(tiles)), (1, rows))
+    b.tensor_copy(self._sbuf(dtype, height, dst_offset, layout),
+                  TileAP(Memory.PSUM, dtype, 0, height, bank, layout), debug=debug)
+
+  # --- output tiles -------------------------------------------------------------------------
+
+  def emit(self) -> None:
+    for b in range(self.batch):
+      for nb in range(len(self.n_blocks)):
+        for g in range(0, len(self.m_tiles), GROUP):
+          self._emit_group(b, nb, list(range(g, min(g + GROUP, len(self.m_tiles)))))
+
+  def _emit_group(self, b: int, nb: int, group: list[int]) -> None:
+    builder, debug = self.ctx.builder, self.ctx.debug_id
+    block = self.n_blocks[nb]
+    banks = [self.accumulators.take() for _ in group]
+    last = len(self.k_tiles) - 1
+    index = 0
+    for c, chunk in enumerate(self.chunks):
+      rhs_offset = self.rhs_panels.get((b, nb, c))
+      for bank, mi in zip(banks, group):
+        rows = self.m_tiles[mi].count
+        lhs_offset = self.lhs_panels.get((b, mi, c))
+        for i, kt in enumerate(chunk):
+          stationary = self._sbuf(self.lhs.dtype, kt.count,
+                                  lhs_offset + i * self.m_tile * self.lhs.dtype.itemsize,
+                                  ((1, rows),))
+          moving = self._sbuf(self.rhs.dtype, kt.count,
+                              rhs_offset + i * self.n_block * self.rhs.dtype.itemsize,
+                              ((1, block.count),))
+          dst = TileAP(Memory.PSUM, DType.F32, 0, rows, bank, ((1, block.count),))
+          builder.matmul(dst, stationary, moving, start=index + i == 0,
+                         stop=index + i == last, debug=debug)
+      index += len(chunk)
+    for bank, mi in zip(banks, group):
+      self._store(b, self.m_tiles[mi], block, bank)
+
+  def _store(self, b: int, rows: _Span, block: _Span, bank: int) -> None:
+    out = self.out
+    tile = self._sbuf(out.dtype, rows.count, self.outputs.take(), ((1, block.count),))
+    self.ctx.builder.tensor_copy(
+        tile, TileAP(Memory.PSUM, DType.F32, 0, rows.count, bank, ((1, block.count),)),
+        debug=self.ctx.debug_id)
+    ob, om, on = out.strides
+    self.ctx.dma(HbmAP(out.tensor, out.offset + b * ob + rows.start * om + block.start * on,
+                       ((om, rows.count), (on, block.count))), tile)
+
+
+@register_lowering("stablehlo.dot_general", kind="native", when=accepts)
+def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
+  lhs, rhs = op.operands
+  out = ctx.new_result(op.result)
+  if lhs.shape[2] == 0:
+    # An empty contraction: every element is 0, broadcast from one constant element.
+    zero = ctx.constant_tensor(np.zeros((1,), out.dtype.numpy))
+    ctx.dma(out.collapsed_ap(), HbmAP(zero, 0, ((0, out.size),)))
+    return
+  _Matmul(ctx, ctx.place(lhs), ctx.place(rhs), out).emit()

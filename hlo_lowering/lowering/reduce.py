@@ -1,0 +1,225 @@
+"""stablehlo.reduce (one operand; add, max or min) on VectorE, with TensorE for cross-partition work.
+
+The operand is viewed as [kept rows, reduced columns] (a strided view: the DMA gathers any
+permutation of dims, so no data moves beforehand). Two layouts:
+
+- rows on partitions (`_reduce_rows`): tiles of ≤ 128 kept rows × ≤ one SBUF slot of reduced
+  elements; VectorE `tensor_reduce` turns each tile into a [P, 1] partial, partials of further
+  column chunks are combined with `tensor_tensor`, and the [P, 1] result is stored;
+- reduced elements over partitions (`_reduce_spread`), when few rows are kept (a full reduction
+  to a scalar, a reduction over almost everything): each kept row's reduced elements are laid out
+  as [128, F], reduced along the free axis into one column of a [128, rows] tile of partials,
+  and a TensorE transpose ([rows, 128] in PSUM) plus one `tensor_reduce` combine across
+  partitions, so all 128 partitions share the work.
+
+Float partials are fp32 (bf16/f16 sums accumulate in fp32 and round once, as XLA's CPU backend
+does after JAX's upcast); integer partials keep the operand's dtype, whose wrap-around matches
+XLA's. An init value that is not the reducer's identity is combined into the result at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+
+from hlo_lowering.ir import Op
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.gpsimd.reduce import identity
+from hlo_lowering.lowering.matmul import BufferRing
+from hlo_lowering.lowering.places import Place, collapse_dims, row_major_strides
+from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
+
+PARTITIONS = 128
+REDUCERS = {"add": Alu.ADD, "max": Alu.MAX, "min": Alu.MIN}
+# At most this many kept rows (and at least SPREAD_MIN_COLUMNS reduced elements per row) use
+# the spread layout: a row then costs ~cols / 128 VectorE cycles instead of cols.
+SPREAD_MAX_ROWS = 64
+SPREAD_MIN_COLUMNS = 4 * PARTITIONS
+CELL_BYTES = 8  # one [P, 1] partial of the widest dtype
+
+
+def accepts(op: Op) -> bool:
+  return (len(op.operands) == 2 and op.attrs.get("reducer") in REDUCERS
+          and op.operands[0].dtype != DType.F64)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Dim:
+  """One collapsed dim of the operand view: element count and strides (operand, result)."""
+  count: int
+  stride: int
+  out_stride: int = 0
+
+
+def _blocks(dims: list[_Dim], limit: int):
+  """Splits the index space of `dims` (outer first) into blocks of ≤ `limit` elements, each an
+  access pattern: innermost dims whole while they fit, the next one chunked, outer ones looped.
+  Yields (operand offset, result offset, [(stride, count)] operand, [(stride, count)] result)."""
+  whole, size = len(dims), 1
+  while whole > 0 and size * dims[whole - 1].count <= limit:
+    whole -= 1
+    size *= dims[whole].count
+  inner = dims[whole:]
+  if whole == 0:
+    yield 0, 0, [(d.stride, d.count) for d in inner], [(d.out_stride, d.count) for d in inner]
+    return
+  split, outer = dims[whole - 1], dims[:whole - 1]
+  step = max(1, limit // size)
+  for index in itertools.product(*(range(d.count) for d in outer)):
+    offset = sum(i * d.stride for i, d in zip(index, outer))
+    out_offset = sum(i * d.out_stride for i, d in zip(index, outer))
+    for start in range(0, split.count, step):
+      count = min(step, split.count - start)
+      yield (offset + start * split.stride, out_offset + start * split.out_stride,
+             [(split.stride, count)] + [(d.stride, d.count) for d in inner],
+             [(split.out_stride, count)] + [(d.out_stride, d.count) for d in inner])
+
+
+class _Reduction:
+  """The lowering of one reduce: operand view, partial dtype, SBUF buffers and emission."""
+
+  def __init__(self, ctx: LoweringContext, op: Op):
+    self.ctx, self.op = ctx, op
+    operand, init = op.operands
+    self.reducer = op.attrs["reducer"]
+    self.alu = REDUCERS[self.reducer]
+    self.source = ctx.place(operand)
+    self.out = ctx.new_result(op.result)
+    self.partial_dtype = DType.F32 if operand.dtype.is_float else operand.dtype
+    reduced = list(op.attrs["dimensions"])
+    kept = [d for d in range(operand.type.rank) if d not in reduced]
+    shape, strides = self.source.shape, self.source.strides
+    out_strides = row_major_strides([shape[d] for d in kept])
+    kshape, (kstrides, kout) = collapse_dims([shape[d] for d in kept],
+                                             [strides[d] for d in kept], out_strides)
+    self.kept = [_Dim(c, s, o) for c, s, o in zip(kshape, kstrides, kout)]
+    rshape, (rstrides,) = collapse_dims([shape[d] for d in reduced], [strides[d] for d in reduced])
+    self.reduced = [_Dim(c, s) for c, s in zip(rshape, rstrides)]
+    self.rows = math.prod(shape[d] for d in kept)
+    self.columns = math.prod(shape[d] for d in reduced)
+    self.init = init
+    self.max_free = ctx.sbuf.slot_bytes // operand.dtype.itemsize
+    # All SBUF slots for this op: one for the spread layout's [128, rows] partials, one cut in
+    # [P, 1] cells (half for accumulators, which outlive many tiles, half for scratch), the rest
+    # for operand tiles.
+    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
+    self.partials_offset = slots[0]
+    half = ctx.sbuf.slot_bytes // 2
+    self.accumulators = BufferRing([slots[1] + i * CELL_BYTES for i in range(half // CELL_BYTES)])
+    self.scratch = BufferRing([slots[1] + half + i * CELL_BYTES
+                               for i in range(half // CELL_BYTES)])
+    self.data = BufferRing(slots[2:])
+
+  def _tile(self, dtype: DType, partitions: int, free: int, offset: int) -> TileAP:
+    return TileAP(Memory.SBUF, dtype, 0, partitions, offset, ((1, free),))
+
+  def _cell(self, partitions: int, ring: BufferRing) -> TileAP:
+    return self._tile(self.partial_dtype, partitions, 1, ring.take())
+
+  def _reduce_into(self, acc: TileAP, first: bool, src: TileAP) -> None:
+    """acc = reduce(src) on the first piece, acc = acc ⊕ reduce(src) after."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    if first:
+      b.tensor_reduce(self.alu, acc, src, debug=debug)
+      return
+    part = self._cell(acc.partition_count, self.scratch)
+    b.tensor_reduce(self.alu, part, src, debug=debug)
+    b.tensor_tensor(self.alu, acc, acc, part, debug=debug)
+
+  def _reduce_columns(self, acc: TileAP, base: int, partition_dims, columns: list[_Dim],
+                      first: bool = True) -> bool:
+    """Reduces, per partition, the `columns` elements after `base` into acc; returns `first`
+    for the next call (False once acc holds a value)."""
+    for offset, _, free_dims, _ in _blocks(columns, self.max_free):
+      free = math.prod(c for _, c in free_dims)
+      tile = self._tile(self.source.dtype, acc.partition_count, free, self.data.take())
+      self.ctx.dma(tile, HbmAP(self.source.tensor, base + offset,
+                               tuple(partition_dims) + tuple(free_dims)))
+      self._reduce_into(acc, first, tile)
+      first = False
+    return first
+
+  def _finish(self, acc: TileAP) -> TileAP:
+    """acc combined with the init value when that is not the reducer's identity."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    splat = self.ctx.splat(self.init)
+    if splat is not None:
+      if float(splat) != float(identity(self.reducer, self.init.dtype)) or np.isnan(splat):
+        value = float(splat) if self.init.dtype.is_float else int(splat)
+        b.tensor_scalar(self.alu, acc, acc, Scalar(acc.dtype, value), debug=debug)
+      return acc
+    init = self._cell(acc.partition_count, self.scratch)
+    place = self.ctx.place(self.init)
+    self.ctx.dma(init, HbmAP(place.tensor, place.offset, ((0, acc.partition_count), (0, 1))))
+    b.tensor_tensor(self.alu, acc, acc, init, debug=debug)
+    return acc
+
+  # --- layouts ------------------------------------------------------------------------------
+
+  def emit(self) -> None:
+    if not self.columns:
+      place = self.ctx.place(self.init)
+      self.ctx.dma(self.out.collapsed_ap(), HbmAP(place.tensor, place.offset,
+                                                  ((0, self.out.size),)))
+    elif self.rows <= SPREAD_MAX_ROWS and self.columns >= SPREAD_MIN_COLUMNS:
+      self._reduce_spread()
+    else:
+      self._reduce_rows()
+
+  def _reduce_rows(self) -> None:
+    for offset, out_offset, partition_dims, out_dims in _blocks(self.kept, PARTITIONS):
+      partitions = math.prod(c for _, c in partition_dims)
+      acc = self._cell(partitions, self.accumulators)
+      self._reduce_columns(acc, self.source.offset + offset, partition_dims, self.reduced)
+      self._finish(acc)
+      self.ctx.dma(HbmAP(self.out.tensor, self.out.offset + out_offset,
+                         tuple(out_dims) + ((1, 1),)), acc)
+
+  def _reduce_spread(self) -> None:
+    # The longest reduced dim is split over partitions: 128 × q elements, then a remainder.
+    longest = max(range(len(self.reduced)), key=lambda i: self.reduced[i].count)
+    split = self.reduced[longest]
+    others = self.reduced[:longest] + self.reduced[longest + 1:]
+    q, remainder = divmod(split.count, PARTITIONS)
+    used = PARTITIONS if q else remainder
+    partials = self._tile(self.partial_dtype, used, self.rows, self.partials_offset)
+    size = self.partial_dtype.itemsize
+    rows = [0] if not self.kept else [
+        sum(i * d.stride for i, d in zip(index, self.kept))
+        for index in itertools.product(*(range(d.count) for d in self.kept))]
+    for r, row in enumerate(rows):
+      column = self._tile(self.partial_dtype, used, 1, partials.byte_offset + r * size)
+      base = self.source.offset + row
+      first = True
+      if q:
+        first = self._reduce_columns(column, base, [(split.stride * q, PARTITIONS)],
+                                     others + [_Dim(q, split.stride)])
+      if remainder:
+        head = self._tile(self.partial_dtype, remainder, 1, column.byte_offset)
+        piece = self._cell(remainder, self.accumulators) if not first else head
+        self._reduce_columns(piece, base + q * PARTITIONS * split.stride,
+                             [(split.stride, remainder)], others or [_Dim(1, 1)])
+        if not first:
+          self.ctx.builder.tensor_tensor(self.alu, head, head, piece, debug=self.ctx.debug_id)
+    self._combine_partitions(partials)
+
+  def _combine_partitions(self, partials: TileAP) -> None:
+    """[used partitions, rows] → TensorE transpose → [rows, used] → reduce → [rows, 1]."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    rows, used = self.rows, partials.partition_count
+    transposed = TileAP(Memory.PSUM, self.partial_dtype, 0, rows, self.ctx.psum.take(),
+                        ((1, used),))
+    b.transpose(transposed, partials, debug=debug)
+    acc = self._cell(rows, self.accumulators)
+    b.tensor_reduce(self.alu, acc, transposed, debug=debug)
+    self._finish(acc)
+    self.ctx.dma(HbmAP(self.out.tensor, self.out.offset, ((1, rows), (1, 1))), acc)
+
+
+@register_lowering("stablehlo.reduce", kind="native", when=accepts)
+def lower_reduce(ctx: LoweringContext, op: Op) -> None:
+  _Reduction(ctx, op).emit()
