@@ -1,0 +1,133 @@
+#include "buffer.h"
+
+#include <cstring>
+#include <string>
+
+#include "device.h"
+#include "element_type.h"
+#include "host_layout.h"
+
+namespace trn::pjrt {
+
+Buffer::Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation)
+    : memory_(allocation->memory()),
+      dtype_(dtype),
+      dims_(std::move(dims)),
+      byte_size_(allocation->size()),
+      allocation_(std::move(allocation)) {}
+
+StatusOr<std::unique_ptr<Buffer>> Buffer::FromHost(const void* data, sim::DType dtype,
+                                                   std::vector<int64_t> dims,
+                                                   const std::vector<int64_t>& byte_strides,
+                                                   Memory* memory) {
+  StatusOr<int64_t> size = DenseByteSize(dtype, dims);
+  if (!size.ok()) return size.status();
+  if (data == nullptr && *size > 0) return InvalidArgument("host data is NULL");
+  StatusOr<std::shared_ptr<Allocation>> allocation = Allocation::Create(memory, *size);
+  if (!allocation.ok()) return allocation.status();
+  const int64_t element_size = ElementSize(dtype);
+  CopyStrided(static_cast<const uint8_t*>(data), byte_strides, (*allocation)->data(),
+              DenseByteStrides(dims, element_size), dims, element_size);
+  return std::make_unique<Buffer>(dtype, std::move(dims), std::move(*allocation));
+}
+
+StatusOr<std::shared_ptr<Allocation>> Buffer::allocation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (allocation_ == nullptr) {
+    return FailedPrecondition("the " +
+                              ShapeString(element_type(), dims_) + " buffer on " +
+                              memory_->debug_string() + " has been deleted or donated");
+  }
+  return allocation_;
+}
+
+void Buffer::Delete() {
+  std::shared_ptr<Allocation> released;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    released = std::move(allocation_);
+    allocation_ = nullptr;
+  }
+}
+
+bool Buffer::is_deleted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocation_ == nullptr;
+}
+
+namespace {
+
+StatusOr<std::vector<int64_t>> NonNegativeStrides(const PJRT_Buffer_MemoryLayout* layout,
+                                                  const std::vector<int64_t>& dims,
+                                                  int64_t element_size) {
+  StatusOr<std::vector<int64_t>> strides = HostByteStrides(layout, dims, element_size);
+  if (!strides.ok()) return strides;
+  for (int64_t s : *strides) {
+    if (s < 0) return InvalidArgument("host layout has a negative byte stride");
+  }
+  return strides;
+}
+
+}  // namespace
+
+StatusOr<int64_t> Buffer::HostByteSize(const PJRT_Buffer_MemoryLayout* host_layout) const {
+  const int64_t element_size = ElementSize(dtype_);
+  StatusOr<std::vector<int64_t>> strides = NonNegativeStrides(host_layout, dims_, element_size);
+  if (!strides.ok()) return strides.status();
+  return StridedExtent(dims_, *strides, element_size);
+}
+
+Status Buffer::ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) const {
+  StatusOr<std::shared_ptr<Allocation>> allocation = this->allocation();
+  if (!allocation.ok()) return allocation.status();
+  const int64_t element_size = ElementSize(dtype_);
+  StatusOr<std::vector<int64_t>> strides = NonNegativeStrides(host_layout, dims_, element_size);
+  if (!strides.ok()) return strides.status();
+  const int64_t needed = StridedExtent(dims_, *strides, element_size);
+  if (static_cast<int64_t>(dst_size) < needed) {
+    return InvalidArgument("destination holds " + std::to_string(dst_size) + " bytes; the " +
+                           ShapeString(element_type(), dims_) + " array needs " +
+                           std::to_string(needed));
+  }
+  if (dst == nullptr && needed > 0) return InvalidArgument("destination is NULL");
+  CopyStrided((*allocation)->data(), DenseByteStrides(dims_, element_size),
+              static_cast<uint8_t*>(dst), *strides, dims_, element_size);
+  return Status::Ok();
+}
+
+Status Buffer::CopyRawToHost(void* dst, int64_t offset, int64_t size) const {
+  StatusOr<std::shared_ptr<Allocation>> allocation = this->allocation();
+  if (!allocation.ok()) return allocation.status();
+  if (offset < 0 || size < 0 || offset > byte_size_ || size > byte_size_ - offset) {
+    return InvalidArgument("raw copy of " + std::to_string(size) + " bytes at offset " +
+                           std::to_string(offset) + " is outside the " +
+                           std::to_string(byte_size_) + "-byte buffer");
+  }
+  if (size > 0) std::memcpy(dst, (*allocation)->data() + offset, size);
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Buffer>> Buffer::CopyTo(Memory* memory) const {
+  StatusOr<std::shared_ptr<Allocation>> source = this->allocation();
+  if (!source.ok()) return source.status();
+  StatusOr<std::shared_ptr<Allocation>> copy = Allocation::Create(memory, byte_size_);
+  if (!copy.ok()) return copy.status();
+  std::memcpy((*copy)->data(), (*source)->data(), byte_size_);
+  return std::make_unique<Buffer>(dtype_, dims_, std::move(*copy));
+}
+
+void Buffer::IncreaseExternalReferenceCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++external_references_;
+}
+
+Status Buffer::DecreaseExternalReferenceCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (external_references_ == 0) {
+    return FailedPrecondition("external reference count of the buffer is already zero");
+  }
+  --external_references_;
+  return Status::Ok();
+}
+
+}  // namespace trn::pjrt

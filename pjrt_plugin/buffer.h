@@ -1,0 +1,67 @@
+// PJRT_Buffer: an array in one memory space of one device, held as dense row-major host bytes
+// (an Allocation counted against the memory's capacity). Deleting a buffer frees its bytes at
+// once unless an execution still reads them; the handle stays valid until destroyed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "memory.h"
+#include "pjrt_c_api.h"
+#include "sim/dtype.h"
+#include "sim/status.h"
+
+struct PJRT_Buffer {};
+
+namespace trn::pjrt {
+
+class Device;
+
+class Buffer : public PJRT_Buffer {
+ public:
+  Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation);
+
+  // A new buffer in `memory`, copied from host bytes laid out with `byte_strides`.
+  static StatusOr<std::unique_ptr<Buffer>> FromHost(const void* data, sim::DType dtype,
+                                                    std::vector<int64_t> dims,
+                                                    const std::vector<int64_t>& byte_strides,
+                                                    Memory* memory);
+
+  Memory* memory() const { return memory_; }
+  Device* device() const { return memory_->device(); }
+  sim::DType dtype() const { return dtype_; }
+  PJRT_Buffer_Type element_type() const { return static_cast<PJRT_Buffer_Type>(dtype_); }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t byte_size() const { return byte_size_; }
+
+  // The bytes, kept alive for as long as the caller holds them; FAILED_PRECONDITION once the
+  // buffer is deleted.
+  StatusOr<std::shared_ptr<Allocation>> allocation() const;
+  void Delete();
+  bool is_deleted() const;
+
+  // Bytes a host copy in `host_layout` (NULL: dense) spans.
+  StatusOr<int64_t> HostByteSize(const PJRT_Buffer_MemoryLayout* host_layout) const;
+  // Copies the array to `dst` (at least `dst_size` bytes) in `host_layout` (NULL: dense).
+  Status ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) const;
+  // Copies `size` raw bytes starting at `offset` of the dense device representation.
+  Status CopyRawToHost(void* dst, int64_t offset, int64_t size) const;
+  StatusOr<std::unique_ptr<Buffer>> CopyTo(Memory* memory) const;
+
+  void IncreaseExternalReferenceCount();
+  Status DecreaseExternalReferenceCount();
+
+ private:
+  Memory* const memory_;  // not owned; owned by the client's device
+  const sim::DType dtype_;
+  const std::vector<int64_t> dims_;
+  const int64_t byte_size_;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<Allocation> allocation_;  // guarded by mu_; NULL once deleted
+  int64_t external_references_ = 0;         // guarded by mu_
+};
+
+}  // namespace trn::pjrt

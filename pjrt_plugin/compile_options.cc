@@ -1,0 +1,66 @@
+#include "compile_options.h"
+
+#include "protobuf_wire.h"
+
+namespace trn::pjrt {
+namespace {
+
+// Field numbers from xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
+constexpr int kCompileOptionsExecutableBuildOptions = 3;
+constexpr int kBuildOptionsDeviceAssignment = 9;
+constexpr int kDeviceAssignmentReplicaCount = 1;
+constexpr int kDeviceAssignmentComputationCount = 2;
+constexpr int kDeviceAssignmentComputationDevices = 3;
+constexpr int kComputationDeviceReplicaDeviceIds = 1;
+
+Status ReadDeviceAssignment(std::string_view bytes, CompileOptions& options) {
+  return ForEachWireField(bytes, "DeviceAssignmentProto", [&](const WireField& f) -> Status {
+    if (f.number != kDeviceAssignmentComputationDevices || f.wire_type != 2) return Status::Ok();
+    return ForEachWireField(f.bytes, "DeviceAssignmentProto.ComputationDevice",
+                            [&](const WireField& d) -> Status {
+      if (d.number != kComputationDeviceReplicaDeviceIds) return Status::Ok();
+      if (d.wire_type == 0) {
+        options.assigned_devices.push_back(static_cast<int64_t>(d.varint));
+        return Status::Ok();
+      }
+      return ForEachPackedVarint(d.bytes, "replica_device_ids", [&](uint64_t id) {
+        options.assigned_devices.push_back(static_cast<int64_t>(id));
+      });
+    });
+  });
+}
+
+Status ReadBuildOptions(std::string_view bytes, CompileOptions& options) {
+  return ForEachWireField(bytes, "ExecutableBuildOptionsProto", [&](const WireField& f) -> Status {
+    if (f.number == kBuildOptionsDeviceAssignment && f.wire_type == 2) {
+      return ReadDeviceAssignment(f.bytes, options);
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+StatusOr<CompileOptions> ParseCompileOptions(std::string_view serialized) {
+  CompileOptions options;
+  Status status = ForEachWireField(serialized, "CompileOptionsProto", [&](const WireField& f) {
+    if (f.number == kCompileOptionsExecutableBuildOptions && f.wire_type == 2) {
+      return ReadBuildOptions(f.bytes, options);
+    }
+    return Status::Ok();
+  });
+  if (!status.ok()) return InvalidArgument("compile options: " + status.message());
+  return options;
+}
+
+std::string SingleDeviceAssignmentProto(int device_id) {
+  std::string ids;
+  AppendVarintField(ids, kComputationDeviceReplicaDeviceIds, static_cast<uint64_t>(device_id));
+  std::string proto;
+  AppendVarintField(proto, kDeviceAssignmentReplicaCount, 1);
+  AppendVarintField(proto, kDeviceAssignmentComputationCount, 1);
+  AppendBytesField(proto, kDeviceAssignmentComputationDevices, ids);
+  return proto;
+}
+
+}  // namespace trn::pjrt

@@ -1,0 +1,179 @@
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "compiler_bridge.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace trn::pjrt {
+namespace {
+
+// Only functions of the Python C API are used here, never its data symbols (Py_None,
+// PyExc_*): the plugin does not link libpython, so data relocations would make the library fail
+// to load in a process without Python, where functions merely stay unbound until called.
+
+// An owned reference, released on scope exit.
+class PyRef {
+ public:
+  explicit PyRef(PyObject* object = nullptr) : object_(object) {}
+  PyRef(const PyRef&) = delete;
+  PyRef& operator=(const PyRef&) = delete;
+  ~PyRef() { Py_XDECREF(object_); }
+  PyObject* get() const { return object_; }
+  explicit operator bool() const { return object_ != nullptr; }
+
+ private:
+  PyObject* object_;
+};
+
+std::string PyString(PyObject* object) {
+  if (object == nullptr) return "";
+  PyRef text(PyObject_Str(object));
+  if (!text) {
+    PyErr_Clear();
+    return "<unprintable>";
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text.get(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    return "<unprintable>";
+  }
+  return std::string(data, size);
+}
+
+std::string Attribute(PyObject* object, const char* name) {
+  PyRef value(PyObject_GetAttrString(object, name));
+  if (!value) {
+    PyErr_Clear();
+    return "";
+  }
+  return PyString(value.get());
+}
+
+// The last `lines` lines of the formatted traceback.
+std::string TracebackTail(PyObject* type, PyObject* value, PyObject* traceback, int lines) {
+  if (traceback == nullptr) return "";
+  PyRef module(PyImport_ImportModule("traceback"));
+  if (!module) {
+    PyErr_Clear();
+    return "";
+  }
+  PyRef formatted(PyObject_CallMethod(module.get(), "format_exception", "OOO", type, value,
+                                      traceback));
+  if (!formatted) {
+    PyErr_Clear();
+    return "";
+  }
+  PyRef joined(PyUnicode_Join(PyRef(PyUnicode_FromString("")).get(), formatted.get()));
+  std::string text = joined ? PyString(joined.get()) : "";
+  PyErr_Clear();
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  size_t start = text.size();
+  for (int i = 0; i < lines && start != std::string::npos && start > 0; ++i) {
+    start = text.rfind('\n', start - 1);
+  }
+  return start == std::string::npos ? text : text.substr(start + 1);
+}
+
+StatusCode CodeFromName(const std::string& name) {
+  if (name == "INVALID_ARGUMENT") return StatusCode::kInvalidArgument;
+  if (name == "UNIMPLEMENTED") return StatusCode::kUnimplemented;
+  if (name == "RESOURCE_EXHAUSTED") return StatusCode::kResourceExhausted;
+  if (name == "FAILED_PRECONDITION") return StatusCode::kFailedPrecondition;
+  if (name == "NOT_FOUND") return StatusCode::kNotFound;
+  if (name == "OUT_OF_RANGE") return StatusCode::kOutOfRange;
+  return StatusCode::kInternal;
+}
+
+// The pending Python exception, fetched, normalised and cleared.
+struct PythonError {
+  PyRef type, value, traceback;
+
+  static PythonError Fetch() {
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    return PythonError{PyRef(type), PyRef(value), PyRef(traceback)};
+  }
+
+  // "ModuleNotFoundError: No module named 'x'"
+  std::string Summary() const {
+    if (!type) return "unknown error (no exception was set)";
+    return Attribute(type.get(), "__name__") + ": " + PyString(value.get());
+  }
+};
+
+// Converts the pending Python exception raised by the compiler into a Status and clears it.
+Status StatusFromCompilerError() {
+  PythonError error = PythonError::Fetch();
+  if (!error.type) return Internal("internal compiler error: no exception was set");
+
+  PyRef errors(PyImport_ImportModule("hlo_lowering.errors"));
+  PyRef compile_error(errors ? PyObject_GetAttrString(errors.get(), "CompileError") : nullptr);
+  PyErr_Clear();
+  if (compile_error && PyErr_GivenExceptionMatches(error.type.get(), compile_error.get())) {
+    return Status(CodeFromName(Attribute(error.value.get(), "code")),
+                  PyString(error.value.get()));
+  }
+  std::string message = "internal compiler error: " + error.Summary();
+  std::string tail =
+      TracebackTail(error.type.get(), error.value.get(), error.traceback.get(), 6);
+  if (!tail.empty()) message += "\n" + tail;
+  PyErr_Clear();
+  return Internal(message);
+}
+
+// Holds the GIL for the calling thread (a jaxlib compile worker that released it).
+class GilLock {
+ public:
+  GilLock() : state_(PyGILState_Ensure()) {}
+  ~GilLock() {
+    PyErr_Clear();
+    PyGILState_Release(state_);
+  }
+
+ private:
+  PyGILState_STATE state_;
+};
+
+StatusOr<std::string> CallCompiler(std::string_view code, std::string_view format,
+                                   std::string_view compile_options, std::string_view target) {
+  PyRef driver(PyImport_ImportModule("hlo_lowering.driver"));
+  if (!driver) {
+    return FailedPrecondition("the trn compiler (hlo_lowering.driver) could not be imported: " +
+                              PythonError::Fetch().Summary());
+  }
+  PyRef result(PyObject_CallMethod(driver.get(), "compile_for_pjrt", "y#s#y#s#", code.data(),
+                                   static_cast<Py_ssize_t>(code.size()), format.data(),
+                                   static_cast<Py_ssize_t>(format.size()), compile_options.data(),
+                                   static_cast<Py_ssize_t>(compile_options.size()), target.data(),
+                                   static_cast<Py_ssize_t>(target.size())));
+  if (!result) return StatusFromCompilerError();
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(result.get(), &data, &size) != 0) {
+    PyErr_Clear();
+    return Internal("internal compiler error: compile_for_pjrt returned " +
+                    Attribute(reinterpret_cast<PyObject*>(Py_TYPE(result.get())), "__name__") +
+                    ", not bytes");
+  }
+  return std::string(data, size);
+}
+
+}  // namespace
+
+StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
+                                      std::string_view compile_options, std::string_view target) {
+  // Checked through the dynamic linker first: in a process without Python the API is absent.
+  if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
+    return FailedPrecondition(
+        "the trn compiler runs in-process in Python; load the plugin from a Python process");
+  }
+  GilLock gil;
+  return CallCompiler(code, format, compile_options, target);
+}
+
+}  // namespace trn::pjrt

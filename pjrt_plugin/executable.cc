@@ -1,0 +1,62 @@
+#include "executable.h"
+
+#include <cctype>
+#include <cstdio>
+
+namespace trn::pjrt {
+namespace {
+
+constexpr char kDeviceMemoryKind[] = "device";
+
+std::string Fnv1aHex(const std::vector<uint8_t>& bytes) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (uint8_t b : bytes) {
+    hash ^= b;
+    hash *= 0x100000001b3ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+// "module @jit_f attributes {...}" -> "jit_f"
+std::string ModuleName(const std::string& source) {
+  const std::string marker = "module @";
+  size_t start = source.find(marker);
+  if (start == std::string::npos) return "trn_program";
+  start += marker.size();
+  size_t end = start;
+  while (end < source.size() && (std::isalnum(static_cast<unsigned char>(source[end])) ||
+                                 source[end] == '_' || source[end] == '.' || source[end] == '$')) {
+    ++end;
+  }
+  return end > start ? source.substr(start, end - start) : "trn_program";
+}
+
+}  // namespace
+
+Executable::Executable(std::shared_ptr<const sim::LoadedProgram> program)
+    : program_(std::move(program)),
+      name_(ModuleName(program_->source())),
+      fingerprint_(Fnv1aHex(program_->bytes())) {
+  for (const sim::TensorInfo& output : program_->outputs()) {
+    output_types_.push_back(static_cast<PJRT_Buffer_Type>(output.dtype));
+    output_dims_.insert(output_dims_.end(), output.shape.begin(), output.shape.end());
+    output_ranks_.push_back(output.shape.size());
+    output_memory_kinds_.push_back(kDeviceMemoryKind);
+    output_kind_sizes_.push_back(sizeof(kDeviceMemoryKind) - 1);
+  }
+}
+
+CompiledMemoryStats Executable::memory_stats() const {
+  CompiledMemoryStats stats;
+  stats.generated_code_bytes = static_cast<int64_t>(program_->bytes().size());
+  for (const sim::TensorInfo& p : program_->parameters()) stats.argument_bytes += p.byte_size;
+  for (const sim::TensorInfo& o : program_->outputs()) stats.output_bytes += o.byte_size;
+  stats.temp_bytes = program_->temporary_bytes();
+  stats.peak_bytes = stats.argument_bytes + stats.output_bytes + stats.temp_bytes +
+                     program_->constant_bytes();
+  return stats;
+}
+
+}  // namespace trn::pjrt

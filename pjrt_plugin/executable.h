@@ -1,0 +1,53 @@
+// PJRT_Executable: a compiled NeuronCore program and what clients ask about it (outputs, sizes,
+// fingerprint, the source it came from), independent of the device it is loaded on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pjrt_c_api.h"
+#include "sim/runtime.h"
+
+struct PJRT_Executable {};
+
+namespace trn::pjrt {
+
+struct CompiledMemoryStats {
+  int64_t generated_code_bytes = 0;  // the serialized program, constants included
+  int64_t argument_bytes = 0;
+  int64_t output_bytes = 0;
+  int64_t temp_bytes = 0;
+  int64_t peak_bytes = 0;  // arguments + outputs + temporaries + constants
+};
+
+class Executable : public PJRT_Executable {
+ public:
+  explicit Executable(std::shared_ptr<const sim::LoadedProgram> program);
+
+  const sim::LoadedProgram& program() const { return *program_; }
+  const std::shared_ptr<const sim::LoadedProgram>& shared_program() const { return program_; }
+  const std::string& name() const { return name_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+
+  size_t num_outputs() const { return output_types_.size(); }
+  const std::vector<PJRT_Buffer_Type>& output_types() const { return output_types_; }
+  const std::vector<int64_t>& output_dims() const { return output_dims_; }  // concatenated
+  const std::vector<size_t>& output_ranks() const { return output_ranks_; }
+  const std::vector<const char*>& output_memory_kinds() const { return output_memory_kinds_; }
+  const std::vector<size_t>& output_memory_kind_sizes() const { return output_kind_sizes_; }
+  CompiledMemoryStats memory_stats() const;
+
+ private:
+  std::shared_ptr<const sim::LoadedProgram> program_;  // shared with loaded executables
+  std::string name_;         // the module's name in its source, else "trn_program"
+  std::string fingerprint_;  // hex of a 64-bit FNV-1a hash of the program bytes
+  std::vector<PJRT_Buffer_Type> output_types_;
+  std::vector<int64_t> output_dims_;
+  std::vector<size_t> output_ranks_;
+  std::vector<const char*> output_memory_kinds_;  // "device" for every output
+  std::vector<size_t> output_kind_sizes_;
+};
+
+}  // namespace trn::pjrt

@@ -1,0 +1,55 @@
+// PJRT_LoadedExecutable: a program loaded for one device, its constants resident in that
+// device's HBM, ready to run on argument buffers.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "buffer.h"
+#include "executable.h"
+#include "memory.h"
+#include "pjrt_c_api.h"
+#include "sim/status.h"
+
+struct PJRT_LoadedExecutable {};
+
+namespace trn::pjrt {
+
+class Device;
+
+class LoadedExecutable : public PJRT_LoadedExecutable {
+ public:
+  // RESOURCE_EXHAUSTED when the program's constants do not fit in `device`'s HBM.
+  static StatusOr<std::unique_ptr<LoadedExecutable>> Load(
+      std::shared_ptr<const sim::LoadedProgram> program, Device* device);
+
+  Executable* executable() { return &executable_; }
+  Device* device() const { return device_; }
+  const std::vector<PJRT_Device*>& addressable_devices() const { return addressable_devices_; }
+  std::string SerializedDeviceAssignment() const;
+
+  void Delete();
+  bool is_deleted() const { return deleted_.load(); }
+
+  // Runs the program once on `device` (this executable's device unless the caller names another
+  // one, as PJRT allows for portable executables). The outputs are new buffers in the device's
+  // HBM. Every argument is checked against the program's parameters first; a failure leaves
+  // every buffer and the executable as they were.
+  StatusOr<std::vector<std::unique_ptr<Buffer>>> Execute(Device* device,
+                                                         PJRT_Buffer* const* arguments,
+                                                         size_t num_arguments) const;
+
+ private:
+  LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program, Device* device,
+                   Reservation constants);
+
+  Executable executable_;
+  Device* const device_;  // not owned; owned by the client
+  std::vector<PJRT_Device*> addressable_devices_;  // {device_}
+  Reservation constants_;  // the program's constants in device_'s HBM while loaded
+  std::atomic<bool> deleted_{false};
+};
+
+}  // namespace trn::pjrt
