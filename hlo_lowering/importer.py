@@ -130,6 +130,9 @@ def import_module(module: ir.Module) -> Module:
   importer = _Importer()
   functions: dict[str, Function] = {}
   for op in module.body.operations:
+    # JAX declares a Shardy mesh in every module; a single-device program has nothing to shard.
+    if op.operation.name == "sdy.mesh":
+      continue
     if op.operation.name != "func.func":
       raise CompileError(f"top-level op {op.operation.name} is not supported (only func.func)",
                          INVALID_ARGUMENT)
