@@ -1,11 +1,39 @@
 #include "machine.h"
 
+#include <sys/mman.h>
+
 namespace trn::sim {
+
+ZeroedBuffer::ZeroedBuffer(size_t bytes) : size_(bytes + 1) {
+  void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  data_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+ZeroedBuffer::~ZeroedBuffer() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+namespace {
+
+// This thread's tile memory of the given geometry (one per memory kind; reallocated when a
+// program for another target needs another size).
+TileMemory& ThreadTileMemory(int kind, int partitions, int64_t bytes_per_partition) {
+  thread_local std::unique_ptr<TileMemory> memories[2];
+  std::unique_ptr<TileMemory>& memory = memories[kind];
+  if (!memory || !memory->ok() || memory->partitions() != partitions ||
+      memory->bytes_per_partition() != bytes_per_partition) {
+    memory = std::make_unique<TileMemory>(partitions, bytes_per_partition);
+  }
+  return *memory;
+}
+
+}  // namespace
 
 Machine::Machine(const Program& program)
     : program(program),
-      sbuf(program.target->partitions, program.target->sbuf_bytes_per_partition),
-      psum(program.target->partitions, program.target->psum_banks * program.target->psum_bank_bytes),
+      sbuf(ThreadTileMemory(0, program.target->partitions, program.target->sbuf_bytes_per_partition)),
+      psum(ThreadTileMemory(1, program.target->partitions,
+                            program.target->psum_banks * program.target->psum_bank_bytes)),
       hbm(program.tensors.size(), HbmTensor{nullptr, 0}) {}
 
 StridedView Machine::View(const TileAP& ap) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "program.h"
@@ -12,31 +13,41 @@
 
 namespace trn::sim {
 
-// Zero-filled storage from calloc, so pages a program never touches cost nothing.
+// Zero-filled storage mapped fresh from the kernel, so pages a program never touches cost nothing
+// and every execution starts from the same (zero) state. calloc would not do: once glibc has
+// recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated small executions.
 class ZeroedBuffer {
  public:
-  explicit ZeroedBuffer(size_t bytes)
-      : data_(static_cast<uint8_t*>(std::calloc(bytes + 1, 1))) {}
+  explicit ZeroedBuffer(size_t bytes);
+  ~ZeroedBuffer();
+  ZeroedBuffer(ZeroedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  ZeroedBuffer(const ZeroedBuffer&) = delete;
+  ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
+  ZeroedBuffer& operator=(ZeroedBuffer&&) = delete;
+
   bool ok() const { return data_ != nullptr; }
-  uint8_t* data() { return data_.get(); }
+  uint8_t* data() { return data_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 // SBUF or PSUM: `partitions` rows of `bytes_per_partition`.
 class TileMemory {
  public:
   TileMemory(int partitions, int64_t bytes_per_partition)
-      : bytes_per_partition_(bytes_per_partition), storage_(partitions * bytes_per_partition) {}
+      : partitions_(partitions),
+        bytes_per_partition_(bytes_per_partition),
+        storage_(partitions * bytes_per_partition) {}
   bool ok() const { return storage_.ok(); }
+  int partitions() const { return partitions_; }
   int64_t bytes_per_partition() const { return bytes_per_partition_; }
   uint8_t* partition(int p) { return storage_.data() + p * bytes_per_partition_; }
 
  private:
+  int partitions_;
   int64_t bytes_per_partition_;
   ZeroedBuffer storage_;
 };
@@ -46,11 +57,15 @@ struct HbmTensor {
   int64_t byte_size;
 };
 
+// SBUF and PSUM start each execution with unspecified contents, as on the chip: the compiler's
+// waits order every read after its write, so a valid program's results do not depend on them.
+// Each thread keeps its SBUF/PSUM between executions; mapping 28 MiB afresh each time cost
+// more than running a small program.
 struct Machine {
   Machine(const Program& program);
   const Program& program;
-  TileMemory sbuf;
-  TileMemory psum;
+  TileMemory& sbuf;
+  TileMemory& psum;
   std::vector<HbmTensor> hbm;  // indexed like program.tensors
   std::vector<ZeroedBuffer> temporaries;  // owns the temporaries' storage
 
