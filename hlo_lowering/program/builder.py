@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from .enums import Alu, DType, Memory, Opcode, PSUM_BANK_BYTES, REDUCE_OPS, Stream, TensorKind
+from .enums import (Alu, DType, Memory, Opcode, PSUM_BANK_BYTES, REDUCE_OPS, SCATTER_CLAMP,
+                    SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind)
 from .instructions import (DebugEntry, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
 from .operands import HbmAP, Scalar, TileAP
 from .sync import WaitTracker
@@ -289,6 +290,80 @@ class ProgramBuilder:
                        f"dst {list(dst.shape)} do not form [b,m,k]x[b,k,n]->[b,m,n]")
     self._emit(Opcode.GP_BATCH_MATMUL, Stream.POOL, debug, dst=dst, lhs=lhs, rhs=rhs)
 
+  # --- GpSimd data-dependent ops (indices, arg-reductions, sorting) ---------------------------
+
+  def gp_gather(self, dst, src, indices, debug=None):
+    """dst [N, S0..Sr-1] = the window of src [D0..Dr-1] starting at indices[n, :] (clamped)."""
+    where = "gp_gather"
+    self._check_hbm(dst, where, writes=True, required=True)
+    self._check_hbm(src, where, required=True)
+    self._check_windows(where, dst, src, indices)
+    self._emit(Opcode.GP_GATHER, Stream.POOL, debug, dst=dst, src=src, indices=indices)
+
+  def gp_scatter(self, op, dst, updates, indices, bounds, debug=None):
+    """Combines updates[n, S...] into the window of dst at indices[n, :], n in order."""
+    where = "gp_scatter"
+    self._check_hbm(dst, where, writes=True, required=True)
+    self._check_hbm(updates, where, required=True)
+    op = Alu(op)
+    if op not in SCATTER_OPS:
+      raise ValueError(f"{where}: {op.name} is not one of {sorted(o.name for o in SCATTER_OPS)}")
+    if op != Alu.COPY:
+      _check_op(op, 2, self._dtype(dst), where)
+    if bounds not in (0, SCATTER_CLAMP):
+      raise ValueError(f"{where}: bounds mode {bounds} (0 skip, 1 clamp)")
+    self._check_windows(where, updates, dst, indices)
+    self._emit(Opcode.GP_SCATTER, Stream.POOL, debug, op=op, bounds=bounds, dst=dst,
+               updates=updates, indices=indices)
+
+  def gp_arg_reduce(self, op, dst_value, dst_index, src_value, src_index, reduced, init_value,
+                    init_index, debug=None):
+    where = "gp_arg_reduce"
+    for ap in (dst_value, dst_index):
+      self._check_hbm(ap, where, writes=True, required=True)
+    for ap in (src_value, src_index):
+      self._check_hbm(ap, where, required=True)
+    op = Alu(op)
+    if op not in (Alu.MAX, Alu.MIN):
+      raise ValueError(f"{where}: op must be MAX or MIN, got {op.name}")
+    if self._dtype(src_index).is_float:
+      raise ValueError(f"{where}: the index operand must be an integer tensor")
+    if src_value.shape != src_index.shape:
+      raise ValueError(f"{where}: value dims {list(src_value.shape)} differ from index dims "
+                       f"{list(src_index.shape)}")
+    if not 0 <= reduced <= len(src_value.dims):
+      raise ValueError(f"{where}: reduced={reduced} but the sources have {len(src_value.dims)} dims")
+    kept = math.prod(src_value.shape[:len(src_value.dims) - reduced])
+    for ap in (dst_value, dst_index):
+      if ap.num_elements != kept:
+        raise ValueError(f"{where}: a destination has {ap.num_elements} elements, expected {kept}")
+    if not isinstance(init_value, Scalar) or not isinstance(init_index, Scalar):
+      raise ValueError(f"{where}: init_value and init_index must be Scalars")
+    self._emit(Opcode.GP_ARG_REDUCE, Stream.POOL, debug, op=op, dst_value=dst_value,
+               dst_index=dst_index, src_value=src_value, src_index=src_index, reduced=reduced,
+               init_value=init_value, init_index=init_index)
+
+  def gp_sort(self, dsts, srcs, num_keys=1, descending=False, float_order=SORT_FLOAT_CANONICAL,
+              debug=None):
+    """Stable sort of every operand along the last access-pattern dim by the first num_keys."""
+    where = "gp_sort"
+    dsts, srcs = list(dsts), list(srcs)
+    if not srcs or len(dsts) != len(srcs):
+      raise ValueError(f"{where}: {len(dsts)} destinations for {len(srcs)} sources")
+    if not 1 <= num_keys <= len(srcs):
+      raise ValueError(f"{where}: num_keys={num_keys} with {len(srcs)} operands")
+    if float_order not in (0, SORT_FLOAT_CANONICAL):
+      raise ValueError(f"{where}: float order {float_order} (0 total order, 1 canonical)")
+    for dst, src in zip(dsts, srcs):
+      self._check_hbm(dst, where, writes=True, required=True)
+      self._check_hbm(src, where, required=True)
+      if dst.shape != srcs[0].shape or src.shape != srcs[0].shape:
+        raise ValueError(f"{where}: every access pattern needs dims {list(srcs[0].shape)}")
+      if self._dtype(dst) != self._dtype(src):
+        raise ValueError(f"{where}: a destination's dtype differs from its source's")
+    self._emit(Opcode.GP_SORT, Stream.POOL, debug, num_keys=num_keys,
+               descending=int(bool(descending)), float_order=float_order, dsts=dsts, srcs=srcs)
+
   # --- output -------------------------------------------------------------------------------
 
   def serialize(self) -> bytes:
@@ -322,6 +397,18 @@ class ProgramBuilder:
 
   def _dtype(self, ap: HbmAP) -> DType:
     return DType(self._tensor(ap.tensor, "access pattern").dtype)
+
+  def _check_windows(self, where, rows, base, indices):
+    """rows [N, S0..Sr-1] of windows into base [D0..Dr-1] at indices [N, r] (integers)."""
+    self._check_hbm(indices, where, required=True)
+    if self._dtype(indices).is_float or self._dtype(indices) == DType.PRED:
+      raise ValueError(f"{where}: indices must be an integer tensor")
+    rank = len(base.dims)
+    if len(rows.dims) != rank + 1 or indices.shape != (rows.shape[0], rank):
+      raise ValueError(f"{where}: expected windows [N, S0..S{rank - 1}] and indices [N, {rank}] "
+                       f"for a {rank}-D base; got {list(rows.shape)} and {list(indices.shape)}")
+    if any(s > d for s, d in zip(rows.shape[1:], base.shape)):
+      raise ValueError(f"{where}: window {list(rows.shape[1:])} exceeds {list(base.shape)}")
 
   def _check_writable(self, index, where):
     t = self._tensor(index, where)

@@ -184,6 +184,13 @@ _FLOAT_ONLY = frozenset({Alu.EXP, Alu.EXPM1, Alu.LOG, Alu.LOG1P, Alu.TANH, Alu.L
                          Alu.RECIPROCAL, Alu.ERF, Alu.ATAN2})
 
 REDUCE_OPS = frozenset({Alu.ADD, Alu.MAX, Alu.MIN, Alu.MUL, Alu.AND, Alu.OR, Alu.XOR})
+# gp_scatter combines an update with the element it lands on by one of these (copy: replace).
+SCATTER_OPS = frozenset({Alu.COPY, Alu.ADD, Alu.MAX, Alu.MIN, Alu.MUL})
+# gp_scatter's bounds modes, and gp_sort's float key orders (docs/program-format.md).
+SCATTER_SKIP_OUT_OF_BOUNDS = 0
+SCATTER_CLAMP = 1
+SORT_FLOAT_TOTAL_ORDER = 0
+SORT_FLOAT_CANONICAL = 1
 
 
 class Memory(enum.IntEnum):
@@ -217,6 +224,10 @@ class Opcode(enum.IntEnum):
   GP_BITCAST = 68
   GP_REDUCE = 69
   GP_BATCH_MATMUL = 70
+  GP_GATHER = 71
+  GP_SCATTER = 72
+  GP_ARG_REDUCE = 73
+  GP_SORT = 74
 
 
 PARTITIONS = 128

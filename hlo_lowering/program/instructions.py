@@ -57,7 +57,18 @@ OPERAND_LAYOUT = {
     Opcode.GP_REDUCE: (("op", "u8"), ("dst", "hbm"), ("src", "hbm"), ("reduced", "u8"),
                        ("init", "scalar")),
     Opcode.GP_BATCH_MATMUL: (("dst", "hbm"), ("lhs", "hbm"), ("rhs", "hbm")),
+    Opcode.GP_GATHER: (("dst", "hbm"), ("src", "hbm"), ("indices", "hbm")),
+    Opcode.GP_SCATTER: (("op", "u8"), ("bounds", "u8"), ("dst", "hbm"), ("updates", "hbm"),
+                        ("indices", "hbm")),
+    Opcode.GP_ARG_REDUCE: (("op", "u8"), ("dst_value", "hbm"), ("dst_index", "hbm"),
+                           ("src_value", "hbm"), ("src_index", "hbm"), ("reduced", "u8"),
+                           ("init_value", "scalar"), ("init_index", "scalar")),
+    Opcode.GP_SORT: (("num_keys", "u8"), ("descending", "u8"), ("float_order", "u8"),
+                     ("dsts", "hbm_list"), ("srcs", "hbm_list")),
 }
+
+# gp_scatter combines into what its destination holds.
+_READS_DST = frozenset({Opcode.GP_SCATTER})
 
 MATMUL_START = 1
 MATMUL_STOP = 2
@@ -80,14 +91,16 @@ def accesses(inst: Instruction):
   ops = inst.operands
   if inst.opcode == Opcode.GP_BITCAST:
     return [("hbm", ops["src"])], [("hbm", ops["dst"])]
-  reads = []
+  reads, writes = [], []
   for name, kind in OPERAND_LAYOUT[inst.opcode]:
-    if name == "dst" or kind in ("u8", "u32", "f32", "scalar"):
+    if kind in ("u8", "u32", "f32", "scalar"):
       continue
     values = ops[name] if kind == "hbm_list" else [ops[name]]
-    reads.extend(r for r in map(region, values) if r is not None)
-  writes = [region(ops["dst"])]
-  if inst.opcode == Opcode.MATMUL and not ops["flags"] & MATMUL_START:
-    reads.append(writes[0])  # accumulates into what is there
+    # Destination fields are named dst, dst_* or dsts.
+    target = writes if name.startswith("dst") else reads
+    target.extend(r for r in map(region, values) if r is not None)
+  if inst.opcode in _READS_DST or (inst.opcode == Opcode.MATMUL and
+                                   not ops["flags"] & MATMUL_START):
+    reads.append(writes[0])  # combines into / accumulates into what is there
   return reads, writes
 

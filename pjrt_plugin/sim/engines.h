@@ -24,4 +24,10 @@ void RunActivation(Machine& machine, const Activation& activation);
 // gpsimd_engine.cc: the gp_* general-purpose ops over HBM.
 void RunGpSimdInstruction(Machine& machine, const Instruction& inst);
 
+// gpsimd_indexing.cc: gp_gather and gp_scatter (run-time indices).
+void RunGpSimdIndexing(Machine& machine, const Instruction& inst);
+
+// gpsimd_sort.cc: gp_sort and gp_arg_reduce.
+void RunGpSimdOrdering(Machine& machine, const Instruction& inst);
+
 }  // namespace trn::sim

@@ -1,5 +1,6 @@
 // GpSimdE's general-purpose ops: elementwise, copy, fill, iota, bitcast, reduce and batched
-// matmul directly over HBM access patterns. This is where ops without a tiled lowering run, so
+// matmul directly over HBM access patterns (gather/scatter and sort/arg-reduce run in
+// gpsimd_indexing.cc and gpsimd_sort.cc). This is where ops without a tiled lowering run, so
 // every compute domain (f64 included) is supported here.
 #include <cstring>
 
@@ -92,6 +93,12 @@ void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
       return RunReduce(machine, std::get<GpReduce>(inst.operands));
     case Opcode::kGpBatchMatmul:
       return RunBatchMatmul(machine, std::get<GpBatchMatmul>(inst.operands));
+    case Opcode::kGpGather:
+    case Opcode::kGpScatter:
+      return RunGpSimdIndexing(machine, inst);
+    case Opcode::kGpSort:
+    case Opcode::kGpArgReduce:
+      return RunGpSimdOrdering(machine, inst);
     default:
       return;  // the loader puts only GpSimd opcodes on the POOL stream
   }

@@ -76,6 +76,90 @@ Status CheckMatmul(const Program& program, const Matmul& m) {
   return Status::Ok();
 }
 
+std::string Dims(const HbmAP& ap) {
+  std::string text = "[";
+  for (int d = 0; d < ap.num_dims; ++d) text += (d ? ", " : "") + std::to_string(ap.dims[d].count);
+  return text + "]";
+}
+
+bool SameDims(const HbmAP& a, const HbmAP& b) {
+  if (a.num_dims != b.num_dims) return false;
+  for (int d = 0; d < a.num_dims; ++d) {
+    if (a.dims[d].count != b.dims[d].count) return false;
+  }
+  return true;
+}
+
+Status IntegerIndices(const Program& program, const HbmAP& ap, const char* what) {
+  const DType t = HbmDType(program, ap);
+  if (IsFloat(t) || t == DType::kPred) return InvalidArgument(std::string(what) + " must be an integer tensor, got " + DTypeName(t));
+  return Status::Ok();
+}
+
+// rows [N, S0..S(r-1)] of windows into base [D0..D(r-1)] at indices [N, r]: gp_gather and gp_scatter.
+Status CheckWindows(const Program& program, const HbmAP& rows, const HbmAP& base, const HbmAP& indices) {
+  TRN_RETURN_IF_ERROR(IntegerIndices(program, indices, "indices"));
+  const int rank = base.num_dims;
+  if (rows.num_dims != rank + 1 || indices.num_dims != 2 || indices.dims[1].count != rank || indices.dims[0].count != rows.dims[0].count) {
+    return InvalidArgument("windows " + Dims(rows) + " and indices " + Dims(indices) + " do not fit a " + std::to_string(rank) +
+                           "-D base (expected [N, S0..S" + std::to_string(rank - 1) + "] and [N, " + std::to_string(rank) + "])");
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (rows.dims[d + 1].count > base.dims[d].count) return InvalidArgument("window " + Dims(rows) + " exceeds the base " + Dims(base) + " in dim " + std::to_string(d));
+  }
+  return Status::Ok();
+}
+
+Status CheckDataDependent(const Program& program, const Instruction& inst) {
+  switch (inst.opcode) {
+    case Opcode::kGpGather: {
+      const auto& g = std::get<GpGather>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+      return CheckWindows(program, g.dst, g.src, g.indices);
+    }
+    case Opcode::kGpScatter: {
+      const auto& g = std::get<GpScatter>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+      const bool combines = g.op == AluOp::kAdd || g.op == AluOp::kMax || g.op == AluOp::kMin || g.op == AluOp::kMul;
+      if (!combines && g.op != AluOp::kCopy) return InvalidArgument(AluOpName(g.op) + " is not a scatter combiner (copy, add, max, min, mul)");
+      if (combines) TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(g.op), 2, HbmDType(program, g.dst)));
+      return CheckWindows(program, g.updates, g.dst, g.indices);
+    }
+    case Opcode::kGpArgReduce: {
+      const auto& g = std::get<GpArgReduce>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst_value.tensor));
+      TRN_RETURN_IF_ERROR(Writable(program, g.dst_index.tensor));
+      if (g.op != AluOp::kMax && g.op != AluOp::kMin) return InvalidArgument(AluOpName(g.op) + " is not an arg-reduction (max, min)");
+      TRN_RETURN_IF_ERROR(IntegerIndices(program, g.src_index, "the index operand"));
+      if (!SameDims(g.src_value, g.src_index)) return InvalidArgument("value dims " + Dims(g.src_value) + " differ from index dims " + Dims(g.src_index));
+      if (g.reduced > g.src_value.num_dims) return InvalidArgument("reduces " + std::to_string(g.reduced) + " of " + std::to_string(g.src_value.num_dims) + " dims");
+      int64_t kept = 1;
+      for (int d = 0; d < g.src_value.num_dims - g.reduced; ++d) kept *= g.src_value.dims[d].count;
+      TRN_RETURN_IF_ERROR(SameCount("gp_arg_reduce dst_value vs kept source dims", g.dst_value.num_elements(), kept));
+      return SameCount("gp_arg_reduce dst_index vs kept source dims", g.dst_index.num_elements(), kept);
+    }
+    case Opcode::kGpSort: {
+      const auto& g = std::get<GpSort>(inst.operands);
+      if (g.srcs.empty() || g.dsts.size() != g.srcs.size()) {
+        return InvalidArgument(std::to_string(g.dsts.size()) + " destinations for " + std::to_string(g.srcs.size()) + " sources");
+      }
+      if (g.num_keys < 1 || g.num_keys > static_cast<int>(g.srcs.size())) {
+        return InvalidArgument("key count " + std::to_string(g.num_keys) + " with " + std::to_string(g.srcs.size()) + " operands");
+      }
+      for (size_t i = 0; i < g.srcs.size(); ++i) {
+        TRN_RETURN_IF_ERROR(Writable(program, g.dsts[i].tensor));
+        if (!SameDims(g.srcs[i], g.srcs[0]) || !SameDims(g.dsts[i], g.srcs[0])) {
+          return InvalidArgument("operand " + std::to_string(i) + " has dims other than " + Dims(g.srcs[0]));
+        }
+        if (HbmDType(program, g.dsts[i]) != HbmDType(program, g.srcs[i])) return InvalidArgument("operand " + std::to_string(i) + ": destination dtype differs from the source's");
+      }
+      return Status::Ok();
+    }
+    default:
+      return Status::Ok();
+  }
+}
+
 Status CheckGp(const Program& program, const Instruction& inst) {
   switch (inst.opcode) {
     case Opcode::kGpElementwise: {
@@ -135,7 +219,7 @@ Status CheckGp(const Program& program, const Instruction& inst) {
       return Status::Ok();
     }
     default:
-      return Status::Ok();
+      return CheckDataDependent(program, inst);
   }
 }
 

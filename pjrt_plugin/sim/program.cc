@@ -21,6 +21,10 @@ std::string OpcodeName(uint16_t opcode) {
     case Opcode::kGpBitcast: return "gp_bitcast";
     case Opcode::kGpReduce: return "gp_reduce";
     case Opcode::kGpBatchMatmul: return "gp_batch_matmul";
+    case Opcode::kGpGather: return "gp_gather";
+    case Opcode::kGpScatter: return "gp_scatter";
+    case Opcode::kGpArgReduce: return "gp_arg_reduce";
+    case Opcode::kGpSort: return "gp_sort";
   }
   return "opcode(" + std::to_string(opcode) + ")";
 }

@@ -37,6 +37,10 @@ enum class Opcode : uint16_t {
   kGpBitcast = 68,
   kGpReduce = 69,
   kGpBatchMatmul = 70,
+  kGpGather = 71,
+  kGpScatter = 72,
+  kGpArgReduce = 73,
+  kGpSort = 74,
 };
 
 // "matmul", ...; "opcode(N)" for a number the format does not define.
@@ -130,11 +134,25 @@ struct GpIota { HbmAP dst; int dim; };
 struct GpBitcast { uint32_t dst, src; };
 struct GpReduce { AluOp op; HbmAP dst, src; int reduced; Scalar init; };
 struct GpBatchMatmul { HbmAP dst, lhs, rhs; };
+// dst [N, S...] = windows of src [D...] at indices [N, rank(src)], starts clamped to [0, D - S].
+struct GpGather { HbmAP dst, src, indices; };
+// Windows updates [N, S...] combined (op: copy, add, max, min, mul) into dst [D...] at indices;
+// clamp: starts clamped like gp_gather; otherwise a window not wholly inside dst is skipped.
+struct GpScatter { AluOp op; bool clamp; HbmAP dst, updates, indices; };
+struct GpArgReduce {
+  AluOp op;  // kMax or kMin
+  HbmAP dst_value, dst_index, src_value, src_index;
+  int reduced;
+  Scalar init_value, init_index;
+};
+// canonical_floats: -0.0 == +0.0 and every NaN equal and after +inf (JAX's sort comparator);
+// otherwise IEEE totalOrder on the bits.
+struct GpSort { int num_keys; bool descending; bool canonical_floats; std::vector<HbmAP> dsts, srcs; };
 
 using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
                               TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation,
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
-                              GpBatchMatmul>;
+                              GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort>;
 
 struct Instruction {
   Opcode opcode;

@@ -106,6 +106,7 @@ class Parser {
   ScalarOperand ReadScalarOperand();
   Endpoint ReadEndpoint();
   std::vector<HbmAP> ReadHbmList();
+  bool ReadFlag(const char* what);
 
   Cursor in_;
   std::unique_ptr<Program> program_ = std::make_unique<Program>();
@@ -233,7 +234,7 @@ bool OpcodeRunsOn(uint16_t opcode, int stream) {
   if (opcode == 16 || opcode == 17) return stream == kStreamPE;
   if (opcode >= 32 && opcode <= 37) return stream == kStreamDVE;
   if (opcode == 48) return stream == kStreamACT;
-  return opcode >= 64 && opcode <= 70 && stream == kStreamPOOL;
+  return opcode >= 64 && opcode <= 74 && stream == kStreamPOOL;
 }
 
 Instruction Parser::ParseInstruction(int stream) {
@@ -391,6 +392,40 @@ Operands Parser::ParseOperands(Opcode opcode) {
       g.rhs = ReadHbm();
       return g;
     }
+    case Opcode::kGpGather: {
+      GpGather g;
+      g.dst = ReadHbm();
+      g.src = ReadHbm();
+      g.indices = ReadHbm();
+      return g;
+    }
+    case Opcode::kGpScatter: {
+      GpScatter g;
+      g.op = ReadAluOp();
+      g.clamp = ReadFlag("scatter bounds mode");
+      g.dst = ReadHbm();
+      g.updates = ReadHbm();
+      g.indices = ReadHbm();
+      return g;
+    }
+    case Opcode::kGpArgReduce: {
+      GpArgReduce g;
+      g.op = ReadAluOp();
+      for (HbmAP* ap : {&g.dst_value, &g.dst_index, &g.src_value, &g.src_index}) *ap = ReadHbm();
+      g.reduced = in_.Read<uint8_t>("reduced dim count");
+      g.init_value = ReadScalar();
+      g.init_index = ReadScalar();
+      return g;
+    }
+    case Opcode::kGpSort: {
+      GpSort g;
+      g.num_keys = in_.Read<uint8_t>("sort key count");
+      g.descending = ReadFlag("sort direction");
+      g.canonical_floats = ReadFlag("sort float order");
+      g.dsts = ReadHbmList();
+      g.srcs = ReadHbmList();
+      return g;
+    }
   }
   return DmaCopy{};
 }
@@ -538,6 +573,14 @@ std::vector<HbmAP> Parser::ReadHbmList() {
   const uint32_t n = in_.Count("source count", 16);
   for (uint32_t i = 0; i < n && in_.ok(); ++i) list.push_back(ReadHbm());
   return list;
+}
+
+// A u8 that must be 0 or 1.
+bool Parser::ReadFlag(const char* what) {
+  const size_t at = in_.offset();
+  const uint8_t value = in_.Read<uint8_t>(what);
+  if (in_.ok() && value > 1) in_.Fail(at, std::string(what) + " " + std::to_string(value) + " (expected 0 or 1)");
+  return value == 1;
 }
 
 }  // namespace

@@ -38,6 +38,19 @@ constexpr double kGpSimdElementsPerCycle = 8;
 constexpr double kGpSimdTranscendentalCycles = 8;
 // est.: GpSimd's integrated DMA moves HBM data at one DMA engine's rate.
 constexpr double kGpSimdDmaEngines = 1;
+// "dynamic-address copy max(600, N)": an instruction whose addresses come from data costs at
+// least 600 cycles (gp_gather, gp_scatter).
+constexpr double kGpDynamicAddressMinCycles = 600;
+// est.: resolving one window (load its start coordinates, clamp, form the address) takes ~16
+// scalar cycles on one general-purpose core, the cores splitting the windows.
+constexpr double kGpWindowCycles = 16;
+// est.: a scatter that combines (add/max/min/mul) reads and writes each element, twice a copy.
+constexpr double kGpCombineCyclesPerElement = 2;
+// est.: one key comparison of a merge sort (load two keys, compare, select) costs ~4 cycles on
+// a general-purpose core; a stable sort of a row of L makes about L·log2(L) of them per key.
+constexpr double kGpSortCompareCycles = 4;
+// est.: an arg-reduction step compares values and indices and selects both: ~3 element-ops.
+constexpr double kGpArgReduceCyclesPerElement = 3;
 
 // --- DMA (neuroncore.md "DMA") --------------------------------------------------------------
 // A transfer is spread over up to 16 engines, ~8 partitions each.
@@ -193,6 +206,7 @@ InstructionTiming GpSimdTiming(const Program& p, const Instruction& inst) {
   const TargetSpec& t = *p.target;
   int64_t elements = 0, bytes = 0, flops = 0;
   double cycles_per_element = 1;
+  double min_cycles = 0, extra_cycles = 0;  // data-dependent ops: floor and per-window cost
   switch (inst.opcode) {
     case Opcode::kGpElementwise: {
       const auto& g = std::get<GpElementwise>(inst.operands);
@@ -235,10 +249,40 @@ InstructionTiming GpSimdTiming(const Program& p, const Instruction& inst) {
       bytes = HbmBytes(p, g.dst) + HbmBytes(p, g.lhs) + HbmBytes(p, g.rhs);
       break;
     }
+    case Opcode::kGpGather:
+    case Opcode::kGpScatter: {
+      const bool gather = inst.opcode == Opcode::kGpGather;
+      const HbmAP& rows = gather ? std::get<GpGather>(inst.operands).dst : std::get<GpScatter>(inst.operands).updates;
+      const HbmAP& indices = gather ? std::get<GpGather>(inst.operands).indices : std::get<GpScatter>(inst.operands).indices;
+      const bool combines = !gather && std::get<GpScatter>(inst.operands).op != AluOp::kCopy;
+      elements = rows.num_elements();
+      bytes = 2 * HbmBytes(p, rows) * (combines ? 2 : 1) + HbmBytes(p, indices);
+      if (combines) cycles_per_element = kGpCombineCyclesPerElement;
+      min_cycles = kGpDynamicAddressMinCycles;
+      extra_cycles = static_cast<double>(rows.dims[0].count) * kGpWindowCycles / kGpSimdElementsPerCycle;
+      break;
+    }
+    case Opcode::kGpArgReduce: {
+      const auto& g = std::get<GpArgReduce>(inst.operands);
+      elements = g.src_value.num_elements();
+      bytes = HbmBytes(p, g.src_value) + HbmBytes(p, g.src_index) + HbmBytes(p, g.dst_value) + HbmBytes(p, g.dst_index);
+      cycles_per_element = kGpArgReduceCyclesPerElement;
+      break;
+    }
+    case Opcode::kGpSort: {
+      const auto& g = std::get<GpSort>(inst.operands);
+      const HbmAP& first = g.srcs[0];
+      const double length = static_cast<double>(first.dims[first.num_dims - 1].count);
+      elements = first.num_elements();
+      for (size_t i = 0; i < g.srcs.size(); ++i) bytes += HbmBytes(p, g.srcs[i]) + HbmBytes(p, g.dsts[i]);
+      // Each element is moved once per operand and compared ~log2(L) times per key.
+      cycles_per_element = static_cast<double>(g.srcs.size()) + kGpSortCompareCycles * g.num_keys * std::max(1.0, std::ceil(std::log2(length)));
+      break;
+    }
     default:
       break;
   }
-  const double compute_ns = static_cast<double>(elements) * cycles_per_element / kGpSimdElementsPerCycle / t.gpsimd_clock_ghz;
+  const double compute_ns = std::max(min_cycles, extra_cycles + static_cast<double>(elements) * cycles_per_element / kGpSimdElementsPerCycle) / t.gpsimd_clock_ghz;
   const double memory_ns = static_cast<double>(bytes) / (t.dma_bytes_per_ns_per_engine * kGpSimdDmaEngines);
   const double ns = kGpSimdOverheadCycles / t.gpsimd_clock_ghz + std::max(compute_ns, memory_ns);
   return {ns, ns, bytes, flops};

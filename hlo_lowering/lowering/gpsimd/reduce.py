@@ -1,4 +1,5 @@
-"""stablehlo.reduce with one operand and a recognised reducer, as one gp_reduce.
+"""stablehlo.reduce with one operand and a recognised reducer, as one gp_reduce; and the
+two-operand (values, indices) reduce of argmax/argmin as one gp_arg_reduce.
 
 The canonicalize pass names the reducer (`attrs["reducer"]`: add, max, min, mul, and, or, xor).
 The operand is viewed with its reduced dims moved last, as gp_reduce wants. A compile-time init
@@ -11,6 +12,7 @@ import numpy as np
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.gpsimd.comparators import arg_reduce_kind, unrecognised_region
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.program import Alu, DType, Scalar
 
@@ -60,3 +62,31 @@ def lower_reduce(ctx: LoweringContext, op: Op) -> None:
   if init_scalar is None:
     ctx.builder.gp_elementwise(REDUCERS[reducer], out.ap(), [out.ap(), init_place.ap()],
                                debug=ctx.debug_id)
+
+
+@register_lowering("stablehlo.reduce", kind="gpsimd", when=lambda op: len(op.operands) > 2)
+def lower_variadic_reduce(ctx: LoweringContext, op: Op) -> None:
+  """reduce((values, indices), (init_value, init_index)) with JAX's argmax/argmin body."""
+  kind = arg_reduce_kind(op)
+  if kind is None:
+    raise unrecognised_region(op, f"a reduce of {len(op.operands) // 2} operands whose body is "
+                                  "not JAX's argmax/argmin comparator")
+  values, indices, init_value, init_index = op.operands
+  inits = ctx.splat_scalar(init_value), ctx.splat_scalar(init_index)
+  if None in inits:
+    raise unrecognised_region(op, "an argmax/argmin reduce whose initial values are not "
+                                  "compile-time constants")
+  dims = list(op.attrs["dimensions"])
+  out_value, out_index = (ctx.new_result(result) for result in op.results)
+  if not out_value.size:
+    return
+  if not values.type.size:
+    for out, init in zip((out_value, out_index), (init_value, init_index)):
+      ctx.builder.gp_copy(out.ap(), ctx.place(init).broadcast(out.shape, []).ap(),
+                          debug=ctx.debug_id)
+    return
+  kept = [d for d in range(values.type.rank) if d not in dims]
+  ctx.builder.gp_arg_reduce(Alu.MAX if kind == "max" else Alu.MIN, out_value.ap(),
+                            out_index.ap(), ctx.place(values).permuted(kept + dims).ap(),
+                            ctx.place(indices).permuted(kept + dims).ap(), len(dims), *inits,
+                            debug=ctx.debug_id)

@@ -1,0 +1,148 @@
+// GpSimdE's order-dependent reductions: gp_sort (a stable sort of several operands by their
+// first keys) and gp_arg_reduce (the (value, index) reduction JAX emits for argmax/argmin).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "elementwise.h"
+#include "engines.h"
+
+namespace trn::sim {
+namespace {
+
+// A sort key as an integer whose natural order is the key order: IEEE totalOrder for floats
+// (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN), optionally after JAX's canonicalisation
+// (-0 -> +0, every NaN -> +NaN).
+template <typename Float, typename Bits>
+int64_t FloatKey(Float x, bool canonical) {
+  if (canonical) {
+    if (x == Float{0}) x = Float{0};
+    if (std::isnan(x)) x = std::numeric_limits<Float>::quiet_NaN();
+  }
+  Bits bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return static_cast<int64_t>(bits < 0 ? bits ^ std::numeric_limits<Bits>::max() : bits);
+}
+
+struct SortKey {
+  bool is_unsigned = false;
+  std::vector<int64_t> signed_keys;
+  std::vector<uint64_t> unsigned_keys;
+
+  // -1, 0, 1 as element a orders before, with, after element b.
+  int Compare(size_t a, size_t b) const {
+    if (is_unsigned) return (unsigned_keys[a] > unsigned_keys[b]) - (unsigned_keys[a] < unsigned_keys[b]);
+    return (signed_keys[a] > signed_keys[b]) - (signed_keys[a] < signed_keys[b]);
+  }
+};
+
+SortKey MakeKey(const Values& values, bool canonical) {
+  SortKey key;
+  const size_t n = values.size();
+  switch (values.domain) {
+    case Domain::kF32:
+      key.signed_keys.resize(n);
+      for (size_t i = 0; i < n; ++i) key.signed_keys[i] = FloatKey<float, int32_t>(values.f32[i], canonical);
+      break;
+    case Domain::kF64:
+      key.signed_keys.resize(n);
+      for (size_t i = 0; i < n; ++i) key.signed_keys[i] = FloatKey<double, int64_t>(values.f64[i], canonical);
+      break;
+    case Domain::kI64:
+      key.signed_keys = values.i64;
+      break;
+    case Domain::kU64:
+      key.is_unsigned = true;
+      key.unsigned_keys = values.u64;
+      break;
+  }
+  return key;
+}
+
+void RunSort(Machine& machine, const GpSort& g) {
+  std::vector<StridedView> srcs;
+  std::vector<Values> data;
+  for (const HbmAP& ap : g.srcs) {
+    srcs.push_back(machine.View(ap));
+    data.push_back(Gather(srcs.back(), ComputeDomain(srcs.back().dtype)));
+  }
+  std::vector<SortKey> keys;
+  for (int k = 0; k < g.num_keys; ++k) keys.push_back(MakeKey(data[k], g.canonical_floats));
+  const int64_t length = srcs[0].count[srcs[0].rank - 1];
+  const int64_t rows = srcs[0].num_elements() / length;
+  std::vector<int64_t> order(static_cast<size_t>(length));
+  std::vector<Values> sorted;
+  for (const Values& values : data) sorted.push_back(Values::Make(values.domain, values.size()));
+  for (int64_t row = 0; row < rows; ++row) {
+    const size_t first = static_cast<size_t>(row * length);
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      for (const SortKey& key : keys) {
+        const int c = key.Compare(first + a, first + b);
+        if (c != 0) return g.descending ? c > 0 : c < 0;
+      }
+      return false;
+    });
+    for (size_t i = 0; i < data.size(); ++i) {
+      WithDomainType(data[i].domain, [&](auto tag) {
+        using T = decltype(tag);
+        const T* in = data[i].data<T>() + first;
+        T* out = sorted[i].data<T>() + first;
+        for (int64_t j = 0; j < length; ++j) out[j] = in[order[j]];
+      });
+    }
+  }
+  for (size_t i = 0; i < sorted.size(); ++i) Scatter(sorted[i], machine.View(g.dsts[i]));
+}
+
+// Folds each row from (init_value, init_index) in element order with JAX's argmax/argmin body,
+// where the accumulator is the body's first operand:
+//   keep = acc ▷ x || isnan(acc)                     (▷ is > for max, < for min)
+//   value = keep ? acc : x
+//   index = keep || (acc == x && acc_i < x_i) ? acc_i : x_i
+// so the first NaN wins, and among equal values the smallest index.
+void RunArgReduce(Machine& machine, const GpArgReduce& g) {
+  const StridedView src_value = machine.View(g.src_value), src_index = machine.View(g.src_index);
+  int64_t cols = 1;
+  for (int d = src_value.rank - g.reduced; d < src_value.rank; ++d) cols *= src_value.count[d];
+  const int64_t rows = src_value.num_elements() / cols;
+  const Domain value_domain = ComputeDomain(src_value.dtype), index_domain = ComputeDomain(src_index.dtype);
+  const Values values = Gather(src_value, value_domain), indices = Gather(src_index, index_domain);
+  const Values init_value = ScalarValues(g.init_value, value_domain, 1), init_index = ScalarValues(g.init_index, index_domain, 1);
+  Values out_value = Values::Make(value_domain, rows), out_index = Values::Make(index_domain, rows);
+  const bool is_max = g.op == AluOp::kMax;
+  WithDomainType(value_domain, [&](auto value_tag) {
+    using V = decltype(value_tag);
+    WithDomainType(index_domain, [&](auto index_tag) {
+      using I = decltype(index_tag);
+      const V* v = values.data<V>();
+      const I* ix = indices.data<I>();
+      for (int64_t r = 0; r < rows; ++r) {
+        V acc = init_value.data<V>()[0];
+        I acc_index = init_index.data<I>()[0];
+        for (int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+          bool keep = is_max ? acc > v[c] : acc < v[c];
+          if constexpr (std::is_floating_point_v<V>) keep = keep || std::isnan(acc);
+          const bool keep_index = keep || (acc == v[c] && acc_index < ix[c]);
+          if (!keep) acc = v[c];
+          if (!keep_index) acc_index = ix[c];
+        }
+        out_value.data<V>()[r] = acc;
+        out_index.data<I>()[r] = acc_index;
+      }
+    });
+  });
+  Scatter(out_value, machine.View(g.dst_value));
+  Scatter(out_index, machine.View(g.dst_index));
+}
+
+}  // namespace
+
+void RunGpSimdOrdering(Machine& machine, const Instruction& inst) {
+  if (inst.opcode == Opcode::kGpSort) return RunSort(machine, std::get<GpSort>(inst.operands));
+  if (inst.opcode == Opcode::kGpArgReduce) return RunArgReduce(machine, std::get<GpArgReduce>(inst.operands));
+}
+
+}  // namespace trn::sim
