@@ -28,8 +28,8 @@ def mlp_loss(params, x, y):
 
 
 def sgd_step(params, x, y):
-  grads = jax.grad(mlp_loss)(params, x, y)
-  return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params), mlp_loss(params, x, y)
+  loss, grads = jax.value_and_grad(mlp_loss)(params, x, y)
+  return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
 
 
 def mlp_inputs(rng: np.random.Generator):

@@ -29,6 +29,8 @@ def initialize() -> None:
 
   from jax_trn import config
 
+  if PLATFORM in xla_bridge._backend_factories:
+    return  # registered already: by the entry point, or by an explicit call before it
   path = library_path()
   if not path.exists():
     raise RuntimeError(f"jax-trn's PJRT plugin is missing at {path}: reinstall jax-trn")

@@ -51,11 +51,18 @@ class ExecutionProfile:
     return self.matmul_flops / self.device_time_ns / peak_flops_per_ns
 
   def format(self) -> str:
+    """One line per engine, and one for the DMA queues together."""
     lines = [f"device {self.device_id}: modeled device time {self.device_time_ns / 1e3:.2f} us"]
-    for name, entry in self.streams.items():
-      if entry.instructions:
-        lines.append(f"  {name:<6} busy {entry.busy_ns / 1e3:10.2f} us  "
-                     f"({100 * self.utilization(name):5.1f} %)  {entry.instructions} instructions")
+    for name in ENGINES:
+      entry = self.streams.get(name)
+      if entry and entry.instructions:
+        lines.append(f"  {name:<5} busy {entry.busy_ns / 1e3:10.2f} us ({100 * self.utilization(name):5.1f} %)"
+                     f"  {entry.instructions} instructions")
+    queues = [t for name, t in self.streams.items() if name.startswith("DMA") and t.instructions]
+    if queues:
+      lines.append(f"  DMA   busiest queue {self.dma_busy_ns / 1e3:7.2f} us "
+                   f"({100 * self.dma_busy_ns / max(self.device_time_ns, 1e-9):5.1f} %)  "
+                   f"{sum(t.instructions for t in queues)} transfers on {len(queues)} queues")
     return "\n".join(lines)
 
 

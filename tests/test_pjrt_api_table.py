@@ -13,10 +13,11 @@ import re
 import subprocess
 
 import pytest
+from jax_trn import plugin
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # The in-place build (TRN_INPLACE) or an installed package puts the plugin next to jax_trn.
-LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(REPO / "jax_trn" / "libpjrt_trn.so"))
+LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(plugin.library_path()))
 
 
 def _header_path() -> pathlib.Path:

@@ -11,9 +11,10 @@ import pytest
 from pypjrt import errors
 from pypjrt._loader import Plugin
 from pypjrt.client import Buffer, Client, Device, Event, Memory
+from jax_trn import plugin
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(REPO / "jax_trn" / "libpjrt_trn.so"))
+LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(plugin.library_path()))
 
 # PJRT_Buffer_Type codes (pjrt_c_api.h) of the dtypes a NeuronCore holds.
 DEVICE_DTYPES = {

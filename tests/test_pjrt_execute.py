@@ -16,9 +16,10 @@ from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder
 from jax._src.lib import xla_client
 
 from test_pjrt_buffers import F32, devices, fetch, memory_of_kind, put
+from jax_trn import plugin
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(REPO / "jax_trn" / "libpjrt_trn.so"))
+LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(plugin.library_path()))
 SOURCE = "module @my_add {\n  func.func public @main() {\n  }\n}\n"
 
 

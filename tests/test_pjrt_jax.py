@@ -11,13 +11,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from jax_trn import plugin as trn_plugin
-
-try:  # Registers trn unless JAX already did through the jax_plugins entry point.
-  trn_plugin.initialize()
-except RuntimeError:
-  pass  # the backend is already up
-
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32, np.float16,
           np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
 

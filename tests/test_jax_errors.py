@@ -1,0 +1,43 @@
+"""Bad input and unsupported programs fail as Python exceptions that say what and where, and the
+backend stays usable afterwards."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+
+def _convolve(x, k):
+  return jax.lax.conv_general_dilated(x, k, window_strides=(1, 1), padding="SAME")
+
+
+def test_unsupported_op_names_the_op_and_the_user_line(trn):
+  x = jax.device_put(np.ones((1, 1, 8, 8), np.float32), trn)
+  k = jax.device_put(np.ones((1, 1, 3, 3), np.float32), trn)
+  with pytest.raises(Exception) as info:
+    jax.jit(_convolve)(x, k)
+  message = str(info.value)
+  assert "stablehlo.convolution" in message
+  line = _convolve.__code__.co_firstlineno + 1
+  assert re.search(rf"test_jax_errors\.py:{line}\b", message), message
+  # The failure left the backend usable.
+  np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(x)), np.full(x.shape, 2.0))
+
+
+def test_multi_device_programs_fail_at_compile_with_a_clear_error(trn):
+  devices = jax.devices("trn")
+  mesh = jax.sharding.Mesh(np.array(devices), ("d",))
+  sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
+  x = jax.device_put(np.arange(len(devices) * 4, dtype=np.float32), sharding)
+  with pytest.raises(Exception, match="multi-device programs .* not supported yet"):
+    jax.jit(lambda v: v * 2)(x)
+  np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v * 2)(jax.device_put(
+      np.ones(3, np.float32), trn))), np.full(3, 2.0))
+
+
+def test_float64_programs_are_refused(trn):
+  with jax.enable_x64(True):
+    with pytest.raises(Exception, match="float64"):
+      jax.jit(lambda v: v * 2)(jax.device_put(np.ones(3, np.float64), trn))
