@@ -3,7 +3,9 @@ makes the returned values the program's outputs.
 
 Parameters become parameter tensors; a returned value becomes its output tensor directly when
 its producer allocates a fresh result (`ctx.new_result`), and is copied into one when it is a
-parameter, a constant, a view, or a value returned twice.
+parameter, a constant, a view, or a value returned twice. A value returned through reshapes
+(a 2-D matmul is a 3-D batch matmul reshaped) has its producer write the output tensor and the
+reshapes view it, since a reshape of dense data is an alias.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from hlo_lowering import lowering  # noqa: F401  (registers every rule)
-from hlo_lowering.ir import Module, Op
+from hlo_lowering.ir import Module, Op, Value, walk_ops
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.registry import find_rule
 from hlo_lowering.program import ProgramBuilder
@@ -28,7 +30,7 @@ def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
       ctx.new_result(result)
     kind = "empty"
   else:
-    rule = find_rule(op)
+    rule = find_rule(op, ctx)
     rule.fn(ctx, op)
     kind = rule.kind
     missing = [r for r in op.results if not ctx.has_place(r)]
@@ -38,18 +40,42 @@ def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
                        len(ctx.builder.instructions) - before))
 
 
+def _users(ops: list[Op]) -> dict[Value, list[Op]]:
+  users: dict[Value, list[Op]] = {}
+  for op in ops:
+    for nested in [op, *(o for r in op.regions for o in walk_ops(r.block))]:
+      for operand in nested.operands:
+        users.setdefault(operand, []).append(nested)
+  return users
+
+
+def _plan_outputs(ctx: LoweringContext, ops: list[Op], returned: list[Value],
+                  names: list[str]) -> None:
+  producers = {result: op for op in ops for result in op.results}
+  for i, value in reversed(list(enumerate(returned))):  # reversed: a value returned twice
+    ctx.plan_output(value, i, names[i])                   # writes its first output
+  for i, value in reversed(list(enumerate(returned))):
+    # Through reshapes: the producer of the reshaped value writes the output tensor itself.
+    source = producers.get(value)
+    while source is not None and source.name == "stablehlo.reshape":
+      operand = source.operands[0]
+      if ctx.output_planned(operand):
+        break
+      ctx.plan_output(operand, i, names[i], shape=value.shape)
+      source = producers.get(operand)
+
+
 def generate(module: Module, target: str, target_spec: dict,
              report: CompileReport) -> ProgramBuilder:
   """The program for `module`'s entry function (after the pass pipeline)."""
   builder = ProgramBuilder(target=target, source=module.source)
-  ctx = LoweringContext(builder, target_spec)
   main = module.main
+  ctx = LoweringContext(builder, target_spec, _users(main.body.ops))
   for i, arg in enumerate(main.args):
     ctx.bind_parameter(arg, i, main.arg_names[i] or f"arg{i}")
   returned = main.returned
   names = [main.result_names[i] or f"out{i}" for i in range(len(returned))]
-  for i, value in reversed(list(enumerate(returned))):
-    ctx.plan_output(value, i, names[i])  # reversed: a value returned twice writes its first
+  _plan_outputs(ctx, main.body.ops, returned, names)
   for op in main.body.ops[:-1]:
     _lower_op(ctx, op, report)
   ctx.begin_op(main.body.terminator)

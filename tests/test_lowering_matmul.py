@@ -114,3 +114,67 @@ def test_matmul_1024_reaches_tensor_engine_peak_within_3x():
   print(f"1024^3 fp32 matmul: {profile['device_time_ns'] / 1e3:.1f} us, "
         f"{utilization:.0%} of TensorE fp32 peak")
   assert utilization > 1 / 3
+
+
+@pytest.mark.parametrize("name,f,lhs,rhs", [
+    ("x @ w.T", lambda x, w: x @ w.T, (129, 300), (513, 300)),
+    ("x.T @ w", lambda x, w: x.T @ w, (300, 129), (300, 513)),
+    ("x.T @ w.T", lambda x, w: x.T @ w.T, (300, 129), (130, 300)),
+    ("bmk,bnk->bmn", lambda x, w: jnp.einsum("bmk,bnk->bmn", x, w), (3, 140, 200), (3, 70, 200)),
+    ("transpose then reshape", lambda x, w: x @ w.transpose(1, 2, 0).reshape(130, 6),
+     (129, 130), (6, 5, 26)),
+])
+def test_transposed_operands_are_views(name, f, lhs, rhs):
+  """A transpose feeding only dot_generals is a strided view: no GpSimd copy, no instruction."""
+  x, w = _data(lhs, np.float32, 1), _data(rhs, np.float32, 2)
+  _check_native(f, x, w, contraction=300)
+  report = driver.last_report()
+  assert report.gpsimd_ops() == [], name
+  assert set(report.summary()["stablehlo.transpose"]) == {"native"}
+
+
+def test_transpose_with_a_dense_consumer_is_copied():
+  """w.T also feeds an add (which wants dense data): the transpose stays a real copy."""
+  x, w = _data((129, 64), np.float32, 1), _data((200, 64), np.float32, 2)
+  def f(x, w):
+    wt = w.T
+    return x @ wt, wt + 1.0
+
+  harness.check(f, x, w, scale=8)
+  assert driver.last_report().summary()["stablehlo.transpose"] == {"gpsimd": 1}
+
+
+def _profile(f, *args):
+  program = harness.compile_fn(f, *args)
+  _, profile = harness.native().run_program(program, list(args))
+  return profile
+
+
+def _instructions(profile) -> int:
+  return sum(stream["instructions"] for stream in profile["streams"].values())
+
+
+def test_x_times_w_transposed_costs_about_as_much_as_x_times_w():
+  x, w = _data((512, 1024), np.float32, 1), _data((1024, 1024), np.float32, 2)
+  transposed = _profile(lambda x, w: x @ w.T, x, w)["device_time_ns"]
+  plain = _profile(lambda x, w: x @ w, x, w)["device_time_ns"]
+  print(f"x @ w.T: {transposed / 1e3:.1f} us, x @ w: {plain / 1e3:.1f} us")
+  assert transposed < 1.5 * plain
+
+
+def test_2d_matmul_writes_its_output_in_place():
+  """a @ b is a [1,M,K] x [1,K,N] batch matmul reshaped to [M,N]: the matmul stores into the
+  output tensor, so the program is the canonical 3-D one (no extra HBM copy)."""
+  a, b = _data((256, 512), np.float32, 1), _data((512, 256), np.float32, 2)
+  _check_native(lambda a, b: a @ b, a, b, contraction=512)
+  two_d = _profile(lambda a, b: a @ b, a, b)
+  dims = (((2,), (1,)), ((0,), (0,)))
+  three_d = _profile(lambda a, b: jax.lax.dot_general(a, b, dims), a[None], b[None])
+  assert _instructions(two_d) == _instructions(three_d)
+  assert two_d["device_time_ns"] == pytest.approx(three_d["device_time_ns"], rel=0.02)
+
+
+def test_value_returned_directly_and_through_a_reshape():
+  a, b = _data((40, 50), np.float32, 1), _data((50, 60), np.float32, 2)
+  harness.check(lambda a, b: (a @ b, (a @ b).reshape(-1), (a @ b).reshape(60, 40)), a, b,
+                scale=8)

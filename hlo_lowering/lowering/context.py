@@ -17,7 +17,8 @@ from hlo_lowering.program import DType, ProgramBuilder, Scalar, TensorKind
 
 
 class LoweringContext:
-  def __init__(self, builder: ProgramBuilder, target_spec: dict):
+  def __init__(self, builder: ProgramBuilder, target_spec: dict,
+               users: dict[Value, list[Op]] | None = None):
     self.builder = builder
     self.target_spec = target_spec
     self.partitions = int(target_spec["partitions"])
@@ -28,7 +29,11 @@ class LoweringContext:
     self.debug_id: int | None = None
     self._places: dict[Value, Place] = {}
     self._splats: dict[Value, object] = {}
-    self._pending_outputs: dict[Value, int] = {}
+    self._users = users or {}
+    # value -> (output index, output shape): its producer's new_result allocates that output
+    # (the shape differs when the value is returned through a reshape view).
+    self._pending_outputs: dict[Value, tuple[int, tuple[int, ...]]] = {}
+    self._output_tensors: dict[int, int] = {}
     self._names: dict[Value, str] = {}
 
   # --- the op being lowered -----------------------------------------------------------------
@@ -36,6 +41,10 @@ class LoweringContext:
   def begin_op(self, op: Op) -> None:
     self.op = op
     self.debug_id = self.builder.debug(op=op.name, name=op.loc.name, location=op.loc.position)
+
+  def users(self, value: Value) -> list[Op]:
+    """The ops that read `value` (func.return included; nested ops of regions too)."""
+    return self._users.get(value, [])
 
   # --- places of values ---------------------------------------------------------------------
 
@@ -68,16 +77,23 @@ class LoweringContext:
   def new_result(self, value: Value) -> Place:
     """A fresh dense tensor for a result: the program output itself when `value` is returned
     (so no copy is needed), a temporary otherwise."""
-    index = self._pending_outputs.pop(value, None)
-    kind = "temporary" if index is None else "output"
-    place = Place.dense(self._new_tensor(value, kind, index or 0), value.shape, value.dtype)
+    pending = self._pending_outputs.pop(value, None)
+    if pending is None:
+      tensor = self._new_tensor(value, "temporary")
+    else:
+      index, shape = pending
+      tensor = self._new_tensor(value, "output", index, shape)
+      self._output_tensors[index] = tensor
+    place = Place.dense(tensor, value.shape, value.dtype)
     self._places[value] = place
     return place
 
-  def _new_tensor(self, value: Value, kind: str, index: int = 0) -> int:
+  def _new_tensor(self, value: Value, kind: str, index: int = 0,
+                  shape: tuple[int, ...] | None = None) -> int:
     name = self._names.get(value) or f"t{len(self.builder.tensors)}"
-    return self.builder.tensor(kind=kind, dtype=value.dtype, shape=value.shape, index=index,
-                               name=name)
+    return self.builder.tensor(kind=kind, dtype=value.dtype,
+                               shape=value.shape if shape is None else shape,
+                               index=index, name=name)
 
   # --- constants known at compile time -------------------------------------------------------
 
@@ -104,10 +120,15 @@ class LoweringContext:
                                  index=index, name=name)
     self._places[value] = Place.dense(tensor, value.shape, value.dtype)
 
-  def plan_output(self, value: Value, index: int, name: str) -> None:
-    """`value` is returned as output `index`: its producer may write the output directly."""
-    self._pending_outputs[value] = index
+  def plan_output(self, value: Value, index: int, name: str,
+                  shape: tuple[int, ...] | None = None) -> None:
+    """`value` is returned as output `index` (of `shape`, when it is returned through dense
+    reshapes): its producer may write the output directly."""
+    self._pending_outputs[value] = (index, tuple(value.shape if shape is None else shape))
     self._names[value] = name
+
+  def output_planned(self, value: Value) -> bool:
+    return value in self._pending_outputs
 
   def finish_output(self, value: Value, index: int, name: str) -> None:
     """Makes output `index` hold `value`, copying unless its producer wrote it in place."""
@@ -117,8 +138,10 @@ class LoweringContext:
                         and place.offset == 0)
     if written_in_place:
       return
-    out = self.builder.tensor(kind="output", dtype=value.dtype, shape=value.shape, index=index,
-                              name=name)
+    out = self._output_tensors.get(index)
+    if out is None:
+      out = self.builder.tensor(kind="output", dtype=value.dtype, shape=value.shape, index=index,
+                                name=name)
     if place.size:
       self.dma(Place.dense(out, value.shape, value.dtype).collapsed_ap(), place.ap())
 

@@ -8,7 +8,11 @@ dimension, so per batch:
   output partitions). Thin tiles (M_t ≤ DMA_TRANSPOSE_MAX_ROWS) come straight from HBM with a
   transposing DMA; wider ones are loaded row-major (long contiguous runs: a transposing DMA moves
   one element per run, ~1.5 % of DMA bandwidth) and transposed on TensorE through PSUM;
-- the moving operand is an rhs tile [K_t partitions, N_t ≤ matmul_moving_free_max];
+  An lhs whose M dim is contiguous (`x.T @ w` reaches here as a transposed view) is loaded as
+  lhs^T directly, with runs of M_t elements;
+- the moving operand is an rhs tile [K_t partitions, N_t ≤ matmul_moving_free_max]. An rhs
+  whose K dim is contiguous and N dim is not (`x @ w.T`: a transposed view of w) is loaded
+  row-major ([N rows, K]) and transposed on TensorE, like a wide lhs tile;
 - each [M_t, N_t] output tile accumulates in one PSUM bank (fp32: 512 × 4 B = one 2 KiB bank)
   over all K tiles (start on the first, stop on the last), then VectorE copies it to SBUF in
   the output dtype and a DMA stores it.
@@ -124,15 +128,16 @@ class _Matmul:
     slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
     base, arena = slots[0], ctx.sbuf.count * ctx.sbuf.slot_bytes
     lhs_size, rhs_size = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
+    stage_size = max(lhs_size, rhs_size)
     most = min(arena * 3 // 16 // (self.n_block * rhs_size),
-               arena // 16 // (PARTITIONS * lhs_size), len(self.k_tiles))
+               arena // 16 // (PARTITIONS * stage_size), len(self.k_tiles))
     chunks = math.ceil(len(self.k_tiles) / max(1, most))
     per_chunk = math.ceil(len(self.k_tiles) / chunks)
     self.chunks = [self.k_tiles[c:c + per_chunk]
                    for c in range(0, len(self.k_tiles), per_chunk)]
     regions = [(arena * 3 // 8, per_chunk * self.n_block * rhs_size),
                (arena * 3 // 8, per_chunk * self.m_tile * lhs_size),
-               (arena // 8, per_chunk * PARTITIONS * lhs_size),
+               (arena // 8, per_chunk * PARTITIONS * stage_size),
                (arena // 8, self.n_block * self.out.dtype.itemsize)]
     rings, start = [], base
     for region, buffer in regions:
@@ -154,12 +159,29 @@ class _Matmul:
     b, nb, c = key
     rhs, block = self.rhs, self.n_blocks[nb]
     sb, sk, sn = rhs.strides
+    if sk == 1 and sn != 1 and block.count > DMA_TRANSPOSE_MAX_ROWS:
+      self._load_rhs_transposed(b, block, self.chunks[c], offset)
+      return
     for i, kt in enumerate(self.chunks[c]):
       dst = self._sbuf(rhs.dtype, kt.count, offset + i * self.n_block * rhs.dtype.itemsize,
                        ((1, block.count),))
       src = HbmAP(rhs.tensor, rhs.offset + b * sb + kt.start * sk + block.start * sn,
                   ((sk, kt.count), (sn, block.count)))
       self.ctx.dma(dst, src)
+
+  def _load_rhs_transposed(self, b: int, block: _Span, chunk: list[_Span], offset: int) -> None:
+    """An rhs stored as [N, K] (K contiguous): rows of ≤ 128 N each loaded row-major and
+    transposed on TensorE into the panel's columns."""
+    rhs, size = self.rhs, self.rhs.dtype.itemsize
+    sb, sk, sn = rhs.strides
+    columns = sum(kt.count for kt in chunk)
+    for rows in _spans(block.count, PARTITIONS):
+      stage = self.staging.take()
+      self.ctx.dma(self._sbuf(rhs.dtype, rows.count, stage, ((1, columns),)),
+                   HbmAP(rhs.tensor, rhs.offset + b * sb + (block.start + rows.start) * sn
+                         + chunk[0].start * sk, ((sn, rows.count), (sk, columns))))
+      self._transpose_chunk(chunk, rows.count, stage, offset + rows.start * size, self.n_block,
+                            rhs.dtype)
 
   def _load_lhs_t(self, key: tuple, offset: int) -> None:
     """lhs[b, m-tile, chunk]^T as one [K_t, M_t] tile per K tile, `m_tile` elements apart."""
@@ -168,7 +190,7 @@ class _Matmul:
     sb, sm, sk = lhs.strides
     size = lhs.dtype.itemsize
     corner = lhs.offset + b * sb + rows.start * sm
-    if rows.count <= DMA_TRANSPOSE_MAX_ROWS:
+    if rows.count <= DMA_TRANSPOSE_MAX_ROWS or (sm == 1 and sk != 1):
       for i, kt in enumerate(chunk):
         dst = self._sbuf(lhs.dtype, kt.count, offset + i * self.m_tile * size,
                          ((1, rows.count),))
@@ -180,7 +202,14 @@ class _Matmul:
     self.ctx.dma(self._sbuf(lhs.dtype, rows.count, stage, ((1, columns),)),
                  HbmAP(lhs.tensor, corner + chunk[0].start * sk,
                        ((sm, rows.count), (sk, columns))))
-    per_bank = self.ctx.psum.bank_bytes // (self.m_tile * size)
+    self._transpose_chunk(chunk, rows.count, stage, offset, self.m_tile, lhs.dtype)
+
+  def _transpose_chunk(self, chunk: list[_Span], rows: int, stage: int, dst_offset: int,
+                       pitch: int, dtype: DType) -> None:
+    """Transposes a staged [rows, K chunk] tile into per-K-tile [K_t, rows] tiles `pitch`
+    elements apart from `dst_offset`."""
+    size = dtype.itemsize
+    per_bank = self.ctx.psum.bank_bytes // (pitch * size)
     i = 0
     while i < len(chunk):
       # Transposes of equal-height K tiles share a bank and one copy out of it.
@@ -188,22 +217,22 @@ class _Matmul:
       while (group < per_bank and i + group < len(chunk)
              and chunk[i + group].count == chunk[i].count):
         group += 1
-      self._transpose_tiles(chunk[i:i + group], rows.count, stage + i * PARTITIONS * size,
-                            offset + i * self.m_tile * size)
+      self._transpose_tiles(chunk[i:i + group], rows, stage + i * PARTITIONS * size,
+                            dst_offset + i * pitch * size, pitch, dtype)
       i += group
 
   def _transpose_tiles(self, tiles: list[_Span], rows: int, src_offset: int,
-                       dst_offset: int) -> None:
-    b, debug, dtype = self.ctx.builder, self.ctx.debug_id, self.lhs.dtype
+                       dst_offset: int, pitch: int, dtype: DType) -> None:
+    b, debug = self.ctx.builder, self.ctx.debug_id
     height = tiles[0].count
     bank = self.transposes.take()
     for i, kt in enumerate(tiles):
       src = self._sbuf(dtype, rows, src_offset + i * PARTITIONS * dtype.itemsize,
                        ((1, kt.count),))
-      dst = TileAP(Memory.PSUM, dtype, 0, height, bank + i * self.m_tile * dtype.itemsize,
+      dst = TileAP(Memory.PSUM, dtype, 0, height, bank + i * pitch * dtype.itemsize,
                    ((1, rows),))
       b.transpose(dst, src, debug=debug)
-    layout = ((self.m_tile, len(tiles)), (1, rows))
+    layout = ((pitch, len(tiles)), (1, rows))
     b.tensor_copy(self._sbuf(dtype, height, dst_offset, layout),
                   TileAP(Memory.PSUM, dtype, 0, height, bank, layout), debug=debug)
 
@@ -251,7 +280,7 @@ class _Matmul:
                        ((om, rows.count), (on, block.count))), tile)
 
 
-@register_lowering("stablehlo.dot_general", kind="native", when=accepts)
+@register_lowering("stablehlo.dot_general", kind="native", when=accepts, reads_views=True)
 def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
   lhs, rhs = op.operands
   out = ctx.new_result(op.result)

@@ -46,6 +46,35 @@ def collapse_dims(shape: Sequence[int], *stride_lists: Sequence[int]):
   return new_shape, [tuple(strides[k] for _, strides in merged) for k in range(len(stride_lists))]
 
 
+def _reshaped_strides(shape: Sequence[int], strides: Sequence[int],
+                      new_shape: Sequence[int]) -> tuple[int, ...] | None:
+  """Strides that address a non-empty view of `shape`/`strides` as `new_shape` in the same
+  element order, or None. Old and new dims are matched in groups of equal element count; a group
+  of old dims must nest evenly (each stride = the next one's stride x count), and the new dims
+  of the group then split that run (numpy's no-copy reshape rule)."""
+  old = [(c, s) for c, s in zip(shape, strides) if c != 1]
+  new = [(i, c) for i, c in enumerate(new_shape) if c != 1]
+  result = [0] * len(new_shape)  # size-1 dims: any stride addresses their one element
+  oi = ni = 0
+  while oi < len(old) and ni < len(new):
+    old_count, new_count, oj, nj = old[oi][0], new[ni][1], oi + 1, ni + 1
+    while old_count != new_count:
+      if old_count < new_count:
+        old_count *= old[oj][0]
+        oj += 1
+      else:
+        new_count *= new[nj][1]
+        nj += 1
+    if any(old[k][1] != old[k + 1][1] * old[k + 1][0] for k in range(oi, oj - 1)):
+      return None
+    stride = old[oj - 1][1]
+    for index, count in reversed(new[ni:nj]):
+      result[index] = stride
+      stride *= count
+    oi, ni = oj, nj
+  return tuple(result)
+
+
 @dataclasses.dataclass(frozen=True)
 class Place:
   tensor: int
@@ -89,10 +118,16 @@ class Place:
 
   # --- views (no data moves) ----------------------------------------------------------------
 
-  def reshaped(self, shape: Sequence[int]) -> "Place":
-    if not self.is_dense:
-      raise ValueError(f"reshape of a non-dense place {self}")
-    return Place.dense(self.tensor, shape, self.dtype, self.offset)
+  def reshaped(self, shape: Sequence[int]) -> "Place | None":
+    """The same elements in row-major order viewed as `shape`, or None when a strided view
+    cannot express that (the merged dims are not evenly strided), so the data must be copied."""
+    shape = tuple(shape)
+    if self.is_dense or math.prod(shape) == 0:
+      return Place.dense(self.tensor, shape, self.dtype, self.offset)
+    strides = _reshaped_strides(self.shape, self.strides, shape)
+    if strides is None:
+      return None
+    return Place(self.tensor, self.offset, shape, strides, self.dtype)
 
   def broadcast(self, shape: Sequence[int], dims: Sequence[int]) -> "Place":
     """stablehlo.broadcast_in_dim: operand dim i becomes result dim dims[i]."""

@@ -4,7 +4,11 @@ A rule is `rule(ctx: LoweringContext, op: Op) -> None`: it emits instructions th
 `ctx.builder` and places every result of `op` with `ctx.set_place` (or `ctx.new_result`). Rules of
 kind "native" (tiled on TensorE/VectorE/ScalarE with DMA) are tried before "gpsimd" rules (GpSimd
 general-purpose instructions over HBM); `when(op)` lets a rule decline an op it does not handle
-(an integer dot_general, an odd dtype) so the next rule gets it.
+(an integer dot_general, an odd dtype) so the next rule gets it; `when_placed(ctx, op)` decides
+with what codegen knows (operand places, the consumers of the results), e.g. whether a transpose
+can stay a view. `reads_views=True` declares that the rule reads its operands through their
+access patterns whatever their strides, so a producer may hand it a strided view instead of
+dense data (lowering/views.py).
 """
 
 from __future__ import annotations
@@ -27,22 +31,29 @@ class LoweringRule:
   kind: str
   fn: Callable
   when: Callable[[Op], bool] | None
+  when_placed: Callable | None = None
+  reads_views: bool = False
 
-  def accepts(self, op: Op) -> bool:
-    return self.when is None or self.when(op)
+  def accepts(self, op: Op, ctx=None) -> bool:
+    """Whether the rule takes `op`; a rule with `when_placed` takes nothing without a context."""
+    if self.when is not None and not self.when(op):
+      return False
+    return self.when_placed is None or (ctx is not None and self.when_placed(ctx, op))
 
 
 _RULES: dict[str, list[LoweringRule]] = {}
 
 
-def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], bool] | None = None):
-  """Decorator: `fn` lowers ops named `op_name` ("stablehlo.add") when `when(op)` holds."""
+def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], bool] | None = None,
+                      when_placed: Callable | None = None, reads_views: bool = False):
+  """Decorator: `fn` lowers ops named `op_name` ("stablehlo.add") when `when(op)` (and
+  `when_placed(ctx, op)`, if given) holds."""
   if kind not in KINDS:
     raise ValueError(f"lowering kind {kind!r} is not one of {KINDS}")
 
   def decorate(fn):
     rules = _RULES.setdefault(op_name, [])
-    rules.append(LoweringRule(op_name, kind, fn, when))
+    rules.append(LoweringRule(op_name, kind, fn, when, when_placed, reads_views))
     rules.sort(key=lambda r: KINDS.index(r.kind))  # stable: registration order within a kind
     return fn
 
@@ -53,11 +64,19 @@ def registered_ops() -> list[str]:
   return sorted(_RULES)
 
 
-def find_rule(op: Op) -> LoweringRule:
-  """The first rule that accepts `op`; CompileError naming op, types and source line if none."""
+def first_rule(op: Op, ctx=None) -> LoweringRule | None:
+  """The first rule that accepts `op` (context-dependent rules only when `ctx` is given)."""
   for rule in _RULES.get(op.name, ()):
-    if rule.accepts(op):
+    if rule.accepts(op, ctx):
       return rule
+  return None
+
+
+def find_rule(op: Op, ctx=None) -> LoweringRule:
+  """The first rule that accepts `op`; CompileError naming op, types and source line if none."""
+  rule = first_rule(op, ctx)
+  if rule is not None:
+    return rule
   operands = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.operands) or "none"
   results = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.results) or "none"
   where = op.loc.position or "an unknown source line"

@@ -1,14 +1,44 @@
-"""Native lowerings that move no data: broadcast_in_dim and reshape give their result a view
-of the operand's memory (a stride-0 broadcast, a re-shaped alias). Consumers read the view
-directly (elementwise tiles load a broadcast with a stride-0 DMA); `ctx.dense_place` copies it
-once, with one DMA, only where a consumer needs dense memory."""
+"""Native lowerings that move no data: broadcast_in_dim, reshape and transpose give their result
+a view of the operand's memory (a stride-0 broadcast, a re-strided alias, permuted strides).
+
+Consumers read a view directly through access patterns (elementwise tiles load a broadcast with
+a stride-0 DMA; the matmul loads a transposed operand row-major and transposes on TensorE).
+A reshape is a view whenever its elements are evenly strided in the new shape, and copies the
+operand once (`ctx.dense_place`, one DMA) otherwise. A transpose is a view when every consumer,
+seen through the reshapes and transposes that stay views, is lowered by a rule declared with
+`reads_views` (a dot_general, a reduce); otherwise it is a real copy (the GpSimd rule in
+gpsimd/data_movement.py), so consumers that want dense data get it as before.
+"""
 
 from __future__ import annotations
 
-from hlo_lowering.ir import Op
+from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.places import Place
-from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.lowering.registry import first_rule, register_lowering
+
+VIEW_OPS = ("stablehlo.reshape", "stablehlo.transpose")
+
+
+def _viewed(place: Place, op: Op) -> Place | None:
+  """`place` as seen through the view op `op` (None: the op would have to copy)."""
+  if op.name == "stablehlo.transpose":
+    return place.permuted(op.attrs["permutation"])
+  return place.reshaped(op.result.shape)
+
+
+def consumers_read_views(ctx: LoweringContext, value: Value, place: Place) -> bool:
+  """Whether every consumer of `value`, placed at `place`, reads it through access patterns."""
+  for user in ctx.users(value):
+    if user.name in VIEW_OPS:
+      view = _viewed(place, user)
+      if view is None or not consumers_read_views(ctx, user.result, view):
+        return False
+      continue
+    rule = first_rule(user)
+    if rule is None or not rule.reads_views:
+      return False  # func.return, an elementwise op, a GpSimd copy...
+  return True
 
 
 @register_lowering("stablehlo.broadcast_in_dim", kind="native")
@@ -30,6 +60,20 @@ def lower_reshape(ctx: LoweringContext, op: Op) -> None:
     ctx.set_place(op.result, Place(place.tensor, place.offset, op.result.shape,
                                    (0,) * op.result.type.rank, place.dtype))
     return
-  if not place.is_dense:
-    place = ctx.dense_place(operand)
-  ctx.set_place(op.result, place.reshaped(op.result.shape))
+  view = place.reshaped(op.result.shape)
+  if view is None:
+    view = ctx.dense_place(operand).reshaped(op.result.shape)
+  ctx.set_place(op.result, view)
+
+
+def _transpose_is_view(ctx: LoweringContext, op: Op) -> bool:
+  view = ctx.place(op.operands[0]).permuted(op.attrs["permutation"])
+  return consumers_read_views(ctx, op.result, view)
+
+
+@register_lowering("stablehlo.transpose", kind="native", when_placed=_transpose_is_view)
+def lower_transpose(ctx: LoweringContext, op: Op) -> None:
+  operand = op.operands[0]
+  ctx.set_place(op.result, ctx.place(operand).permuted(op.attrs["permutation"]))
+  if ctx.splat(operand) is not None:
+    ctx.set_splat(op.result, ctx.splat(operand))

@@ -14,7 +14,8 @@ from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.program import Scalar
 
 
-@register_lowering("stablehlo.dot_general", kind="gpsimd", when=is_batch_matmul)
+@register_lowering("stablehlo.dot_general", kind="gpsimd", when=is_batch_matmul,
+                   reads_views=True)
 def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
   lhs, rhs = op.operands
   out = ctx.new_result(op.result)
