@@ -307,7 +307,6 @@ def test_short_struct_size_is_rejected_with_the_sizes(make_client):
     plugin.call("PJRT_Client_PlatformName", a)
 
 
-@pytest.mark.slow
 def test_arrays_over_one_gib_round_trip(make_client):
   client = make_client()
   array = np.arange((1 << 30) // 4 + 1024, dtype=np.uint32)
@@ -315,4 +314,4 @@ def test_arrays_over_one_gib_round_trip(make_client):
   assert buffer.nbytes == array.nbytes
   assert devices(client)[0].memory_stats()["bytes_in_use"] == array.nbytes
   out = fetch(buffer, np.uint32, array.shape)
-  assert out[-1] == array[-1] and np.array_equal(out[::4096], array[::4096])
+  np.testing.assert_array_equal(out, array)
