@@ -3,12 +3,11 @@ configured once per process): the default backend, JAX_PLATFORMS, TRN_* variable
 jax_trn.configure()."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from fresh_process import run_python
 
 # A source tree built in place has no jax_plugins entry point; conftest registers it, and so
 # must the child processes.
@@ -24,11 +23,7 @@ _PRELUDE = textwrap.dedent("""
 
 def _run(*body: str, **env) -> dict:
   """Runs the code pieces (each dedented on its own) in a fresh process; its last line is JSON."""
-  child_env = {k: v for k, v in os.environ.items()
-               if not k.startswith("TRN_") and k != "JAX_PLATFORMS"}
-  child_env.update(env)
-  result = subprocess.run([sys.executable, "-c", _PRELUDE + "".join(textwrap.dedent(b) for b in body)],
-                          capture_output=True, text=True, env=child_env, timeout=300)
+  result = run_python(_PRELUDE + "".join(textwrap.dedent(b) for b in body), env)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -1,8 +1,5 @@
 """The plugin as JAX sees it: devices, memories and transfers through public JAX calls."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -10,6 +7,8 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+
+from fresh_process import run_python
 
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32, np.float16,
           np.float32, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
@@ -95,9 +94,7 @@ def test_hbm_exhaustion_is_resource_exhausted_and_the_client_survives():
       after = jax.device_put(np.full(10, 3, np.float32), device)
       print(np.asarray(after).sum(), np.asarray(kept).sum(), device.memory_stats()["bytes_in_use"])
   """)
-  env = dict(os.environ, TRN_HBM_BYTES=str(1 << 20), JAX_PLATFORMS="trn")
-  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=300)
+  result = run_python(script, {"TRN_HBM_BYTES": str(1 << 20), "JAX_PLATFORMS": "trn"})
   assert result.returncode == 0, result.stderr[-2000:]
   lines = result.stdout.strip().splitlines()
   assert lines[0].startswith("JaxRuntimeError RESOURCE_EXHAUSTED: trn: cannot allocate 4194304 "

@@ -1,0 +1,66 @@
+"""`jax-trn`: look at the simulated system and at NeuronCore programs from the shell.
+
+    jax-trn info                      the configuration and the generation's hardware figures
+    jax-trn compile f.mlir -o f.trnprog  compile StableHLO text (e.g. jax.jit(f).lower(x).as_text())
+    jax-trn disasm f.trnprog             the instruction streams of a program, with source lines
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+
+def _info(_: argparse.Namespace) -> int:
+  from jax_trn import config
+  current = config.current()
+  spec = config.target_spec(current.target)
+  print(f"target {current.target} ({spec['core_version']}, simulated), {current.chips} chip(s), "
+        f"LNC={current.resolved_lnc()}: {current.chips * current.devices_per_chip()} devices")
+  for key, value in spec.items():
+    print(f"  {key:<28} {value}")
+  return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+  from hlo_lowering import driver
+  from hlo_lowering.errors import CompileError
+  try:
+    program = driver.compile_text(pathlib.Path(args.source).read_text(), target=args.target)
+  except CompileError as e:
+    print(f"jax-trn: {e}", file=sys.stderr)
+    return 1
+  pathlib.Path(args.output).write_bytes(program)
+  print(driver.last_report())
+  return 0
+
+
+def _disasm(args: argparse.Namespace) -> int:
+  from hlo_lowering.program.reader import disassemble
+  try:
+    print(disassemble(pathlib.Path(args.program).read_bytes()))
+  except ValueError as e:
+    print(f"jax-trn: {args.program} is not a valid NeuronCore program: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="jax-trn", description=__doc__.splitlines()[0])
+  commands = parser.add_subparsers(dest="command", required=True)
+  commands.add_parser("info", help="configuration and hardware figures").set_defaults(run=_info)
+  compile_parser = commands.add_parser("compile", help="compile StableHLO text to a program")
+  compile_parser.add_argument("source")
+  compile_parser.add_argument("-o", "--output", required=True)
+  compile_parser.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
+  compile_parser.set_defaults(run=_compile)
+  disasm_parser = commands.add_parser("disasm", help="disassemble a program")
+  disasm_parser.add_argument("program")
+  disasm_parser.set_defaults(run=_disasm)
+  args = parser.parse_args(argv)
+  return args.run(args)
+
+
+if __name__ == "__main__":
+  sys.exit(main())
