@@ -13,8 +13,8 @@ from typing import Callable, NamedTuple
 
 from hlo_lowering import ir_printer, verifier
 from hlo_lowering.ir import Module
-from hlo_lowering.passes import (canonicalize, check_supported, inline_calls,
-                                 normalize_dot_general, unroll_static_loops)
+from hlo_lowering.passes import (canonicalize, check_supported, fold_transpose_into_dot,
+                                 inline_calls, normalize_dot_general, unroll_static_loops)
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("canonicalize", canonicalize.run),
+    Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),
     Pass("check-supported", check_supported.run),
 )
