@@ -46,8 +46,17 @@ def _legalize_chlo(module: ir.Module, ctx: ir.Context) -> ir.Module:
   from jax._src.lib import _jax
   from jaxlib.mlir.dialects import stablehlo
   artifact = _jax.mlir.serialize_portable_artifact(
-      module.operation.get_asm(enable_debug_info=True), stablehlo.get_minimum_version(), False)
+      module.operation.get_asm(enable_debug_info=True), stablehlo.get_current_version(), False)
   return stablehlo.deserialize_portable_artifact(ctx, artifact)
+
+
+def _has_chlo_ops(operation) -> bool:
+  for region in operation.regions:
+    for block in region.blocks:
+      for op in block.operations:
+        if op.operation.name.startswith("chlo.") or _has_chlo_ops(op.operation):
+          return True
+  return False
 
 
 def parse(code: bytes, fmt: str) -> tuple[ir.Module, ir.Context]:
@@ -64,7 +73,7 @@ def parse(code: bytes, fmt: str) -> tuple[ir.Module, ir.Context]:
     raise CompileError(f"program format {fmt!r} is not supported (expected 'mlir' or 'hlo')",
                        INVALID_ARGUMENT)
   module = _parse_mlir(bytes(code), ctx)
-  if "chlo." in module.operation.get_asm(large_elements_limit=16):
+  if _has_chlo_ops(module.operation):
     module = _legalize_chlo(module, ctx)
   return module, ctx
 

@@ -14,7 +14,8 @@ from typing import Callable, NamedTuple
 from hlo_lowering import ir_printer, verifier
 from hlo_lowering.ir import Module
 from hlo_lowering.passes import (canonicalize, check_supported, fold_transpose_into_dot,
-                                 inline_calls, normalize_dot_general, unroll_static_loops)
+                                 inline_calls, normalize_dot_general,
+                                 strip_single_device_sharding, unroll_static_loops)
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
+    Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("canonicalize", canonicalize.run),
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),

@@ -7,7 +7,8 @@ import pytest
 
 from hlo_lowering import importer, ir_printer, pipeline, verifier
 from hlo_lowering.passes import (canonicalize, check_supported, inline_calls,
-                                 normalize_dot_general, unroll_static_loops)
+                                 normalize_dot_general, strip_single_device_sharding,
+                                 unroll_static_loops)
 from hlo_lowering.errors import CompileError
 
 
@@ -38,6 +39,44 @@ def test_inline_calls():
       func public @main
         ^(%0: tensor<4xf32>):
           %1 = stablehlo.add(%0, %0) : tensor<4xf32>  // jit(f)/twice at f.py:3:4
+          func.return(%1)
+      """)
+
+
+def test_inline_calls_inlines_composites_through_their_decomposition():
+  module = _module("""
+  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.composite "chlo.erf" %a {decomposition = @erf_impl}
+        : (tensor<4xf32>) -> tensor<4xf32> loc("jit(f)/erf"("f.py":5:6))
+    return %0 : tensor<4xf32>
+  }
+  func.func private @erf_impl(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.tanh %x : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }""")
+  inline_calls.run(module)
+  assert ir_printer.format_module(module) == textwrap.dedent("""\
+      func public @main
+        ^(%0: tensor<4xf32>):
+          %1 = stablehlo.tanh(%0) : tensor<4xf32>  // jit(f)/erf at f.py:5:6
+          func.return(%1)
+      """)
+
+
+def test_strip_single_device_sharding_forwards_operands():
+  module = _module("""
+  sdy.mesh @mesh = <["d"=1]>
+  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = sdy.sharding_constraint %a <@mesh, [{}]> : tensor<4xf32>
+    %1 = stablehlo.add %0, %0 : tensor<4xf32>
+    %2 = sdy.sharding_constraint %1 <@mesh, [{"d"}]> : tensor<4xf32>
+    return %2 : tensor<4xf32>
+  }""")
+  strip_single_device_sharding.run(module)
+  assert ir_printer.format_module(module) == textwrap.dedent("""\
+      func public @main
+        ^(%0: tensor<4xf32>):
+          %1 = stablehlo.add(%0, %0) : tensor<4xf32>
           func.return(%1)
       """)
 

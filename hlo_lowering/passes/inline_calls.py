@@ -1,7 +1,11 @@
-"""inline-calls: replace every func.call with the body of its callee.
+"""inline-calls: replace every func.call, and every stablehlo.composite, with the body of its callee.
+
+A composite (JAX wraps e.g. `chlo.erf` in one) is a named op whose meaning is its decomposition
+function; with no specialised lowering for any composite yet, every one is inlined.
 
 Requires: an imported module (importer.import_module); calls form no cycle.
-Ensures: the entry function contains no func.call, and the module holds only the entry function.
+Ensures: the entry function contains no func.call or stablehlo.composite, and the module holds
+only the entry function.
 Inlined ops without a source position of their own take the call's location, so JAX's private
 helpers (`_where`, `relu`, `threefry2x32`) still point at the user's line.
 Runs after: import (first pass).
@@ -14,6 +18,8 @@ from hlo_lowering.ir import (Block, Function, Location, Module, Op, Value, clone
                              replace_uses)
 
 _MAX_DEPTH = 64
+# The callee attribute of each calling op.
+_CALLEE_ATTRIBUTE = {"func.call": "callee", "stablehlo.composite": "decomposition"}
 
 
 def _inline_block(block: Block, module: Module, depth: int) -> None:
@@ -23,7 +29,7 @@ def _inline_block(block: Block, module: Module, depth: int) -> None:
     op.operands = [replaced.get(v, v) for v in op.operands]
     for region in op.regions:
       _inline_block(region.block, module, depth)
-    if op.name != "func.call":
+    if op.name not in _CALLEE_ATTRIBUTE:
       new_ops.append(op)
       continue
     callee = _callee(op, module, depth)
@@ -48,12 +54,12 @@ def _set_location(op: Op, call_loc: Location) -> None:
 
 
 def _callee(call: Op, module: Module, depth: int) -> Function:
-  name = call.attrs.get("callee", "")
+  name = call.attrs.get(_CALLEE_ATTRIBUTE[call.name], "")
   if name not in module.functions:
-    raise CompileError(f"func.call at {call.loc} calls @{name}, which the module does not define",
-                       INVALID_ARGUMENT)
+    raise CompileError(f"{call.name} at {call.loc} calls @{name}, which the module does not "
+                       "define", INVALID_ARGUMENT)
   if depth >= _MAX_DEPTH:
-    raise CompileError(f"func.call at {call.loc}: calls nest deeper than {_MAX_DEPTH} "
+    raise CompileError(f"{call.name} at {call.loc}: calls nest deeper than {_MAX_DEPTH} "
                        "(recursive functions are not supported)", INVALID_ARGUMENT)
   callee = module.functions[name]
   _inline_block(callee.body, module, depth + 1)
