@@ -17,15 +17,20 @@ from hlo_lowering.ir import Module, Op, Value, walk_ops
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.registry import find_rule
 from hlo_lowering.program import ProgramBuilder
-from hlo_lowering.report import CompileReport, LoweredOp
+from hlo_lowering.report import CompileReport
 
 logger = logging.getLogger(__name__)
+
+
+# Ops whose regions run (a zero-size result does not make them empty).
+_CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
 
 
 def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
   ctx.begin_op(op)
   before = len(ctx.builder.instructions)
-  if any(r.type.size == 0 for r in op.results) and op.name != "stablehlo.constant":
+  if (any(r.type.size == 0 for r in op.results) and op.name != "stablehlo.constant"
+      and op.name not in _CONTROL_FLOW):
     for result in op.results:
       ctx.new_result(result)
     kind = "empty"
@@ -36,8 +41,7 @@ def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
     missing = [r for r in op.results if not ctx.has_place(r)]
     if missing:
       raise AssertionError(f"lowering rule for {op.describe()} placed no result for {missing}")
-  report.add(LoweredOp(op.name, kind, op.loc.position, op.loc.name,
-                       len(ctx.builder.instructions) - before))
+  report.add_op(op, kind, len(ctx.builder.instructions) - before)
 
 
 def _users(ops: list[Op]) -> dict[Value, list[Op]]:
@@ -71,6 +75,11 @@ def generate(module: Module, target: str, target_spec: dict,
   builder = ProgramBuilder(target=target, source=module.source)
   main = module.main
   ctx = LoweringContext(builder, target_spec, _users(main.body.ops))
+
+  def lower_ops(ops: list[Op]) -> None:
+    for op in ops:
+      _lower_op(ctx, op, report)
+  ctx.lower_ops = lower_ops
   for i, arg in enumerate(main.args):
     ctx.bind_parameter(arg, i, main.arg_names[i] or f"arg{i}")
   returned = main.returned

@@ -163,6 +163,20 @@ class Module:
     return self.functions[self.entry]
 
 
+# Ops whose regions are code that runs (loop bodies, branches), as opposed to reduce/sort
+# bodies, which lowering matches as a whole. Passes that rewrite code recurse into them.
+CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
+
+
+def control_flow_blocks(block: Block) -> Iterator[Block]:
+  """`block` and, depth first, the region blocks of the control-flow ops nested in it."""
+  yield block
+  for op in block.ops:
+    if op.name in CONTROL_FLOW:
+      for region in op.regions:
+        yield from control_flow_blocks(region.block)
+
+
 def walk_ops(block: Block) -> Iterator[Op]:
   """Every op of a block and, depth first, of the regions nested in it."""
   for op in block.ops:

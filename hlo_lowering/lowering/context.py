@@ -35,6 +35,9 @@ class LoweringContext:
     self._pending_outputs: dict[Value, tuple[int, tuple[int, ...]]] = {}
     self._output_tensors: dict[int, int] = {}
     self._names: dict[Value, str] = {}
+    # Lowers a list of ops in order with the registered rules (set by codegen; control-flow
+    # rules lower their regions with it).
+    self.lower_ops = None
 
   # --- the op being lowered -----------------------------------------------------------------
 
@@ -74,6 +77,20 @@ class LoweringContext:
     self._places[value] = dense
     return dense
 
+  def save_places(self) -> dict:
+    """A snapshot of every value's place, for `restore_places` (control-flow regions)."""
+    return dict(self._places)
+
+  def restore_places(self, saved: dict) -> None:
+    """Back to `saved`, keeping the places of values first placed since (results of the op being
+    lowered); values placed in a region are never used outside it."""
+    for value, place in saved.items():
+      self._places[value] = place
+
+  def new_temporary(self, value: Value) -> Place:
+    """A fresh dense temporary of `value`'s type (never the output tensor)."""
+    return Place.dense(self._new_tensor(value, "temporary", name=""), value.shape, value.dtype)
+
   def new_result(self, value: Value) -> Place:
     """A fresh dense tensor for a result: the program output itself when `value` is returned
     (so no copy is needed), a temporary otherwise."""
@@ -89,8 +106,8 @@ class LoweringContext:
     return place
 
   def _new_tensor(self, value: Value, kind: str, index: int = 0,
-                  shape: tuple[int, ...] | None = None) -> int:
-    name = self._names.get(value) or f"t{len(self.builder.tensors)}"
+                  shape: tuple[int, ...] | None = None, name: str | None = None) -> int:
+    name = name or self._names.get(value) or f"t{len(self.builder.tensors)}"
     return self.builder.tensor(kind=kind, dtype=value.dtype,
                                shape=value.shape if shape is None else shape,
                                index=index, name=name)

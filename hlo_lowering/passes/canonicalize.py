@@ -11,7 +11,7 @@ Runs after: unroll-static-loops (so unrolled loop counters fold away).
 from __future__ import annotations
 
 from hlo_lowering import folding
-from hlo_lowering.ir import Block, Module, Op, use_counts
+from hlo_lowering.ir import Block, Module, Op, control_flow_blocks, use_counts
 
 _REDUCER_BODIES = {
     "stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.minimum": "min",
@@ -69,5 +69,8 @@ def _remove_dead(block: Block) -> None:
 
 def run(module: Module) -> None:
   for function in module.functions.values():
-    _fold_block(function.body)
+    for block in control_flow_blocks(function.body):
+      _fold_block(block)
     _remove_dead(function.body)
+    for block in list(control_flow_blocks(function.body))[1:]:
+      _remove_dead(block)

@@ -1,7 +1,7 @@
 """normalize-dot-general: every dot_general becomes a batch matmul [B,M,K] x [B,K,N] -> [B,M,N].
 
 Requires: calls inlined.
-Ensures: each stablehlo.dot_general has 3-D operands with batching dims [0]/[0] and contracting
+Ensures: each stablehlo.dot_general (also in while/case/if regions) has 3-D operands with batching dims [0]/[0] and contracting
 dims [2]/[1] (`is_batch_matmul`); explicit stablehlo.transpose / stablehlo.reshape ops put the
 operands in that form (identity ones are not emitted) and a reshape restores the original result
 shape (batch dims, lhs free dims, rhs free dims). Tiled and GpSimd matmul rules need only handle
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from hlo_lowering.ir import Module, Op, TensorType, Value, replace_uses
+from hlo_lowering.ir import Module, Op, TensorType, Value, control_flow_blocks, replace_uses
 
 CANONICAL = {"lhs_batching_dimensions": [0], "rhs_batching_dimensions": [0],
              "lhs_contracting_dimensions": [2], "rhs_contracting_dimensions": [1]}
@@ -70,12 +70,13 @@ def _normalize(op: Op, new_ops: list[Op], replaced: dict[Value, Value]) -> None:
 
 def run(module: Module) -> None:
   for function in module.functions.values():
-    new_ops: list[Op] = []
-    replaced: dict[Value, Value] = {}
-    for op in function.body.ops:
-      if op.name == "stablehlo.dot_general" and not is_batch_matmul(op):
-        _normalize(op, new_ops, replaced)
-      else:
-        new_ops.append(op)
-    function.body.ops = new_ops
-    replace_uses(function.body, replaced)
+    for block in list(control_flow_blocks(function.body)):
+      new_ops: list[Op] = []
+      replaced: dict[Value, Value] = {}
+      for op in block.ops:
+        if op.name == "stablehlo.dot_general" and not is_batch_matmul(op):
+          _normalize(op, new_ops, replaced)
+        else:
+          new_ops.append(op)
+      block.ops = new_ops
+      replace_uses(block, replaced)

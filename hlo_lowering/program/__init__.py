@@ -3,10 +3,10 @@ serialize (writer.py), and read back / disassemble (reader.py). docs/program-for
 contract; pjrt_plugin/sim/program_loader.cc is the other side."""
 
 from .builder import ProgramBuilder
-from .enums import Alu, DType, Memory, Opcode, Stream, TensorKind, NUM_STREAMS, stream_name
+from .enums import Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind, NUM_STREAMS, stream_name
 from .operands import HbmAP, Scalar, TileAP
 from .reader import disassemble, read_program
 
-__all__ = ["ProgramBuilder", "Alu", "DType", "Memory", "Opcode", "Stream", "TensorKind",
+__all__ = ["ProgramBuilder", "Alu", "ControlOp", "DType", "Memory", "Opcode", "Stream", "TensorKind",
            "NUM_STREAMS", "stream_name", "HbmAP", "Scalar", "TileAP", "disassemble",
            "read_program"]

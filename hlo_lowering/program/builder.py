@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from .enums import (Alu, DType, Memory, Opcode, PSUM_BANK_BYTES, REDUCE_OPS, SCATTER_CLAMP,
+from .enums import (Alu, ControlOp, DType, Memory, Opcode, PSUM_BANK_BYTES, REDUCE_OPS, SCATTER_CLAMP,
                     SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind)
-from .instructions import (DebugEntry, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
+from .instructions import (Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
 from .operands import HbmAP, Scalar, TileAP
 from .sync import WaitTracker
 from .writer import serialize
@@ -70,10 +70,69 @@ class ProgramBuilder:
     self.source = source
     self.tensors = []
     self.debug_entries = []
-    self.instructions = []  # program order
-    self.streams = {}       # stream id -> [Instruction]
-    self._sync = WaitTracker()
+    self.instructions = []  # program order, every block
+    # Execution starts at blocks[0]; instructions go to blocks[self.block]. Each block has its
+    # own semaphore counts (they restart at 0 on entry), so its own wait tracker.
+    self.blocks = [Block()]
+    self.block = 0
+    self._syncs = [WaitTracker()]
     self._default_debug = None
+
+  @property
+  def streams(self) -> dict:
+    """The current block's streams: stream id -> [Instruction]."""
+    return self.blocks[self.block].streams
+
+  # --- blocks and control flow --------------------------------------------------------------
+
+  def new_block(self) -> int:
+    """A new empty block (ending the program until given an exit); returns its index."""
+    self.blocks.append(Block())
+    self._syncs.append(WaitTracker())
+    return len(self.blocks) - 1
+
+  def set_block(self, index: int) -> None:
+    """Instructions emitted from now on go to block `index`."""
+    if not 0 <= index < len(self.blocks):
+      raise ValueError(f"block {index} does not exist ({len(self.blocks)} blocks)")
+    self.block = index
+
+  def jump(self, target: int, debug=None) -> None:
+    """The current block continues with block `target`."""
+    self._set_exit(Exit(ControlOp.JUMP, self._debug_id(debug), None, [target]))
+
+  def branch(self, predicate, if_true: int, if_false: int, debug=None) -> None:
+    """The current block continues with `if_true` when the one-element `predicate` (pred or an
+    integer in HBM) is nonzero, with `if_false` otherwise."""
+    self._check_selector(predicate, "branch", allow_pred=True)
+    self._set_exit(Exit(ControlOp.BRANCH, self._debug_id(debug), predicate, [if_true, if_false]))
+
+  def switch(self, index, targets, debug=None) -> None:
+    """The current block continues with targets[index] (an integer in HBM); an index outside
+    [0, len(targets)) takes the last target, as XLA's case does."""
+    targets = [int(t) for t in targets]
+    if not targets:
+      raise ValueError("switch: needs at least one target")
+    self._check_selector(index, "switch", allow_pred=False)
+    self._set_exit(Exit(ControlOp.SWITCH, self._debug_id(debug), index, targets))
+
+  def _set_exit(self, exit_: Exit) -> None:
+    block = self.blocks[self.block]
+    if block.exit.op != ControlOp.END:
+      raise ValueError(f"block {self.block} already ends in {block.exit.op.name.lower()}")
+    for target in exit_.targets:
+      if not 0 <= target < len(self.blocks):
+        raise ValueError(f"{exit_.op.name.lower()}: block {target} does not exist")
+    block.exit = exit_
+
+  def _check_selector(self, ap, where: str, allow_pred: bool) -> None:
+    self._check_hbm(ap, where, required=True)
+    dtype = self._dtype(ap)
+    if ap.num_elements != 1:
+      raise ValueError(f"{where}: the selector must be one element, got {ap}")
+    if dtype.is_float or (dtype == DType.PRED and not allow_pred):
+      raise ValueError(f"{where}: selector dtype {dtype.name} (expected "
+                       f"{'pred or ' if allow_pred else ''}an integer)")
 
   # --- tables -------------------------------------------------------------------------------
 
@@ -371,20 +430,24 @@ class ProgramBuilder:
       indices = sorted(t.index for t in self.tensors if t.kind == kind)
       if indices != list(range(len(indices))):
         raise ValueError(f"{kind.name.lower()} indices {indices} are not 0..{len(indices) - 1}")
-    return serialize(self.target, self.tensors, self.streams, self.debug_entries, self.source)
+    return serialize(self.target, self.tensors, self.blocks, self.debug_entries, self.source)
 
   # --- helpers ------------------------------------------------------------------------------
 
-  def _emit(self, opcode, stream, debug, **operands):
+  def _debug_id(self, debug, where="instruction") -> int:
     if debug is None:
       if self._default_debug is None:
         self._default_debug = self.debug()
       debug = self._default_debug
     if not 0 <= debug < len(self.debug_entries):
-      raise ValueError(f"{opcode.name}: debug id {debug} is not in the debug table")
+      raise ValueError(f"{where}: debug id {debug} is not in the debug table")
+    return debug
+
+  def _emit(self, opcode, stream, debug, **operands):
+    debug = self._debug_id(debug, opcode.name)
     inst = Instruction(opcode, int(stream), debug, operands)
     reads, writes = accesses(inst)
-    inst.waits = self._sync.add(inst.stream, reads, writes)
+    inst.waits = self._syncs[self.block].add(inst.stream, reads, writes)
     self.instructions.append(inst)
     self.streams.setdefault(inst.stream, []).append(inst)
     return inst

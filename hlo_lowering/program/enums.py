@@ -230,6 +230,15 @@ class Opcode(enum.IntEnum):
   GP_SORT = 74
 
 
+class ControlOp(enum.IntEnum):
+  """Block exits: SP's control instruction that ends a block (docs/program-format.md "Blocks and
+  control flow"). They never appear inside a stream."""
+  END = 0
+  JUMP = 8
+  BRANCH = 9
+  SWITCH = 10
+
+
 PARTITIONS = 128
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8

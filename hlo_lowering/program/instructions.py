@@ -3,7 +3,7 @@ the reader both follow), and the memory each instruction reads and writes (for s
 
 import dataclasses
 
-from .enums import Opcode
+from .enums import ControlOp, Opcode
 from .operands import HbmAP, TileAP
 
 
@@ -31,6 +31,23 @@ class Instruction:
   debug_id: int
   operands: dict  # field name -> value, in OPERAND_LAYOUT order
   waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]
+
+
+@dataclasses.dataclass
+class Exit:
+  """How a block ends: END the program, JUMP to targets[0], BRANCH to targets[0] if the
+  one-element `selector` is != 0 else targets[1], SWITCH to targets[selector] (out of range:
+  the last target)."""
+  op: ControlOp = ControlOp.END
+  debug_id: int = 0
+  selector: object = None  # HbmAP of one element (branch, switch)
+  targets: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Block:
+  streams: dict = dataclasses.field(default_factory=dict)  # stream id -> [Instruction]
+  exit: Exit = dataclasses.field(default_factory=Exit)
 
 
 # Operand kinds: "u8", "u32", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of

@@ -5,8 +5,8 @@ what it needs to parse."""
 import dataclasses
 import struct
 
-from .enums import Alu, DType, Memory, Opcode, TensorKind, stream_name
-from .instructions import DebugEntry, Instruction, MATMUL_START, MATMUL_STOP, OPERAND_LAYOUT, Tensor
+from .enums import Alu, ControlOp, DType, Memory, Opcode, TensorKind, stream_name
+from .instructions import Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, OPERAND_LAYOUT, Tensor
 from .operands import HbmAP, Scalar, TileAP
 from .writer import ENDPOINT_HBM, MAGIC, SCALAR_IMMEDIATE, VERSION
 
@@ -15,9 +15,14 @@ from .writer import ENDPOINT_HBM, MAGIC, SCALAR_IMMEDIATE, VERSION
 class Program:
   target: str
   tensors: list
-  streams: dict  # stream id -> [Instruction]
+  blocks: list  # [Block]; execution starts at blocks[0]
   debug: list
   source: str
+
+  @property
+  def streams(self) -> dict:
+    """blocks[0]'s streams (all of a program without control flow)."""
+    return self.blocks[0].streams
 
 
 class _Reader:
@@ -87,8 +92,8 @@ def read_program(data: bytes) -> Program:
   if r.bytes(8) != MAGIC:
     raise ValueError("not a NeuronCore program (bad magic)")
   version = r.unpack("I")
-  if version != VERSION:
-    raise ValueError(f"program format version {version}; this reader knows {VERSION}")
+  if version not in (1, VERSION):
+    raise ValueError(f"program format version {version}; this reader knows 1 and {VERSION}")
   target = r.str()
   tensors = []
   for _ in range(r.unpack("I")):
@@ -97,6 +102,18 @@ def read_program(data: bytes) -> Program:
     shape = tuple(r.unpack("q") for _ in range(r.unpack("I")))
     data = r.bytes(r.unpack("Q"))
     tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data))
+  if version == 1:
+    blocks = [Block(_read_streams(r))]
+  else:
+    blocks = [Block(_read_streams(r), _read_exit(r)) for _ in range(r.unpack("I"))]
+  debug = [DebugEntry(r.str(), r.str(), r.str()) for _ in range(r.unpack("I"))]
+  source = r.str()
+  if r.pos != len(r.data):
+    raise ValueError(f"{len(r.data) - r.pos} trailing bytes after the program")
+  return Program(target, tensors, blocks, debug, source)
+
+
+def _read_streams(r: _Reader) -> dict:
   streams = {}
   for _ in range(r.unpack("I")):
     stream = r.unpack("B")
@@ -108,11 +125,20 @@ def read_program(data: bytes) -> Program:
       operands = {name: r.operand(kind) for name, kind in OPERAND_LAYOUT[opcode]}
       insts.append(Instruction(opcode, stream, debug_id, operands, waits))
     streams[stream] = insts
-  debug = [DebugEntry(r.str(), r.str(), r.str()) for _ in range(r.unpack("I"))]
-  source = r.str()
-  if r.pos != len(r.data):
-    raise ValueError(f"{len(r.data) - r.pos} trailing bytes after the program")
-  return Program(target, tensors, streams, debug, source)
+  return streams
+
+
+def _read_exit(r: _Reader) -> Exit:
+  op, debug_id = r.unpack("HI")
+  op = ControlOp(op)
+  if op == ControlOp.END:
+    return Exit(op, debug_id)
+  if op == ControlOp.JUMP:
+    return Exit(op, debug_id, None, [r.unpack("I")])
+  selector = r.hbm()
+  if op == ControlOp.BRANCH:
+    return Exit(op, debug_id, selector, list(r.unpack("II")))
+  return Exit(op, debug_id, selector, [r.unpack("I") for _ in range(r.unpack("I"))])
 
 
 def _format_tile(ap: TileAP) -> str:
@@ -153,14 +179,38 @@ def disassemble(data: bytes) -> str:
     extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
     lines.append(f"tensor t{i} {t.name!r} {TensorKind(t.kind).name.lower()}[{t.index}] "
                  f"{DType(t.dtype).name.lower()}{list(t.shape)}{extra}")
-  for stream in sorted(program.streams):
-    lines.append(f"stream {stream_name(stream)}:")
-    for pos, inst in enumerate(program.streams[stream], 1):
+  several = len(program.blocks) > 1
+  for index, block in enumerate(program.blocks):
+    if several:
+      lines.append(f"block {index}:")
+    lines.extend(_disassemble_streams(program, block.streams, "  " if several else ""))
+    if block.exit.op != ControlOp.END or several:
+      lines.append(("  " if several else "") + _format_exit(program, block.exit))
+  return "\n".join(lines) + "\n"
+
+
+def _format_exit(program: Program, exit_: Exit) -> str:
+  text = f"exit {exit_.op.name.lower()}"
+  if exit_.selector is not None:
+    text += " " + _format_hbm(exit_.selector, program.tensors)
+  if exit_.targets:
+    text += " -> " + ", ".join(f"block {t}" for t in exit_.targets)
+  debug = program.debug[exit_.debug_id] if exit_.debug_id < len(program.debug) else None
+  if debug and debug.op and exit_.op != ControlOp.END:
+    text += f"  # {debug.op} {debug.name} {debug.location}".rstrip()
+  return text
+
+
+def _disassemble_streams(program: Program, streams: dict, indent: str) -> list:
+  lines = []
+  for stream in sorted(streams):
+    lines.append(f"{indent}stream {stream_name(stream)}:")
+    for pos, inst in enumerate(streams[stream], 1):
       waits = " ".join(f"{stream_name(s)}>={c}" for s, c in inst.waits)
       args = " ".join(f"{name}={_format_value(name, inst.operands[name], program.tensors)}"
                       for name, _ in OPERAND_LAYOUT[inst.opcode])
       debug = program.debug[inst.debug_id] if inst.debug_id < len(program.debug) else None
       note = f"  # {debug.op} {debug.name} {debug.location}".rstrip() if debug and debug.op else ""
       wait_text = f" wait[{waits}]" if waits else ""
-      lines.append(f"  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")
-  return "\n".join(lines) + "\n"
+      lines.append(f"{indent}  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")
+  return lines

@@ -2,12 +2,12 @@
 
 import struct
 
-from .enums import Memory
+from .enums import ControlOp, Memory
 from .instructions import OPERAND_LAYOUT
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
-VERSION = 1
+VERSION = 2
 
 ENDPOINT_HBM = 0
 ENDPOINT_TILE = 1
@@ -90,20 +90,7 @@ class _Writer:
       raise ValueError(f"unknown operand kind {kind!r}")
 
 
-def serialize(target: str, tensors, streams: dict, debug, source: str) -> bytes:
-  """`streams`: stream id -> list of Instruction (empty streams are left out)."""
-  w = _Writer()
-  w.out += MAGIC
-  w.pack("I", VERSION)
-  w.str(target)
-  w.pack("I", len(tensors))
-  for t in tensors:
-    w.str(t.name)
-    w.pack("BIB", t.kind, t.index, t.dtype)
-    w.pack("I", len(t.shape))
-    for d in t.shape:
-      w.pack("q", d)
-    w.blob(t.data)
+def _streams(w: _Writer, streams: dict) -> None:
   used = sorted(s for s, insts in streams.items() if insts)
   w.pack("I", len(used))
   for stream in used:
@@ -116,6 +103,41 @@ def serialize(target: str, tensors, streams: dict, debug, source: str) -> bytes:
         w.pack("BI", wait_stream, count)
       for name, kind in OPERAND_LAYOUT[inst.opcode]:
         w.operand(kind, inst.operands[name])
+
+
+def _exit(w: _Writer, exit_) -> None:
+  w.pack("HI", exit_.op, exit_.debug_id)
+  if exit_.op == ControlOp.JUMP:
+    w.pack("I", exit_.targets[0])
+  elif exit_.op == ControlOp.BRANCH:
+    w.hbm(exit_.selector)
+    w.pack("II", *exit_.targets)
+  elif exit_.op == ControlOp.SWITCH:
+    w.hbm(exit_.selector)
+    w.pack("I", len(exit_.targets))
+    for target in exit_.targets:
+      w.pack("I", target)
+
+
+def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
+  """`blocks`: [Block] (each: stream id -> list of Instruction, and its Exit); empty streams
+  are left out."""
+  w = _Writer()
+  w.out += MAGIC
+  w.pack("I", VERSION)
+  w.str(target)
+  w.pack("I", len(tensors))
+  for t in tensors:
+    w.str(t.name)
+    w.pack("BIB", t.kind, t.index, t.dtype)
+    w.pack("I", len(t.shape))
+    for d in t.shape:
+      w.pack("q", d)
+    w.blob(t.data)
+  w.pack("I", len(blocks))
+  for block in blocks:
+    _streams(w, block.streams)
+    _exit(w, block.exit)
   w.pack("I", len(debug))
   for entry in debug:
     w.str(entry.op)

@@ -1,7 +1,11 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string>
+
+#include "elementwise.h"
 
 #include "engines.h"
 #include "timing_model.h"
@@ -29,21 +33,25 @@ struct StreamState {
   std::vector<double> done_ns;     // completion time of each finished instruction
 };
 
-std::string DeadlockReport(const Program& program, const std::array<StreamState, kNumStreams>& state) {
-  std::string report = "deadlock: no stream can make progress;";
+std::string DeadlockReport(const Program& program, size_t block_index,
+                           const std::array<StreamState, kNumStreams>& state) {
+  const Block& block = program.blocks[block_index];
+  std::string report = "deadlock: no stream can make progress";
+  if (program.blocks.size() > 1) report += " in block " + std::to_string(block_index);
+  report += ";";
   for (int s = 0; s < kNumStreams; ++s) {
-    const auto& insts = program.streams[s];
+    const auto& insts = block.streams[s];
     if (state[s].next >= insts.size()) continue;
     const Instruction& inst = insts[state[s].next];
     report += ' ';
-    report += DescribeInstruction(program, s, state[s].next);
+    report += DescribeInstruction(program, block_index, s, state[s].next);
     report += " waits for";
     for (const Wait& w : inst.waits) {
       if (state[w.stream].done_ns.size() < w.count) {
         report += ' ';
         report += StreamName(w.stream) + ">=" + std::to_string(w.count) + " (has " +
                   std::to_string(state[w.stream].done_ns.size()) + " of " +
-                  std::to_string(program.streams[w.stream].size()) + ")";
+                  std::to_string(block.streams[w.stream].size()) + ")";
       }
     }
     report += ";";
@@ -52,33 +60,43 @@ std::string DeadlockReport(const Program& program, const std::array<StreamState,
   return report;
 }
 
-}  // namespace
-
-std::string DescribeInstruction(const Program& program, int stream, size_t index) {
-  const Instruction& inst = program.streams[stream][index];
-  std::string text = StreamName(stream) + " instruction " + std::to_string(index) + " (" +
-                     OpcodeName(static_cast<uint16_t>(inst.opcode));
-  const DebugInfo& debug = program.debug[inst.debug_id];
+std::string DescribeDebug(const Program& program, uint32_t debug_id) {
+  const DebugInfo& debug = program.debug[debug_id];
+  std::string text;
   if (!debug.op.empty() || !debug.name.empty()) text += "; " + debug.op + " \"" + debug.name + "\"";
   if (!debug.location.empty()) text += " at " + debug.location;
-  return text + ")";
+  return text;
 }
 
-Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProfile* profile) {
+int64_t BlockEntryCap(const ExecuteOptions& options) {
+  if (options.max_block_entries > 0) return options.max_block_entries;
+  if (const char* env = std::getenv("TRN_MAX_LOOP_ITERATIONS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long long value = std::strtoll(env, &end, 10);
+    if (end != env && *end == '\0' && value > 0) return value;
+  }
+  return kDefaultMaxBlockEntries;
+}
+
+// Runs one block's streams to completion from `start_ns` (every stream free then, every
+// semaphore at 0). Returns the time the last stream finished.
+StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
+                          const ExecuteOptions& options, ExecutionProfile* profile) {
   const Program& program = machine.program;
+  const Block& block = program.blocks[block_index];
   std::array<StreamState, kNumStreams> state;
   size_t remaining = 0;
   for (int s = 0; s < kNumStreams; ++s) {
-    remaining += program.streams[s].size();
-    state[s].done_ns.reserve(program.streams[s].size());
+    remaining += block.streams[s].size();
+    state[s].free_ns = start_ns;
+    state[s].done_ns.reserve(block.streams[s].size());
   }
-  profile->stream_busy_ns.assign(kNumStreams, 0.0);
-  profile->stream_instructions.assign(kNumStreams, 0);
+  double finish_ns = start_ns;
   while (remaining > 0) {
     int best = -1;
     double best_start = std::numeric_limits<double>::infinity();
     for (int s = 0; s < kNumStreams; ++s) {
-      const auto& insts = program.streams[s];
+      const auto& insts = block.streams[s];
       if (state[s].next >= insts.size()) continue;
       double start = state[s].free_ns;
       bool runnable = true;
@@ -96,27 +114,113 @@ Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProf
         best_start = start;
       }
     }
-    if (best < 0) return FailedPrecondition(DeadlockReport(program, state));
+    if (best < 0) return FailedPrecondition(DeadlockReport(program, block_index, state));
     StreamState& stream = state[best];
-    const Instruction& inst = program.streams[best][stream.next];
+    const Instruction& inst = block.streams[best][stream.next];
     Run(machine, inst);
     const InstructionTiming timing = EstimateTiming(program, inst);
     const double end = best_start + timing.latency_ns;
     stream.free_ns = best_start + timing.busy_ns;
     // Completions of one stream are in order even when its instructions overlap (DMA queues).
-    stream.done_ns.push_back(std::max(end, stream.done_ns.empty() ? 0.0 : stream.done_ns.back()));
-    profile->device_time_ns = std::max(profile->device_time_ns, stream.done_ns.back());
+    stream.done_ns.push_back(std::max(end, stream.done_ns.empty() ? start_ns : stream.done_ns.back()));
+    finish_ns = std::max({finish_ns, stream.done_ns.back(), stream.free_ns});
     profile->stream_busy_ns[best] += timing.busy_ns;
     profile->stream_instructions[best] += 1;
     if (inst.opcode == Opcode::kMatmul) profile->matmul_flops += timing.flops;
     if (options.record_timeline) {
       profile->timeline.push_back({static_cast<uint8_t>(best), static_cast<uint16_t>(inst.opcode), inst.debug_id,
-                                   best_start, stream.done_ns.back(), timing.bytes, timing.flops});
+                                   best_start, stream.done_ns.back(), timing.bytes, timing.flops,
+                                   stream.free_ns, static_cast<int64_t>(stream.next),
+                                   static_cast<int32_t>(block_index)});
     }
     ++stream.next;
     --remaining;
   }
-  return Status::Ok();
+  // The device time is the last completion; a stream still busy past it (a DMA queue's issue
+  // gap) does not lengthen a program that ends here.
+  double last_done = start_ns;
+  for (const StreamState& s : state) {
+    if (!s.done_ns.empty()) last_done = std::max(last_done, s.done_ns.back());
+  }
+  profile->device_time_ns = std::max(profile->device_time_ns, last_done);
+  return finish_ns;
+}
+
+// The selector of a branch/switch exit (pred or an integer; the loader checked), read in its
+// compute domain: *is_unsigned says whether the bits are a u64.
+int64_t ReadSelector(Machine& machine, const HbmAP& ap, bool* is_unsigned) {
+  const StridedView view = machine.View(ap);
+  const Domain domain = ComputeDomain(view.dtype);
+  const Values v = Gather(view, domain);
+  *is_unsigned = domain == Domain::kU64;
+  return *is_unsigned ? static_cast<int64_t>(v.u64[0]) : v.i64[0];
+}
+
+}  // namespace
+
+std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index) {
+  const Instruction& inst = program.blocks[block].streams[stream][index];
+  std::string text = (program.blocks.size() > 1 ? "block " + std::to_string(block) + " " : std::string()) +
+                     StreamName(stream) + " instruction " + std::to_string(index) + " (" +
+                     OpcodeName(static_cast<uint16_t>(inst.opcode));
+  return text + DescribeDebug(program, inst.debug_id) + ")";
+}
+
+Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProfile* profile) {
+  const Program& program = machine.program;
+  profile->stream_busy_ns.assign(kNumStreams, 0.0);
+  profile->stream_instructions.assign(kNumStreams, 0);
+  const int64_t cap = BlockEntryCap(options);
+  std::vector<int64_t> entries(program.blocks.size(), 0);
+  size_t current = 0;
+  double now = 0;
+  while (true) {
+    if (++entries[current] > cap) {
+      const BlockExit& exit = program.blocks[current].exit;
+      return ResourceExhausted(
+          "block " + std::to_string(current) + " was entered more than " + std::to_string(cap) +
+          " times: a loop runs past the iteration cap (set TRN_MAX_LOOP_ITERATIONS to raise it); the block ends in SP " +
+          OpcodeName(static_cast<uint16_t>(exit.op)) + (exit.op == ControlOp::kEnd ? "" : DescribeDebug(program, exit.debug_id)));
+    }
+    auto finished = RunBlock(machine, current, now, options, profile);
+    if (!finished.ok()) return finished.status();
+    const BlockExit& exit = program.blocks[current].exit;
+    if (exit.op == ControlOp::kEnd) return Status::Ok();
+    size_t next = 0;
+    switch (exit.op) {
+      case ControlOp::kJump:
+        next = exit.targets[0];
+        break;
+      case ControlOp::kBranch: {
+        bool is_unsigned = false;
+        next = exit.targets[ReadSelector(machine, exit.selector, &is_unsigned) != 0 ? 0 : 1];
+        break;
+      }
+      case ControlOp::kSwitch: {
+        // XLA's case: an index outside [0, n) runs the last branch. Unsigned indices compare as
+        // unsigned (a u64 above 2^63 is out of range, not negative).
+        bool is_unsigned = false;
+        const int64_t index = ReadSelector(machine, exit.selector, &is_unsigned);
+        const int64_t n = static_cast<int64_t>(exit.targets.size());
+        const bool in_range = is_unsigned ? static_cast<uint64_t>(index) < static_cast<uint64_t>(n) : index >= 0 && index < n;
+        next = exit.targets[in_range ? index : n - 1];
+        break;
+      }
+      case ControlOp::kEnd:
+        break;
+    }
+    const InstructionTiming timing = EstimateControlTiming(program, exit);
+    profile->stream_busy_ns[kStreamSP] += timing.busy_ns;
+    profile->stream_instructions[kStreamSP] += 1;
+    if (options.record_timeline) {
+      profile->timeline.push_back({static_cast<uint8_t>(kStreamSP), static_cast<uint16_t>(exit.op), exit.debug_id,
+                                   finished.value(), finished.value() + timing.latency_ns, timing.bytes, 0,
+                                   finished.value() + timing.busy_ns, -1, static_cast<int32_t>(current)});
+    }
+    now = finished.value() + timing.latency_ns;
+    profile->device_time_ns = std::max(profile->device_time_ns, now);
+    current = next;
+  }
 }
 
 }  // namespace trn::sim

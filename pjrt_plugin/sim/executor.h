@@ -9,9 +9,16 @@
 
 namespace trn::sim {
 
+// Blocks run one after another from block 0, each to completion (all streams), then its exit
+// picks the next one (docs/program-format.md "Blocks and control flow").
 Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProfile* profile);
 
-// "DVE instruction 3 (tensor_tensor; stablehlo.add \"jit(f)/add\" at f.py:3:4)".
-std::string DescribeInstruction(const Program& program, int stream, size_t index);
+// Entering one block more often than this in one execution is an error (a runaway loop), unless
+// ExecuteOptions or TRN_MAX_LOOP_ITERATIONS says otherwise.
+constexpr int64_t kDefaultMaxBlockEntries = 10'000'000;
+
+// "DVE instruction 3 (tensor_tensor; stablehlo.add \"jit(f)/add\" at f.py:3:4)", prefixed with
+// "block B " in a program of several blocks.
+std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index);
 
 }  // namespace trn::sim

@@ -3,6 +3,9 @@
 namespace trn::sim {
 
 std::string OpcodeName(uint16_t opcode) {
+  if (opcode == static_cast<uint16_t>(ControlOp::kJump)) return "jump";
+  if (opcode == static_cast<uint16_t>(ControlOp::kBranch)) return "branch";
+  if (opcode == static_cast<uint16_t>(ControlOp::kSwitch)) return "switch";
   switch (static_cast<Opcode>(opcode)) {
     case Opcode::kDmaCopy: return "dma_copy";
     case Opcode::kMatmul: return "matmul";

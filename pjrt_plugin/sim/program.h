@@ -161,9 +161,31 @@ struct Instruction {
   Operands operands;
 };
 
+// Control opcodes: the SP (Sync) engine's control instruction that ends a block and picks the
+// next one. They appear only as block exits, never inside a stream's instruction list.
+enum class ControlOp : uint16_t { kEnd = 0, kJump = 8, kBranch = 9, kSwitch = 10 };
+
+// The end of a block (docs/program-format.md "Blocks and control flow"): after every stream of
+// the block has finished (a barrier), SP reads `selector` (branch: a predicate, switch: an
+// index; one element) and every stream continues with block `targets[...]`.
+struct BlockExit {
+  ControlOp op = ControlOp::kEnd;
+  uint32_t debug_id = 0;
+  HbmAP selector{};               // branch / switch only
+  std::vector<uint32_t> targets;  // jump: [next]; branch: [if_true, if_false]; switch: branches
+};
+
+// A block: one instruction list per stream (semaphore counts restart at 0 on entry) and its exit.
+struct Block {
+  std::array<std::vector<Instruction>, kNumStreams> streams;
+  BlockExit exit;
+};
+
 struct Program {
   const TargetSpec* target = nullptr;
   std::vector<Tensor> tensors;
+  std::vector<Block> blocks;  // execution starts at blocks[0]; never empty once loaded
+  // A copy of blocks[0].streams, for readers that predate blocks (the profiler's wait lookup).
   std::array<std::vector<Instruction>, kNumStreams> streams;
   std::vector<DebugInfo> debug;
   std::string source;

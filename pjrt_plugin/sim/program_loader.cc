@@ -7,7 +7,10 @@ namespace trn::sim {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'R', 'N', 'P', 'R', 'O', 'G', '\0'};
-constexpr uint32_t kVersion = 1;
+// Version 2 added blocks and control flow; a version 1 program (one stream list) still loads, as
+// one block that ends the program.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 // No dimension or tensor may be large enough for element arithmetic to overflow int64.
 constexpr int64_t kMaxElements = int64_t{1} << 48;
 
@@ -95,7 +98,10 @@ class Parser {
 
  private:
   void ParseTensors();
-  void ParseStreams();
+  void ParseBlocks();
+  void ParseStreams(Block& block);
+  void ParseExit(Block& block);
+  Status CheckBlocks() const;
   Instruction ParseInstruction(int stream);
   Operands ParseOperands(Opcode opcode);
   DType ReadDType(const char* what, bool allow_f64);
@@ -109,6 +115,7 @@ class Parser {
   bool ReadFlag(const char* what);
 
   Cursor in_;
+  std::string block_name_;  // "block 3 " while parsing blocks of a multi-block program
   std::unique_ptr<Program> program_ = std::make_unique<Program>();
 };
 
@@ -117,8 +124,9 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   for (char& c : magic) c = static_cast<char>(in_.Read<uint8_t>("magic"));
   if (in_.ok() && std::memcmp(magic, kMagic, 8) != 0) in_.Fail(0, "bad magic: not a NeuronCore program (expected \"TRNPROG\\0\")");
   const uint32_t version = in_.Read<uint32_t>("version");
-  if (in_.ok() && version != kVersion) {
-    in_.Fail(8, "program format version " + std::to_string(version) + ", this runtime reads version " + std::to_string(kVersion));
+  if (in_.ok() && (version < kOldestVersion || version > kVersion)) {
+    in_.Fail(8, "program format version " + std::to_string(version) + ", this runtime reads versions " +
+                    std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   }
   const size_t target_at = in_.offset();
   const std::string target = in_.String("target name");
@@ -127,7 +135,12 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
     if (program_->target == nullptr) in_.Fail(target_at, "unknown target \"" + target + "\" (expected trn1, trn2 or trn3)");
   }
   ParseTensors();
-  ParseStreams();
+  if (version == 1) {
+    program_->blocks.emplace_back();
+    ParseStreams(program_->blocks.back());
+  } else {
+    ParseBlocks();
+  }
   const uint32_t debug_count = in_.Count("debug table length", 12);
   for (uint32_t i = 0; i < debug_count && in_.ok(); ++i) {
     DebugInfo entry;
@@ -139,17 +152,104 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   program_->source = in_.String("source text");
   if (in_.ok() && !in_.AtEnd()) in_.Fail("trailing bytes after the source text");
   if (!in_.ok()) return in_.status();
-  for (int s = 0; s < kNumStreams; ++s) {
-    const auto& insts = program_->streams[s];
-    for (size_t i = 0; i < insts.size(); ++i) {
-      if (insts[i].debug_id >= program_->debug.size()) {
-        return InvalidArgument("malformed program: " + StreamName(s) + " instruction " + std::to_string(i) + " has debug id " +
-                               std::to_string(insts[i].debug_id) + " but the debug table has " +
-                               std::to_string(program_->debug.size()) + " entries");
+  const Status blocks = CheckBlocks();
+  if (!blocks.ok()) return blocks;
+  program_->streams = program_->blocks[0].streams;
+  return std::move(program_);
+}
+
+// What can only be checked once the whole program is read: debug ids and block targets.
+Status Parser::CheckBlocks() const {
+  const size_t num_debug = program_->debug.size(), num_blocks = program_->blocks.size();
+  for (size_t b = 0; b < num_blocks; ++b) {
+    const Block& block = program_->blocks[b];
+    const std::string where = num_blocks > 1 ? "block " + std::to_string(b) + " " : "";
+    for (int s = 0; s < kNumStreams; ++s) {
+      const auto& insts = block.streams[s];
+      for (size_t i = 0; i < insts.size(); ++i) {
+        if (insts[i].debug_id >= num_debug) {
+          return InvalidArgument("malformed program: " + where + StreamName(s) + " instruction " + std::to_string(i) +
+                                 " has debug id " + std::to_string(insts[i].debug_id) + " but the debug table has " +
+                                 std::to_string(num_debug) + " entries");
+        }
+      }
+    }
+    const BlockExit& exit = block.exit;
+    if (exit.op == ControlOp::kEnd) continue;
+    const std::string name = "block " + std::to_string(b) + " exit (" + OpcodeName(static_cast<uint16_t>(exit.op)) + ")";
+    if (exit.debug_id >= num_debug) {
+      return InvalidArgument("malformed program: " + name + " has debug id " + std::to_string(exit.debug_id) +
+                             " but the debug table has " + std::to_string(num_debug) + " entries");
+    }
+    for (uint32_t target : exit.targets) {
+      if (target >= num_blocks) {
+        return InvalidArgument("malformed program: " + name + " targets block " + std::to_string(target) +
+                               " but the program has " + std::to_string(num_blocks) + " blocks");
       }
     }
   }
-  return std::move(program_);
+  return Status::Ok();
+}
+
+void Parser::ParseBlocks() {
+  // A block takes at least 4 (stream count) + 2 (exit opcode) + 4 (exit debug id) bytes.
+  const size_t at = in_.offset();
+  const uint32_t n = in_.Count("block count", 10);
+  if (in_.ok() && n == 0) in_.Fail(at, "a program has at least one block (execution starts at block 0)");
+  for (uint32_t b = 0; b < n && in_.ok(); ++b) {
+    program_->blocks.emplace_back();
+    block_name_ = "block " + std::to_string(b) + " ";
+    ParseStreams(program_->blocks.back());
+    in_.SetContext(" (" + block_name_ + "exit)");
+    ParseExit(program_->blocks.back());
+    in_.SetContext("");
+  }
+  block_name_.clear();
+}
+
+void Parser::ParseExit(Block& block) {
+  BlockExit& exit = block.exit;
+  const size_t at = in_.offset();
+  const uint16_t op = in_.Read<uint16_t>("exit opcode");
+  exit.debug_id = in_.Read<uint32_t>("exit debug id");
+  if (!in_.ok()) return;
+  switch (static_cast<ControlOp>(op)) {
+    case ControlOp::kEnd:
+      exit.op = ControlOp::kEnd;
+      return;
+    case ControlOp::kJump:
+      exit.op = ControlOp::kJump;
+      exit.targets.push_back(in_.Read<uint32_t>("jump target"));
+      return;
+    case ControlOp::kBranch:
+    case ControlOp::kSwitch: {
+      exit.op = static_cast<ControlOp>(op);
+      const bool branch = exit.op == ControlOp::kBranch;
+      const size_t selector_at = in_.offset();
+      exit.selector = ReadHbm();
+      if (!in_.ok()) return;
+      const DType dtype = program_->tensors[exit.selector.tensor].dtype;
+      if (exit.selector.num_elements() != 1) {
+        in_.Fail(selector_at, std::string(branch ? "branch predicate" : "switch index") + " addresses " +
+                                  std::to_string(exit.selector.num_elements()) + " elements (expected 1)");
+      } else if (IsFloat(dtype) || (!branch && dtype == DType::kPred)) {
+        in_.Fail(selector_at, std::string(branch ? "branch predicate must be pred or an integer"
+                                                 : "switch index must be an integer") +
+                                  ", got " + DTypeName(dtype));
+      }
+      if (branch) {
+        exit.targets.push_back(in_.Read<uint32_t>("branch target if true"));
+        exit.targets.push_back(in_.Read<uint32_t>("branch target if false"));
+        return;
+      }
+      const size_t count_at = in_.offset();
+      const uint32_t n = in_.Count("switch target count", 4);
+      if (in_.ok() && n == 0) in_.Fail(count_at, "switch has no targets");
+      for (uint32_t i = 0; i < n && in_.ok(); ++i) exit.targets.push_back(in_.Read<uint32_t>("switch target"));
+      return;
+    }
+  }
+  in_.Fail(at, "unknown exit opcode " + std::to_string(op) + " (expected 0 end, 8 jump, 9 branch or 10 switch)");
 }
 
 void Parser::ParseTensors() {
@@ -200,7 +300,7 @@ void Parser::ParseTensors() {
   }
 }
 
-void Parser::ParseStreams() {
+void Parser::ParseStreams(Block& block) {
   const uint32_t n = in_.Count("stream count", 5);
   bool seen[kNumStreams] = {};
   for (uint32_t i = 0; i < n && in_.ok(); ++i) {
@@ -212,10 +312,10 @@ void Parser::ParseStreams() {
     }
     seen[id] = true;
     const uint32_t count = in_.Count("instruction count", 10);
-    auto& insts = program_->streams[id];
+    auto& insts = block.streams[id];
     for (uint32_t k = 0; k < count && in_.ok(); ++k) {
       const size_t inst_at = in_.offset();
-      in_.SetContext(" (" + StreamName(id) + " instruction " + std::to_string(k) + ")");
+      in_.SetContext(" (" + block_name_ + StreamName(id) + " instruction " + std::to_string(k) + ")");
       Instruction inst = ParseInstruction(id);
       if (!in_.ok()) return;
       const Status rule = CheckInstruction(*program_, inst);
@@ -241,6 +341,11 @@ Instruction Parser::ParseInstruction(int stream) {
   Instruction inst{};
   const size_t at = in_.offset();
   const uint16_t opcode = in_.Read<uint16_t>("opcode");
+  if (in_.ok() && (opcode == static_cast<uint16_t>(ControlOp::kJump) || opcode == static_cast<uint16_t>(ControlOp::kBranch) ||
+                   opcode == static_cast<uint16_t>(ControlOp::kSwitch))) {
+    in_.Fail(at, "control opcode " + OpcodeName(opcode) + " inside a stream: control instructions are block exits");
+    return inst;
+  }
   if (in_.ok() && OpcodeName(opcode).starts_with("opcode(")) {
     in_.Fail(at, "unknown opcode " + std::to_string(opcode));
     return inst;

@@ -2,6 +2,8 @@
 // allocating temporaries, and keeping each device's last profile.
 #include "runtime.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -128,12 +130,40 @@ void RecordLastExecution(int device_id, const ExecutionProfile& profile) {
   LastExecutions()[device_id] = profile;
 }
 
+void RecordLastExecution(int device_id, ExecutionProfile&& profile) {
+  std::lock_guard<std::mutex> lock(LastExecutionMutex());
+  LastExecutions()[device_id] = std::move(profile);
+}
+
 bool LastExecution(int device_id, ExecutionProfile* profile) {
   std::lock_guard<std::mutex> lock(LastExecutionMutex());
   auto it = LastExecutions().find(device_id);
   if (it == LastExecutions().end()) return false;
   *profile = it->second;
   return true;
+}
+
+namespace {
+std::atomic<int>& TimelineRequests() {
+  static std::atomic<int> requests{0};
+  return requests;
+}
+}  // namespace
+
+void SetRecordTimeline(bool on) {
+  if (on) {
+    TimelineRequests().fetch_add(1);
+  } else {
+    int current = TimelineRequests().load();
+    while (current > 0 && !TimelineRequests().compare_exchange_weak(current, current - 1)) {
+    }
+  }
+}
+
+bool RecordTimelineRequested() {
+  if (TimelineRequests().load() > 0) return true;
+  const char* value = std::getenv("TRN_PROFILE");  // read each time: cheap next to an execution
+  return value != nullptr && *value != '\0' && std::string(value) != "0";
 }
 
 }  // namespace trn::sim

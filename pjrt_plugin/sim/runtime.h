@@ -64,9 +64,14 @@ struct InstructionRecord {
   uint16_t opcode;
   uint32_t debug_id;
   double start_ns;
-  double end_ns;
+  double end_ns;       // completion: the stream's semaphore counts it from here
   int64_t bytes;       // bytes moved (DMA) or touched
   int64_t flops;       // for matmul: 2*M*N*K
+  // Filled by the executor after the fields above; -1 where an executor leaves them unset (then
+  // the profiler takes busy_end_ns = end_ns and cannot name the instruction's waits).
+  double busy_end_ns = -1;  // start + the time the instruction occupies its stream (<= end_ns)
+  int64_t index = -1;       // position in its stream's instruction list (for its waits)
+  int32_t block = 0;        // the program block it belongs to (control flow; format version 2)
 };
 
 struct ExecutionProfile {
@@ -75,10 +80,16 @@ struct ExecutionProfile {
   std::vector<int64_t> stream_instructions;
   int64_t matmul_flops = 0;
   std::vector<InstructionRecord> timeline;  // filled when ExecuteOptions::record_timeline
+  // The program that ran, shared (not copied) so the profiler can read its debug table and each
+  // instruction's waits. Set by the caller of Execute that keeps the profile; may be null.
+  std::shared_ptr<const LoadedProgram> program;
 };
 
 struct ExecuteOptions {
   bool record_timeline = false;
+  // The most times one block may be entered in an execution (a loop running past it is an
+  // error, not a hang); 0: TRN_MAX_LOOP_ITERATIONS if set, else 10^7.
+  int64_t max_block_entries = 0;
 };
 
 // Runs `program` once. `parameters[i]` points at parameter i's dense row-major bytes,
@@ -95,6 +106,13 @@ constexpr int kNumStreams = 21;
 
 // The profile of the most recent execution on each device, kept for jax_trn.profile.
 TRN_API void RecordLastExecution(int device_id, const ExecutionProfile& profile);
+TRN_API void RecordLastExecution(int device_id, ExecutionProfile&& profile);  // no timeline copy
 TRN_API bool LastExecution(int device_id, ExecutionProfile* profile);
+
+// Whether executions should record their per-instruction timeline: TRN_PROFILE is set, or a
+// caller turned it on (jax_trn.profile.trace()). SetRecordTimeline nests: each `true` needs a
+// matching `false`.
+TRN_API void SetRecordTimeline(bool on);
+TRN_API bool RecordTimelineRequested();
 
 }  // namespace trn::sim

@@ -66,6 +66,18 @@ constexpr double kDmaRunOverheadBytes = 256;
 // previous transfer of the same queue and only delays completion.
 constexpr double kDmaQueueGapNs = 50;
 
+// --- control flow (SP, block exits; est.) ----------------------------------------------------
+// est.: a block boundary is one cross-engine semaphore round: each of the five engine
+// sequencers (and the DMA queues through theirs) signals SP's semaphore, SP's wait retires and
+// SP signals every engine back. A semaphore update crossing engines is ~64 cycles of the
+// receiving sequencer (MIN_II, neuroncore.md); two hops at ~1.2 GHz plus SP's own instruction
+// issue give ~150 ns.
+constexpr double kBlockBarrierNs = 150;
+// est.: SP reads the branch predicate / switch index (one element) from HBM with a register
+// load: an HBM round trip, well below the ~1.3 us of a descriptor-based DMA (no descriptor, no
+// queue) but still DRAM latency: ~500 ns.
+constexpr double kSelectorReadNs = 500;
+
 bool IsTwoByteFloat(DType t) { return t == DType::kBF16 || t == DType::kF16; }
 
 bool IsTranscendental(AluOp op) {
@@ -313,6 +325,13 @@ InstructionTiming EstimateTiming(const Program& program, const Instruction& inst
     default:
       return GpSimdTiming(program, inst);
   }
+}
+
+InstructionTiming EstimateControlTiming(const Program& program, const BlockExit& exit) {
+  const bool reads = exit.op == ControlOp::kBranch || exit.op == ControlOp::kSwitch;
+  const double ns = exit.op == ControlOp::kEnd ? 0 : kBlockBarrierNs + (reads ? kSelectorReadNs : 0);
+  const int64_t bytes = reads ? DTypeSize(program.tensors[exit.selector.tensor].dtype) : 0;
+  return {ns, ns, bytes, 0};
 }
 
 }  // namespace trn::sim

@@ -17,4 +17,9 @@ struct InstructionTiming {
 
 InstructionTiming EstimateTiming(const Program& program, const Instruction& inst);
 
+// The cost of leaving a block: the barrier (every engine reports to SP, SP releases them) and,
+// for branch/switch, SP's read of the selector from HBM. Charged from the moment the block's
+// last stream finished; the next block starts after latency_ns.
+InstructionTiming EstimateControlTiming(const Program& program, const BlockExit& exit);
+
 }  // namespace trn::sim
