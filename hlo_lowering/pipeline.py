@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 from hlo_lowering import ir_printer, verifier
 from hlo_lowering.ir import Module
 from hlo_lowering.passes import (canonicalize, check_supported, fold_transpose_into_dot,
-                                 inline_calls, normalize_dot_general,
+                                 fuse_elementwise, inline_calls, normalize_dot_general,
                                  strip_single_device_sharding, unroll_static_loops)
 
 logger = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("canonicalize", canonicalize.run),
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),
+    Pass("fuse-elementwise", fuse_elementwise.run),
     Pass("check-supported", check_supported.run),
 )
 
@@ -43,8 +44,9 @@ def _dump(module: Module, directory: str, tag: str, step: int, name: str) -> Non
     f.write(ir_printer.format_module(module))
 
 
-def run_pipeline(module: Module, tag: str = "0", passes: tuple[Pass, ...] = PASSES) -> Module:
-  """Runs `passes` in order on `module` (in place) and returns it."""
+def run_pipeline(module: Module, tag: str = "0", passes: tuple[Pass, ...] | None = None) -> Module:
+  """Runs `passes` (default: PASSES, read at call time) in order on `module` (in place)."""
+  passes = PASSES if passes is None else passes
   dump_dir = os.environ.get("TRN_DUMP_IR", "")
   verify = os.environ.get("TRN_VERIFY_IR", "") not in ("", "0")
   if dump_dir:

@@ -10,8 +10,9 @@ from hlo_lowering.program import disassemble
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "compiler_small_program.txt"
 
-# tanh(x) * y + 1 over 300 elements: a [128, 2] tile plus a 44-partition remainder, ScalarE for
-# tanh, VectorE for the multiply and for the add with a splat immediate, a broadcast never copied.
+# tanh(x) * y + 1 over 300 elements, one trn.fusion: a [128, 2] tile plus a 44-partition
+# remainder, x and y loaded once per tile, ScalarE for tanh, VectorE for the multiply and for the
+# add with a splat immediate (the broadcast never copied), intermediates kept in SBUF, one store.
 PROGRAM = """
 func.func public @main(%x: tensor<300xf32>, %y: tensor<300xf32>) -> tensor<300xf32> {
   %0 = stablehlo.tanh %x : tensor<300xf32> loc("jit(f)/tanh"("f.py":2:10))

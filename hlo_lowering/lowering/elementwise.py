@@ -5,11 +5,16 @@ VectorE (`tensor_unary` / `tensor_tensor` / `tensor_scalar` / `tensor_ternary`).
 one operand that is a compile-time splat uses `tensor_scalar` with an immediate instead of
 loading a tile. Broadcast operands arrive as stride-0 views, so no broadcast is materialised.
 Convert is a single DMA, which converts between any two dtypes with the ALU's rules.
+`lower_ops` is the tiled loop over a list of ops sharing one iteration space: one op alone here,
+a trn.fusion cluster in fusion.py.
 """
 
 from __future__ import annotations
 
-from hlo_lowering.ir import Op
+import itertools
+import math
+
+from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tiling import tiles
@@ -37,6 +42,7 @@ BINARY = {
     "stablehlo.shift_right_arithmetic": Alu.SHIFT_RIGHT_ARITHMETIC,
 }
 TERNARY = {"stablehlo.select": Alu.SELECT, "stablehlo.clamp": Alu.CLAMP}
+_ELEMENTWISE = frozenset({*UNARY, *BINARY, *TERNARY, "stablehlo.compare"})
 COMPARE = {"EQ": Alu.EQ, "NE": Alu.NE, "LT": Alu.LT, "LE": Alu.LE, "GT": Alu.GT, "GE": Alu.GE}
 
 # Evaluated by ScalarE's lookup tables: func(x * scale + bias) in fp32.
@@ -73,10 +79,6 @@ def _splat_operand(ctx: LoweringContext, op: Op) -> int | None:
   return None
 
 
-def _sbuf_tile(ctx: LoweringContext, dtype: DType, partitions: int, free: int) -> TileAP:
-  return TileAP.dense(Memory.SBUF, dtype, 0, partitions, ctx.sbuf.take(), (free,))
-
-
 def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
              immediate: Scalar | None, reverse: bool) -> None:
   b, debug = ctx.builder, ctx.debug_id
@@ -92,28 +94,90 @@ def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
     b.tensor_ternary(alu, dst, srcs[0], srcs[1], srcs[2], debug=debug)
 
 
-def lower_elementwise(ctx: LoweringContext, op: Op) -> None:
-  alu = _alu(op)
-  out = ctx.new_result(op.result)
-  immediate_index = _splat_operand(ctx, op)
-  tiled = [v for i, v in enumerate(op.operands) if i != immediate_index]
-  immediate = None
-  if immediate_index is not None:
-    immediate = ctx.splat_scalar(op.operands[immediate_index])
+def is_fusible(op: Op) -> bool:
+  """Whether `op` is lowered by this module's tiled rule or by convert's, so that it can run on
+  SBUF tiles inside a cluster (passes/fuse_elementwise.py)."""
+  if op.name == "stablehlo.convert":
+    return True
+  return op.name in _ELEMENTWISE and _alu_accepts(op)
+
+
+def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
+  """(take, max_free): SBUF tiles for `tile_values` tiles per tile step, double-buffered.
+
+  Up to half the slots per step: whole slots in rotation (the next step's tiles take the other
+  half, so its loads overlap this step's compute). More: every slot is split into k sub-slots,
+  handed out in rotation, so 2 steps' tiles are still distinct (smaller tiles, same pattern)."""
+  count, slot_bytes = ctx.sbuf.count, ctx.sbuf.slot_bytes
+  split = max(1, math.ceil(2 * tile_values / count))
+  if split == 1:
+    return ctx.sbuf.take, slot_bytes // widest
+  sub_bytes = slot_bytes // split // 64 * 64
+  offsets = [base + k * sub_bytes for base in sorted(ctx.sbuf.take() for _ in range(count))
+             for k in range(split)]
+  ring = itertools.cycle(offsets)
+  return (lambda: next(ring)), sub_bytes // widest
+
+
+def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
+              debug_ids: dict[Op, int] | None = None) -> None:
+  """Lowers elementwise `ops` (program order, one result shape) as one tiled loop.
+
+  Values not produced by `ops` are read from their places (loaded once per tile, or passed as
+  immediates when they are splats); `outputs` maps each value to store to the IR value whose
+  result tensor receives it (`ctx.new_result`). Per tile: one DMA per loaded operand, one
+  instruction per op into an SBUF tile of its result dtype (so every op rounds as it does alone),
+  one DMA per output. `debug_ids` tags each op's instructions (default: ctx.debug_id)."""
+  shape = ops[-1].result.shape
+  produced = {op.result for op in ops}
+  plans, loaded = [], []
+  for op in ops:
+    immediate_index = None if op.name == "stablehlo.convert" else _splat_operand(ctx, op)
+    immediate = None
+    if immediate_index is not None:
+      immediate = ctx.splat_scalar(op.operands[immediate_index])
+    tiled = [v for i, v in enumerate(op.operands) if i != immediate_index]
+    for v in tiled:
+      if v not in produced and v not in loaded:
+        loaded.append(v)
+    plans.append((op, tiled, immediate, immediate_index))
+  stored = list(outputs)
+  places = [ctx.new_result(outputs[v]) for v in stored]
   # Operands of a lower rank (clamp's 0-d bounds) broadcast over the result.
-  places = [ctx.place(v) if v.shape == out.shape else ctx.place(v).broadcast(out.shape, [])
-            for v in tiled]
-  views = [out] + places
-  widest = max(p.dtype.itemsize for p in views)
-  for tile in tiles(views, ctx.sbuf.slot_bytes // widest):
-    srcs = []
-    for k, place in enumerate(places, start=1):
-      src = _sbuf_tile(ctx, place.dtype, tile.partitions, tile.free)
-      ctx.dma(src, tile.hbm_ap(k, place.tensor))
-      srcs.append(src)
-    dst = _sbuf_tile(ctx, out.dtype, tile.partitions, tile.free)
-    _compute(ctx, alu, dst, srcs, immediate, reverse=immediate_index == 0)
-    ctx.dma(tile.hbm_ap(0, out.tensor), dst)
+  places += [ctx.place(v) if v.shape == shape else ctx.place(v).broadcast(shape, [])
+             for v in loaded]
+  widest = max([p.dtype.itemsize for p in places] + [op.result.dtype.itemsize for op in ops])
+  take, max_free = _slot_allocator(ctx, len(loaded) + len(ops), widest)
+  debug_ids = debug_ids or {}
+  saved_debug = ctx.debug_id
+  first_user = {}
+  for op, tiled, _, _ in plans:
+    for v in tiled:
+      first_user.setdefault(v, op)
+  for tile in tiles(places, max_free):
+    sbuf = {}
+    for k, v in enumerate(loaded, start=len(stored)):
+      ctx.debug_id = debug_ids.get(first_user[v], saved_debug)
+      sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
+      ctx.dma(sbuf[v], tile.hbm_ap(k, places[k].tensor))
+    for op, tiled, immediate, immediate_index in plans:
+      ctx.debug_id = debug_ids.get(op, saved_debug)
+      dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
+      srcs = [sbuf[v] for v in tiled]
+      if op.name == "stablehlo.convert":
+        ctx.builder.tensor_copy(dst, srcs[0], debug=ctx.debug_id)  # converts as DMA does
+      else:
+        _compute(ctx, _alu(op), dst, srcs, immediate, reverse=immediate_index == 0)
+      sbuf[op.result] = dst
+      if op.result in outputs:
+        k = stored.index(op.result)
+        ctx.dma(tile.hbm_ap(k, places[k].tensor), dst)
+  ctx.debug_id = saved_debug
+
+
+def lower_elementwise(ctx: LoweringContext, op: Op) -> None:
+  """One op alone: the tiled loop of a one-op cluster."""
+  lower_ops(ctx, [op], {op.result: op.result})
 
 
 def lower_convert(ctx: LoweringContext, op: Op) -> None:
@@ -124,6 +188,16 @@ def lower_convert(ctx: LoweringContext, op: Op) -> None:
     ctx.dma(out.collapsed_ap(), source.ap())
 
 
+def _describe(name: str) -> str:
+  """The condition `_alu_accepts` tests for ops named `name`, in words (coverage report)."""
+  if name == "stablehlo.compare":
+    return "any dtype, except compare_type TOTALORDER"
+  alu = {**UNARY, **BINARY, **TERNARY}[name]
+  return ("float operands" if alu.is_float_only else
+          "integer or bool operands" if alu.is_integer_only else "always (any dtype)")
+
+
 for _name in (*UNARY, *BINARY, *TERNARY, "stablehlo.compare"):
-  register_lowering(_name, kind="native", when=_alu_accepts)(lower_elementwise)
+  register_lowering(_name, kind="native", when=_alu_accepts,
+                    describe=_describe(_name))(lower_elementwise)
 register_lowering("stablehlo.convert", kind="native")(lower_convert)
