@@ -1,18 +1,31 @@
-"""The modeled device time of the last execution on a device, per engine: the profiler's base.
+"""Where the modeled device time of an execution goes: per engine, per op, per source line.
 
 Every execution records what the timing model charged (shared/design/neuroncore.md): total device
-time, and for each engine and DMA queue its busy time and instruction count. With TRN_PROFILE=1
-the runtime also keeps the per-instruction timeline, each instruction tied to the StableHLO op and
-the user's source line it came from.
+time, and for each engine and DMA queue its busy time and instruction count. That much is always
+kept and costs nothing. Inside `trace()` (or with TRN_PROFILE=1) the runtime also keeps the
+per-instruction timeline; with the program's debug table (instruction -> StableHLO op -> JAX name
+-> user source line) the profile can then say which op and which line the time went to
+(`by_op`, `by_line`), why an engine sat idle (`stream_activity`), what chain of instructions set
+the device time (`critical_path`), and write a trace for https://ui.perfetto.dev (`to_perfetto`).
+
+All times are the timing model's estimates (est.), not hardware measurements: docs/profiling.md.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
+import json
+import os
 
 from jax_trn import _native
 
 ENGINES = ("PE", "ACT", "DVE", "POOL", "SP")
+_EPS_NS = 1e-6
+
+# Perfetto track order: engines first (as AWS's profiler lists them), then the DMA queues.
+_TRACK_ORDER = {name: i for i, name in enumerate(("PE", "ACT", "DVE", "POOL", "SP"))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,12 +35,84 @@ class StreamTime:
 
 
 @dataclasses.dataclass(frozen=True)
+class DebugEntry:
+  op: str        # "stablehlo.dot_general"
+  name: str      # "jit(f)/dot_general"
+  location: str  # "file.py:36:15" (may be empty)
+
+  @property
+  def line(self) -> str:
+    """"file.py:36": the location without its column."""
+    return _line_of(self.location)
+
+
+@dataclasses.dataclass
+class OpTime:
+  """The instructions of one StableHLO op instance (or of one source line, from by_line)."""
+  key: str                        # "jit(f)/dot_general" for an op; "file.py:36" for a line
+  op: str                         # "stablehlo.dot_general"; for a line, its ops joined by ", "
+  location: str                   # the user's source line ("file.py:36"), may be empty
+  busy_ns: float = 0.0            # engine and DMA queue busy time, summed over streams
+  streams: dict[str, float] = dataclasses.field(default_factory=dict)  # busy per stream
+  instructions: int = 0
+  bytes: int = 0                  # moved (DMA) or touched (compute engines)
+  flops: int = 0                  # matmul FLOPs (2*M*N*K)
+  lowering: str = ""              # "native", "gpsimd" or "" (unknown), from the compile report
+  debug_ids: list[int] = dataclasses.field(default_factory=list)
+
+  @property
+  def engine(self) -> str:
+    """The stream this op spent most of its time on."""
+    return max(self.streams, key=self.streams.get) if self.streams else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamActivity:
+  """How one engine or DMA queue spent the device time."""
+  busy_ns: float
+  semaphore_wait_ns: float          # idle with its next instruction waiting on another stream
+  idle_ns: float                    # idle with nothing to do (before its first wait / after its last)
+  waited_on: dict[str, float]       # semaphore wait time by the stream it waited for
+
+
+@dataclasses.dataclass(frozen=True)
+class CriticalStep:
+  """One instruction on the chain that sets the device time."""
+  record: dict                      # the timeline record
+  contribution_ns: float            # device time this step accounts for
+  reason: str                       # why the next step waited for it: "stream order" / "semaphore"
+
+
+def _line_of(location: str) -> str:
+  parts = location.rsplit(":", 2)
+  if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+    return parts[0] + ":" + parts[1]
+  return location
+
+
+def _busy_ns(record: dict) -> float:
+  return record.get("busy_end_ns", record["end_ns"]) - record["start_ns"]
+
+
+def _track_key(stream: str) -> tuple[int, int]:
+  if stream in _TRACK_ORDER:
+    return (0, _TRACK_ORDER[stream])
+  if stream.startswith("DMA") and stream[3:].isdigit():
+    return (1, int(stream[3:]))
+  return (2, 0)
+
+
+@dataclasses.dataclass(frozen=True)
 class ExecutionProfile:
   device_id: int
   device_time_ns: float
   matmul_flops: int
   streams: dict[str, StreamTime]
   timeline: list[dict]
+  debug: tuple[DebugEntry, ...] = ()
+  target: str = ""
+
+  # --- the always-on summary ---------------------------------------------------------------
 
   def engine_busy_ns(self, stream: str) -> float:
     entry = self.streams.get(stream)
@@ -65,6 +150,336 @@ class ExecutionProfile:
                    f"{sum(t.instructions for t in queues)} transfers on {len(queues)} queues")
     return "\n".join(lines)
 
+  # --- attribution (needs the timeline) ----------------------------------------------------
+
+  def _require_timeline(self) -> None:
+    if not self.timeline:
+      raise ValueError(
+          f"the last execution on device {self.device_id} kept no timeline: run it inside "
+          "jax_trn.profile.trace() (or with TRN_PROFILE=1) to attribute time to ops and lines")
+
+  def debug_entry(self, debug_id: int) -> DebugEntry:
+    if 0 <= debug_id < len(self.debug):
+      return self.debug[debug_id]
+    return DebugEntry("", "", "")
+
+  def by_op(self) -> list[OpTime]:
+    """Busy time per StableHLO op instance (one entry per debug-table entry that ran
+    instructions), most expensive first. Summed over ops, each stream's busy time equals
+    `streams[name].busy_ns` and the FLOPs equal `matmul_flops`."""
+    self._require_timeline()
+    lowering = self.lowerings()
+    ops: dict[int, OpTime] = {}
+    for r in self.timeline:
+      debug_id = r["debug_id"]
+      entry = ops.get(debug_id)
+      if entry is None:
+        d = self.debug_entry(debug_id)
+        entry = ops[debug_id] = OpTime(d.name or d.op or f"debug {debug_id}", d.op, d.line,
+                                       lowering=lowering.get(debug_id, ""), debug_ids=[debug_id])
+      _add(entry, r)
+    return sorted(ops.values(), key=lambda o: -o.busy_ns)
+
+  def by_line(self) -> list[OpTime]:
+    """Busy time per user source line ("file.py:36"), most expensive first."""
+    lines: dict[str, OpTime] = {}
+    for op in self.by_op():
+      key = op.location or "(no source line)"
+      entry = lines.setdefault(key, OpTime(key, "", op.location))
+      names = entry.op.split(", ") if entry.op else []
+      if op.key not in names:
+        entry.op = ", ".join(names + [op.key])
+      entry.busy_ns += op.busy_ns
+      for stream, ns in op.streams.items():
+        entry.streams[stream] = entry.streams.get(stream, 0.0) + ns
+      entry.instructions += op.instructions
+      entry.bytes += op.bytes
+      entry.flops += op.flops
+      entry.debug_ids += op.debug_ids
+      if op.lowering == "gpsimd":
+        entry.lowering = "gpsimd"
+      elif op.lowering and not entry.lowering:
+        entry.lowering = op.lowering
+    return sorted(lines.values(), key=lambda o: -o.busy_ns)
+
+  def lowerings(self) -> dict[int, str]:
+    """debug_id -> how the compiler lowered that op ("native", "gpsimd", "fused": natively
+    inside a trn.fusion), joined by (op, JAX name, location) from the newest compile report of
+    this process that holds every op of this program; {} when there is none (e.g. a
+    deserialized executable)."""
+    try:
+      from hlo_lowering import driver
+    except ImportError:
+      return {}
+    keys = [(d.op, d.name, d.location) for d in self.debug]
+    wanted = {k for k in keys if k[0].startswith(("stablehlo.", "chlo.", "trn."))}
+    for report in reversed(driver.reports()):
+      if report.target and self.target and report.target != self.target:
+        continue
+      kinds: dict[tuple, list[str]] = collections.defaultdict(list)
+      for e in report.ops:
+        fused = getattr(e, "fused", False) and e.kind == "native"
+        kinds[(e.op, e.name, e.location)].append("fused" if fused else e.kind)
+      if not wanted <= set(kinds):
+        continue
+      out = {}
+      for debug_id, key in enumerate(keys):
+        if kinds.get(key):
+          out[debug_id] = kinds[key].pop(0) if len(kinds[key]) > 1 else kinds[key][0]
+      return out
+    return {}
+
+  # --- waits and the critical path ---------------------------------------------------------
+
+  def _segments(self) -> list[int]:
+    """For each timeline record, which block entry it ran in: semaphore counts restart at every
+    block entry (control flow), and a block ends with its SP control record (index -1)."""
+    segments, current = [], 0
+    for r in self.timeline:
+      segments.append(current)
+      if r.get("index", 0) < 0 and r["stream"] == "SP":
+        current += 1
+    return segments
+
+  def _by_stream(self) -> dict[str, list[dict]]:
+    streams: dict[str, list[dict]] = collections.defaultdict(list)
+    for r in self.timeline:
+      streams[r["stream"]].append(r)
+    for records in streams.values():
+      records.sort(key=lambda r: r["start_ns"])
+    return streams
+
+  def _done_times(self, streams: dict[str, list[dict]]) -> dict[tuple, dict]:
+    """(block entry, stream, count) -> the record whose completion makes sem[stream] reach
+    count in that block entry."""
+    done = {}
+    for r, segment in zip(self.timeline, self._segments()):
+      if r.get("index", -1) >= 0:
+        done[(segment, r["stream"], r["index"] + 1)] = r
+    return done
+
+  def _binding_wait(self, record: dict, done: dict) -> dict | None:
+    """The instruction whose completion released `record` (its latest-completing wait)."""
+    segment = self._segment_of[id(record)]
+    best = None
+    for stream, count in record.get("waits", ()):
+      producer = done.get((segment, stream, count))
+      if producer is not None and (best is None or producer["end_ns"] > best["end_ns"]):
+        best = producer
+    return best
+
+  @property
+  def _segment_of(self) -> dict[int, int]:
+    cached = self.__dict__.get("_segment_cache")
+    if cached is None or len(cached) != len(self.timeline):
+      cached = {id(r): s for r, s in zip(self.timeline, self._segments())}
+      object.__setattr__(self, "_segment_cache", cached)
+    return cached
+
+  def stream_activity(self) -> dict[str, StreamActivity]:
+    """Per engine and DMA queue: busy, waiting on a semaphore (its next instruction was ready in
+    program order but waited for another stream), and idle with nothing to do."""
+    self._require_timeline()
+    streams = self._by_stream()
+    done = self._done_times(streams)
+    out = {}
+    for name in sorted(streams, key=_track_key):
+      busy = wait = 0.0
+      waited_on: dict[str, float] = collections.defaultdict(float)
+      free = 0.0
+      for r in streams[name]:
+        busy += _busy_ns(r)
+        gap = r["start_ns"] - free
+        if gap > _EPS_NS:
+          wait += gap
+          producer = self._binding_wait(r, done)
+          waited_on[producer["stream"] if producer else "block barrier"] += gap
+        free = max(free, r.get("busy_end_ns", r["end_ns"]))
+      idle = max(0.0, self.device_time_ns - busy - wait)
+      out[name] = StreamActivity(busy, wait, idle, dict(waited_on))
+    return out
+
+  def critical_path(self) -> list[CriticalStep]:
+    """The chain of instructions that sets the device time, first to last: from the instruction
+    that completes last, back through whichever of (the previous instruction of its stream, the
+    instruction it waited on) released it later. The contributions sum to the device time."""
+    self._require_timeline()
+    streams = self._by_stream()
+    done = self._done_times(streams)
+    previous = {}
+    for records in streams.values():
+      for before, after in zip(records, records[1:]):
+        previous[id(after)] = before
+    segment_of = self._segment_of
+    exits = {segment_of[id(r)]: r for r in self.timeline if r.get("index", 0) < 0}
+    last_of_segment: dict[int, dict] = {}
+    for r in self.timeline:
+      if r.get("index", 0) >= 0:
+        seg = segment_of[id(r)]
+        best = last_of_segment.get(seg)
+        if best is None or r["end_ns"] > best["end_ns"]:
+          last_of_segment[seg] = r
+    current = max(self.timeline, key=lambda r: r["end_ns"])
+    path = [(current, current["end_ns"] - current["start_ns"], "last to complete")]
+    while current["start_ns"] > _EPS_NS:
+      seg = segment_of[id(current)]
+      candidates = []  # (release time, predecessor, reason)
+      if current.get("index", 0) < 0:  # a block exit starts when its block has finished
+        if seg in last_of_segment:
+          candidates.append((last_of_segment[seg]["end_ns"], last_of_segment[seg], "block end"))
+      else:
+        before = previous.get(id(current))
+        if before is not None and segment_of[id(before)] == seg:
+          candidates.append((before.get("busy_end_ns", before["end_ns"]), before, "stream order"))
+        producer = self._binding_wait(current, done)
+        if producer is not None:
+          candidates.append((producer["end_ns"], producer, "semaphore"))
+        if seg - 1 in exits:
+          candidates.append((exits[seg - 1]["end_ns"], exits[seg - 1], "block entry"))
+      candidates = [c for c in candidates if c[1]["start_ns"] < current["start_ns"] + _EPS_NS
+                    and c[1] is not current]
+      if not candidates:
+        break
+      _, step, reason = max(candidates, key=lambda c: c[0])
+      path.append((step, current["start_ns"] - step["start_ns"], reason))
+      current = step
+    return [CriticalStep(r, ns, reason) for r, ns, reason in reversed(path)]
+
+  # --- reports -----------------------------------------------------------------------------
+
+  def report(self, top: int = 10) -> str:
+    """The summary, then how each engine spent its time, the `top` ops and source lines by
+    busy time (with their lowering: GpSimd fallbacks are the usual surprise), and the critical
+    path by stream. All times are the timing model's estimates."""
+    lines = [self.format() + "   (est.: timing model, not a measurement)"]
+    if not self.timeline:
+      lines.append("  no timeline: run inside jax_trn.profile.trace() or with TRN_PROFILE=1 for "
+                   "per-op and per-line attribution")
+      return "\n".join(lines)
+    total = max(self.device_time_ns, 1e-9)
+    all_busy = max(sum(t.busy_ns for t in self.streams.values()), 1e-9)
+    lines.append("  stream  busy us  sem-wait us  idle us   waited on")
+    for name, a in self.stream_activity().items():
+      waited = ", ".join(f"{s} {ns / 1e3:.2f}" for s, ns in
+                         sorted(a.waited_on.items(), key=lambda kv: -kv[1])[:3])
+      lines.append(f"  {name:<6}{a.busy_ns / 1e3:9.2f}{a.semaphore_wait_ns / 1e3:13.2f}"
+                   f"{a.idle_ns / 1e3:9.2f}   {waited}")
+    for title, rows in (("ops", self.by_op()), ("source lines", self.by_line())):
+      lines.append(f"top {min(top, len(rows))} {title} by engine time "
+                   f"(busy summed over engines and DMA queues):")
+      lines.append("      us  % busy  engine  instr      bytes        flops  lowering  "
+                   + ("op  at" if title == "ops" else "line  ops"))
+      for o in rows[:top]:
+        what = f"{o.key} ({o.op})  {o.location}" if title == "ops" else f"{o.key}  {o.op}"
+        lines.append(f"  {o.busy_ns / 1e3:6.2f} {100 * o.busy_ns / all_busy:7.1f}  {o.engine:<6}"
+                     f"{o.instructions:6d} {o.bytes:10d} {o.flops:12d}  {o.lowering or '-':<8}  "
+                     f"{what}")
+      gpsimd = [o for o in rows if o.lowering == "gpsimd"]
+      if gpsimd and title == "ops":
+        lines.append(f"  GpSimd fallbacks: {len(gpsimd)} ops, "
+                     f"{sum(o.busy_ns for o in gpsimd) / 1e3:.2f} us of engine time")
+    path = self.critical_path()
+    per_stream: dict[str, float] = collections.defaultdict(float)
+    per_op: dict[str, float] = collections.defaultdict(float)
+    for step in path:
+      per_stream[step.record["stream"]] += step.contribution_ns
+      d = self.debug_entry(step.record["debug_id"])
+      per_op[f"{d.name or d.op} {d.line}".strip()] += step.contribution_ns
+    lines.append(f"critical path: {len(path)} instructions, "
+                 f"{sum(s.contribution_ns for s in path) / 1e3:.2f} us: " + ", ".join(
+                     f"{s} {100 * ns / total:.0f} %"
+                     for s, ns in sorted(per_stream.items(), key=lambda kv: -kv[1])))
+    for name, ns in sorted(per_op.items(), key=lambda kv: -kv[1])[:3]:
+      lines.append(f"  {ns / 1e3:8.2f} us  {name}")
+    return "\n".join(lines)
+
+  def perfetto_events(self) -> list[dict]:
+    """Chrome trace-event JSON events (ts/dur in us): one process for the device, one thread per
+    engine and DMA queue, each instruction a complete event of its busy time, and a flow from
+    the instruction that released each semaphore wait to the one that waited."""
+    self._require_timeline()
+    pid = self.device_id
+    streams = self._by_stream()
+    done = self._done_times(streams)
+    tids = {name: i for i, name in enumerate(sorted(streams, key=_track_key))}
+    label = f"trn device {self.device_id}" + (f" ({self.target})" if self.target else "")
+    events = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}},
+              {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+               "args": {"sort_index": pid}}]
+    for name, tid in tids.items():
+      events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                     "args": {"name": name}})
+      events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                     "args": {"sort_index": tid}})
+    lowering = self.lowerings()
+    flow_id = self.device_id << 32
+    for name, records in streams.items():
+      free = 0.0
+      for r in records:
+        d = self.debug_entry(r["debug_id"])
+        args = {"op": d.op, "name": d.name, "source": d.location, "bytes": r["bytes"],
+                "flops": r["flops"], "debug_id": r["debug_id"], "index": r.get("index", -1),
+                "completes_us": r["end_ns"] / 1e3}
+        if r["debug_id"] in lowering:
+          args["lowering"] = lowering[r["debug_id"]]
+        if r.get("waits"):
+          args["waits"] = [f"{s}>={c}" for s, c in r["waits"]]
+        gap = r["start_ns"] - free
+        producer = self._binding_wait(r, done) if gap > _EPS_NS else None
+        if gap > _EPS_NS:
+          args["semaphore_wait_us"] = gap / 1e3
+          if producer is not None:
+            args["released_by"] = f"{producer['stream']}#{producer.get('index', -1)}"
+        events.append({"ph": "X", "name": r["opcode"], "cat": name, "pid": pid,
+                       "tid": tids[name], "ts": r["start_ns"] / 1e3, "dur": _busy_ns(r) / 1e3,
+                       "args": args})
+        if producer is not None:
+          flow_id += 1
+          events.append({"ph": "s", "name": "semaphore", "cat": "semaphore", "id": flow_id,
+                         "pid": pid, "tid": tids[producer["stream"]],
+                         "ts": producer["start_ns"] / 1e3})
+          events.append({"ph": "f", "bp": "e", "name": "semaphore", "cat": "semaphore",
+                         "id": flow_id, "pid": pid, "tid": tids[name], "ts": r["start_ns"] / 1e3})
+        free = max(free, r.get("busy_end_ns", r["end_ns"]))
+    return events
+
+  def to_perfetto(self, path: str | os.PathLike) -> None:
+    """Writes this execution as a trace that https://ui.perfetto.dev (or chrome://tracing)
+    loads."""
+    write_perfetto(path, [self])
+
+
+def _add(entry: OpTime, r: dict) -> None:
+  busy = _busy_ns(r)
+  entry.busy_ns += busy
+  entry.streams[r["stream"]] = entry.streams.get(r["stream"], 0.0) + busy
+  entry.instructions += 1
+  entry.bytes += r["bytes"]
+  if r["opcode"] == "matmul":
+    entry.flops += r["flops"]
+
+
+def write_perfetto(path: str | os.PathLike, profiles) -> None:
+  """Writes several devices' profiles (one process each) into one Perfetto/Chrome trace."""
+  events = []
+  for profile in profiles:
+    events += profile.perfetto_events()
+  with open(path, "w") as f:
+    json.dump({"traceEvents": events, "displayTimeUnit": "ns",
+               "otherData": {"source": "jax-trn timing model (estimates, not measurements)"}}, f)
+
+
+@contextlib.contextmanager
+def trace():
+  """Record the per-instruction timeline of the executions inside the block (any device), so
+  `last_execution(device)` can attribute time to ops and lines and write a Perfetto trace.
+  Outside it (and without TRN_PROFILE=1) executions keep only the per-engine summary."""
+  _native.set_record_timeline(True)
+  try:
+    yield
+  finally:
+    _native.set_record_timeline(False)
+
 
 def last_execution(device=None) -> ExecutionProfile:
   """The profile of the most recent execution on `device` (a jax Device or an id; default 0)."""
@@ -74,5 +489,6 @@ def last_execution(device=None) -> ExecutionProfile:
     raise LookupError(f"no program has run on trn device {device_id} yet")
   streams = {name: StreamTime(float(s["busy_ns"]), int(s["instructions"]))
              for name, s in raw["streams"].items()}
+  debug = tuple(DebugEntry(d["op"], d["name"], d["location"]) for d in raw.get("debug", ()))
   return ExecutionProfile(int(device_id), float(raw["device_time_ns"]), int(raw["matmul_flops"]),
-                          streams, list(raw.get("timeline", [])))
+                          streams, list(raw.get("timeline", [])), debug, raw.get("target", ""))

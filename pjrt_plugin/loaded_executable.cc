@@ -108,10 +108,11 @@ StatusOr<std::vector<std::unique_ptr<Buffer>>> LoadedExecutable::Execute(
   }
 
   sim::ExecuteOptions options;
-  options.record_timeline = std::getenv("TRN_PROFILE") != nullptr;
+  options.record_timeline = sim::RecordTimelineRequested();  // TRN_PROFILE or profile.trace()
   sim::ExecutionProfile profile;
   TRN_RETURN_IF_ERROR(sim::Execute(program, input_data, output_data, options, &profile));
-  sim::RecordLastExecution(device->id(), profile);
+  profile.program = executable_.shared_program();
+  sim::RecordLastExecution(device->id(), std::move(profile));
 
   std::vector<std::unique_ptr<Buffer>> results;
   for (size_t i = 0; i < outputs.size(); ++i) {

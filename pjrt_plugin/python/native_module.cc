@@ -1,6 +1,7 @@
 // jax_trn._native: Python access to the runtime without going through PJRT: the per-generation
 // target table (the compiler's source of hardware constants), direct program execution on numpy
-// arrays (simulator tests), program metadata, and each device's last execution profile.
+// arrays (simulator tests), program metadata, and each device's last execution profile (with the
+// program's debug table, so jax_trn.profile can attribute time to ops and source lines).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -75,6 +76,7 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     streams[StreamName(static_cast<int>(s)).c_str()] = stream;
   }
   out["streams"] = streams;
+  const Program* program = profile.program ? &profile.program->program() : nullptr;
   nb::list timeline;
   for (const InstructionRecord& r : profile.timeline) {
     nb::dict rec;
@@ -83,11 +85,40 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     rec["debug_id"] = r.debug_id;
     rec["start_ns"] = r.start_ns;
     rec["end_ns"] = r.end_ns;
+    rec["busy_end_ns"] = r.busy_end_ns >= 0 ? r.busy_end_ns : r.end_ns;
+    rec["index"] = r.index;
     rec["bytes"] = r.bytes;
     rec["flops"] = r.flops;
+    // The semaphore waits the instruction had: [(stream name, count)], count instructions of
+    // that stream complete before it may start.
+    nb::list waits;
+    rec["block"] = r.block;
+    const bool known = program != nullptr && r.block >= 0 &&
+                       static_cast<size_t>(r.block) < program->blocks.size();
+    const auto* insts = known ? &program->blocks[r.block].streams[r.stream % kNumStreams] : nullptr;
+    if (insts != nullptr && r.index >= 0 && r.stream < kNumStreams &&
+        static_cast<size_t>(r.index) < insts->size()) {
+      for (const Wait& w : (*insts)[r.index].waits) {
+        if (w.count > 0) waits.append(nb::make_tuple(StreamName(w.stream), w.count));
+      }
+    }
+    rec["waits"] = waits;
     timeline.append(rec);
   }
   out["timeline"] = timeline;
+  // The program's debug table, indexed by debug_id: instruction -> StableHLO op -> source line.
+  nb::list debug;
+  if (program != nullptr) {
+    for (const DebugInfo& d : program->debug) {
+      nb::dict entry;
+      entry["op"] = d.op;
+      entry["name"] = d.name;
+      entry["location"] = d.location;
+      debug.append(entry);
+    }
+  }
+  out["debug"] = debug;
+  out["target"] = profile.program ? profile.program->target().name : std::string();
   return out;
 }
 
@@ -160,6 +191,7 @@ nb::tuple RunProgram(nb::bytes program, nb::list inputs, bool record_timeline) {
     status = Execute(*loaded, parameter_ptrs, output_ptrs, options, &profile);
   }
   if (!status.ok()) Raise(status);
+  profile.program = loaded;
   return nb::make_tuple(results, ProfileDict(profile));
 }
 
@@ -204,6 +236,11 @@ NB_MODULE(_native, m) {
         "Loads and runs program bytes on one simulated NeuronCore; returns (outputs, profile).");
   m.def("program_info", &ProgramInfo, nb::arg("program"), "Validates program bytes and describes their tensors.");
   m.def("last_execution", &LastExecutionDict, nb::arg("device_id"), "The profile of a device's most recent execution, or None.");
+  m.def("set_record_timeline", &SetRecordTimeline, nb::arg("on"),
+        "Turns per-instruction timeline recording on (nested: each True needs a False) for the "
+        "executions that follow; TRN_PROFILE=1 turns it on for all.");
+  m.def("record_timeline", &RecordTimelineRequested,
+        "Whether executions now record their per-instruction timeline.");
   m.def("stream_names", []() {
     std::vector<std::string> names;
     for (int s = 0; s < kNumStreams; ++s) names.push_back(StreamName(s));
