@@ -3,6 +3,7 @@
     jax-trn info                      the configuration and the generation's hardware figures
     jax-trn compile f.mlir -o f.trnprog  compile StableHLO text (e.g. jax.jit(f).lower(x).as_text())
     jax-trn disasm f.trnprog             the instruction streams of a program, with source lines
+    jax-trn coverage [--write|--check]   how every StableHLO op lowers (docs/coverage.md)
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def _disasm(args: argparse.Namespace) -> int:
   return 0
 
 
+def _coverage(args: argparse.Namespace) -> int:
+  from hlo_lowering import coverage
+  return coverage.run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="jax-trn", description=__doc__.splitlines()[0])
   commands = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
   disasm_parser = commands.add_parser("disasm", help="disassemble a program")
   disasm_parser.add_argument("program")
   disasm_parser.set_defaults(run=_disasm)
+  coverage_parser = commands.add_parser("coverage", help="the op coverage report")
+  from hlo_lowering.coverage import add_arguments
+  add_arguments(coverage_parser)
+  coverage_parser.set_defaults(run=_coverage)
   args = parser.parse_args(argv)
   return args.run(args)
 

@@ -280,7 +280,9 @@ class _Matmul:
                        ((om, rows.count), (on, block.count))), tile)
 
 
-@register_lowering("stablehlo.dot_general", kind="native", when=accepts, reads_views=True)
+@register_lowering("stablehlo.dot_general", kind="native", when=accepts, reads_views=True,
+                   describe="float operands TensorE multiplies (f32, bf16, f16, fp8) and a "
+                            "float result")
 def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
   lhs, rhs = op.operands
   out = ctx.new_result(op.result)

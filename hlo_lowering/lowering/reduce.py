@@ -305,6 +305,7 @@ class _Reduction:
                          ((out_stride, n), (1, 1))), cell)
 
 
-@register_lowering("stablehlo.reduce", kind="native", when=accepts, reads_views=True)
+@register_lowering("stablehlo.reduce", kind="native", when=accepts, reads_views=True,
+                   describe="one input, body add, max or min")
 def lower_reduce(ctx: LoweringContext, op: Op) -> None:
   _Reduction(ctx, op).emit()

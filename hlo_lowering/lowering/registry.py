@@ -8,7 +8,10 @@ general-purpose instructions over HBM); `when(op)` lets a rule decline an op it 
 with what codegen knows (operand places, the consumers of the results), e.g. whether a transpose
 can stay a view. `reads_views=True` declares that the rule reads its operands through their
 access patterns whatever their strides, so a producer may hand it a strided view instead of
-dense data (lowering/views.py).
+dense data (lowering/views.py). `describe=` says in a few words when the rule applies (the
+condition its `when`/`when_placed` tests); the coverage report (hlo_lowering/coverage.py) prints
+it, falling back to the first line of the predicate's docstring; a description starting with
+"always" says the predicate accepts every op of the name (it only picks among equivalent paths).
 """
 
 from __future__ import annotations
@@ -33,6 +36,21 @@ class LoweringRule:
   when: Callable[[Op], bool] | None
   when_placed: Callable | None = None
   reads_views: bool = False
+  describe: str = ""
+
+  @property
+  def condition(self) -> str:
+    """When the rule applies, in words: `describe=`, else the predicates' docstrings; "" for a
+    rule that takes every op of its name."""
+    if self.describe:
+      return self.describe
+    docs = [(p.__doc__ or "").strip().splitlines()[0] for p in (self.when, self.when_placed)
+            if p is not None and (p.__doc__ or "").strip()]
+    return "; ".join(docs)
+
+  @property
+  def conditional(self) -> bool:
+    return self.when is not None or self.when_placed is not None
 
   def accepts(self, op: Op, ctx=None) -> bool:
     """Whether the rule takes `op`; a rule with `when_placed` takes nothing without a context."""
@@ -45,15 +63,16 @@ _RULES: dict[str, list[LoweringRule]] = {}
 
 
 def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], bool] | None = None,
-                      when_placed: Callable | None = None, reads_views: bool = False):
+                      when_placed: Callable | None = None, reads_views: bool = False,
+                      describe: str = ""):
   """Decorator: `fn` lowers ops named `op_name` ("stablehlo.add") when `when(op)` (and
-  `when_placed(ctx, op)`, if given) holds."""
+  `when_placed(ctx, op)`, if given) holds; `describe` states that condition in words."""
   if kind not in KINDS:
     raise ValueError(f"lowering kind {kind!r} is not one of {KINDS}")
 
   def decorate(fn):
     rules = _RULES.setdefault(op_name, [])
-    rules.append(LoweringRule(op_name, kind, fn, when, when_placed, reads_views))
+    rules.append(LoweringRule(op_name, kind, fn, when, when_placed, reads_views, describe))
     rules.sort(key=lambda r: KINDS.index(r.kind))  # stable: registration order within a kind
     return fn
 
@@ -62,6 +81,11 @@ def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], boo
 
 def registered_ops() -> list[str]:
   return sorted(_RULES)
+
+
+def rules_for(op_name: str) -> tuple[LoweringRule, ...]:
+  """The rules of `op_name` in the order they are tried (native first)."""
+  return tuple(_RULES.get(op_name, ()))
 
 
 def first_rule(op: Op, ctx=None) -> LoweringRule | None:

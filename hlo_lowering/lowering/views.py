@@ -71,7 +71,8 @@ def _transpose_is_view(ctx: LoweringContext, op: Op) -> bool:
   return consumers_read_views(ctx, op.result, view)
 
 
-@register_lowering("stablehlo.transpose", kind="native", when_placed=_transpose_is_view)
+@register_lowering("stablehlo.transpose", kind="native", when_placed=_transpose_is_view,
+                   describe="every consumer reads strided views (a view, no data moves)")
 def lower_transpose(ctx: LoweringContext, op: Op) -> None:
   operand = op.operands[0]
   ctx.set_place(op.result, ctx.place(operand).permuted(op.attrs["permutation"]))

@@ -15,7 +15,8 @@ from hlo_lowering.program import Scalar
 
 
 @register_lowering("stablehlo.dot_general", kind="gpsimd", when=is_batch_matmul,
-                   reads_views=True)
+                   reads_views=True, describe="always (any dtype; normalize-dot-general makes "
+                                              "every dot_general a batch matmul)")
 def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
   lhs, rhs = op.operands
   out = ctx.new_result(op.result)

@@ -41,7 +41,8 @@ def _accepts(op: Op) -> bool:
   return len(op.operands) == 2 and op.attrs.get("reducer") in REDUCERS
 
 
-@register_lowering("stablehlo.reduce", kind="gpsimd", when=_accepts)
+@register_lowering("stablehlo.reduce", kind="gpsimd", when=_accepts,
+                   describe="one input, body add, max, min, mul, and, or or xor")
 def lower_reduce(ctx: LoweringContext, op: Op) -> None:
   operand, init = op.operands
   reducer = op.attrs["reducer"]
@@ -64,7 +65,8 @@ def lower_reduce(ctx: LoweringContext, op: Op) -> None:
                                debug=ctx.debug_id)
 
 
-@register_lowering("stablehlo.reduce", kind="gpsimd", when=lambda op: len(op.operands) > 2)
+@register_lowering("stablehlo.reduce", kind="gpsimd", when=lambda op: len(op.operands) > 2,
+                   describe="values and indices with JAX's argmax/argmin body, constant inits")
 def lower_variadic_reduce(ctx: LoweringContext, op: Op) -> None:
   """reduce((values, indices), (init_value, init_index)) with JAX's argmax/argmin body."""
   kind = arg_reduce_kind(op)

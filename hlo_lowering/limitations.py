@@ -1,0 +1,150 @@
+"""Known gaps, as data: (op, condition, reason) entries (JAX's `Limitation` harness objects).
+
+One table serves two readers: the coverage report (hlo_lowering/coverage.py, docs/coverage.md)
+prints it, and tests skip or xfail the cases it names through `marks()` instead of scattered
+`pytest.skip` calls. An entry's `kind` says what happens to an op under its condition:
+"gpsimd" (compiles, but on the slow GpSimd path) or "unsupported" (CompileError naming the op).
+
+Add an entry when a lowering rule declines or rejects a form, or when an op has a reason beyond
+"no lowering rule yet" (which the report says for every op without rules on its own). `op` is a
+StableHLO op name or ALL_OPS; `dtypes`, when given, are the numpy dtype names the condition is
+about and `form` a tag for other conditions (tests match on either).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+ALL_OPS = "*"
+GPSIMD = "gpsimd"
+UNSUPPORTED = "unsupported"
+
+
+@dataclasses.dataclass(frozen=True)
+class Limitation:
+  op: str                          # "stablehlo.dot_general", or ALL_OPS
+  condition: str                   # "integer operands"; "all" when the whole op is concerned
+  reason: str                      # why, in words
+  kind: str = UNSUPPORTED          # GPSIMD (slow path) | UNSUPPORTED (CompileError)
+  dtypes: tuple[str, ...] = ()     # numpy dtype names the condition is about
+  form: str = ""                   # a short tag tests pass to say "my case has this form"
+
+  @property
+  def whole_op(self) -> bool:
+    return self.op != ALL_OPS and self.condition == "all"
+
+  def applies(self, op: str, dtype: str | None = None, form: str | None = None) -> bool:
+    """Whether a test case of `op` with operands of numpy dtype name `dtype` and the form tag
+    `form` falls under this entry (conditions that are neither dtypes nor tags never match)."""
+    if self.op not in (ALL_OPS, op):
+      return False
+    return (self.whole_op or (dtype is not None and dtype in self.dtypes)
+            or (form is not None and form == self.form))
+
+
+_INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
+_COLLECTIVE = ("one device holds every value whole and multi-device programs are rejected "
+               "before compiling; no single-device lowering yet")
+_TOKEN = ("tokens are not a tensor type: the importer rejects any value of token type, so the "
+          "message names the op that produces or takes the first token")
+_DYNAMIC = "dynamic shapes are rejected at import (every shape must be static)"
+_LEGACY = "JAX no longer emits it (legacy/internal op); no lowering rule"
+
+LIMITATIONS: tuple[Limitation, ...] = (
+    # Types.
+    Limitation(ALL_OPS, "float64 operands or results", "NeuronCores have no float64 "
+               "(check-supported rejects it; use float32, disable jax_enable_x64)",
+               dtypes=("float64",)),
+    Limitation(ALL_OPS, "complex operands or results", "NeuronCores have no complex types "
+               "(rejected at import)", dtypes=("complex64", "complex128")),
+    Limitation(ALL_OPS, "dynamic shapes, tokens, tuples", "only ranked tensors of static shape "
+               "are imported"),
+    # Slow paths of supported ops.
+    Limitation("stablehlo.dot_general", "integer operands or result", "TensorE multiplies floats "
+               "only; runs as one gp_batch_matmul", GPSIMD, dtypes=_INTEGERS, form="integer-dot"),
+    Limitation("stablehlo.reduce", "body mul, and, or or xor", "the VectorE/TensorE reduction "
+               "implements add, max and min only; runs as one gp_reduce", GPSIMD, form="bitwise-or-mul-reduce"),
+    Limitation("stablehlo.reduce", "argmax/argmin (values and indices)", "no native arg-reduction; "
+               "runs as one gp_arg_reduce", GPSIMD, form="arg-reduce"),
+    Limitation("stablehlo.transpose", "a consumer that does not read strided views "
+               "(elementwise op, return, GpSimd op)", "the result must be dense: one gp_copy",
+               GPSIMD),
+    # Rejected forms of supported ops.
+    Limitation("stablehlo.reduce", "several inputs with a body other than JAX's "
+               "argmax/argmin comparator", "regions are matched, not interpreted "
+               "(lowering/gpsimd/comparators.py)", form="foreign-multi-reduce"),
+    Limitation("stablehlo.reduce", "argmax/argmin whose initial values are not compile-time "
+               "constants", "gp_arg_reduce takes its initial values as immediates"),
+    Limitation("stablehlo.sort", "a comparator JAX does not emit for sort/argsort",
+               "regions are matched, not interpreted (lowering/gpsimd/comparators.py)", form="foreign-comparator"),
+    Limitation("stablehlo.scatter", "several operands at once", "gp_scatter updates one operand", form="multi-operand-scatter"),
+    Limitation("stablehlo.scatter", "an update computation other than replace, add, max, min, "
+               "mul", "regions are matched, not interpreted"),
+    Limitation("stablehlo.gather", "operand rank 0 or above 7", "an index window [N, S0..Sr-1] "
+               "must fit the 8 dims of an access pattern"),
+    Limitation("stablehlo.scatter", "operand rank 0 or above 7", "an index window [N, S0..Sr-1] "
+               "must fit the 8 dims of an access pattern"),
+    Limitation("stablehlo.dynamic_slice", "operand rank 0 or above 7", "an index window "
+               "[N, S0..Sr-1] must fit the 8 dims of an access pattern"),
+    Limitation("stablehlo.dynamic_update_slice", "operand rank 0 or above 7", "an index window "
+               "[N, S0..Sr-1] must fit the 8 dims of an access pattern"),
+    # Unsupported ops with a reason beyond "no lowering rule yet".
+    *(Limitation(op, "all", _COLLECTIVE) for op in (
+        "stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.all_to_all",
+        "stablehlo.collective_broadcast", "stablehlo.collective_permute",
+        "stablehlo.reduce_scatter", "stablehlo.partition_id", "stablehlo.replica_id")),
+    *(Limitation(op, "all", _TOKEN) for op in (
+        "stablehlo.after_all", "stablehlo.create_token", "stablehlo.infeed",
+        "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv")),
+    *(Limitation(op, "all", "complex results: NeuronCores have no complex types")
+      for op in ("stablehlo.complex", "stablehlo.fft")),
+    *(Limitation(op, "all", _DYNAMIC) for op in (
+        "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_conv", "stablehlo.dynamic_gather",
+        "stablehlo.dynamic_iota", "stablehlo.dynamic_pad", "stablehlo.dynamic_reshape",
+        "stablehlo.real_dynamic_slice", "stablehlo.get_dimension_size",
+        "stablehlo.set_dimension_size")),
+    *(Limitation(op, "all", _LEGACY) for op in (
+        "stablehlo.broadcast", "stablehlo.dot", "stablehlo.einsum", "stablehlo.unary_einsum",
+        "stablehlo.torch_index_select", "stablehlo.cross-replica-sum", "stablehlo.map",
+        "stablehlo.rng")),
+    *(Limitation(op, "all", "tuples are not a tensor type: the importer rejects any value of tuple "
+                 "type, so the message names the first tuple") for op in (
+        "stablehlo.tuple", "stablehlo.get_tuple_element")),
+    *(Limitation(op, "all", "XLA-internal async ops: the !stablehlo.async_bundle type does not "
+                 "parse in jaxlib's MLIR context, so the message names the type") for op in (
+        "stablehlo.async_start", "stablehlo.async_done")),
+    *(Limitation(op, "all", "quantized element types: jaxlib's MLIR context rejects "
+                 "!quant.uniform tensors when parsing, and there is no lowering rule") for op in (
+        "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize")),
+    Limitation("stablehlo.custom_call", "all", "custom calls name host or vendor kernels "
+               "(LAPACK, cuDNN …) the simulator does not have"),
+)
+
+
+def find(op: str, dtype: str | None = None, form: str | None = None) -> list[Limitation]:
+  """The limitations that apply to a case of `op` (operand dtype name `dtype`, form tag `form`)."""
+  return [lim for lim in LIMITATIONS if lim.applies(op, dtype, form)]
+
+
+def for_op(op: str) -> list[Limitation]:
+  """The entries about `op` itself (not the ALL_OPS ones)."""
+  return [lim for lim in LIMITATIONS if lim.op == op]
+
+
+def marks(op: str, dtype: str | None = None, form: str | None = None) -> list:
+  """pytest marks for a test case of `op` at `dtype`: xfail (strict, raising CompileError) where
+  an "unsupported" limitation applies; GpSimd limitations compile, so they add no mark."""
+  import pytest
+  from hlo_lowering.errors import CompileError
+  unsupported = [lim for lim in find(op, dtype, form) if lim.kind == UNSUPPORTED]
+  if not unsupported:
+    return []
+  reason = "; ".join(f"{lim.condition}: {lim.reason}" for lim in unsupported)
+  return [pytest.mark.xfail(raises=CompileError, strict=True, reason=reason)]
+
+
+def param(op: str, *values, dtype: str | None = None, form: str | None = None,
+          id: str | None = None):  # noqa: A002
+  """pytest.param(*values) with the marks of a case of `op` (see `marks`)."""
+  import pytest
+  return pytest.param(*values, marks=marks(op, dtype, form), id=id)
