@@ -19,6 +19,6 @@ def check_jaxlib_version() -> None:
         f"pip install 'jax=={TESTED_JAXLIB}' 'jaxlib=={TESTED_JAXLIB}'") from None
   if found != TESTED_JAXLIB:
     raise ImportError(
-        f"jax-trn {__package__} is built and tested against jaxlib=={TESTED_JAXLIB}, "
+        f"jax-trn is built and tested against jaxlib=={TESTED_JAXLIB}, "
         f"but jaxlib=={found} is installed: pip install 'jax=={TESTED_JAXLIB}' "
         f"'jaxlib=={TESTED_JAXLIB}'")
