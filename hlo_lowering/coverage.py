@@ -41,6 +41,8 @@ REGENERATE = "python -m hlo_lowering.coverage --write"
 # op -> (pass in pipeline.PASSES, or "" for structure; when, in words).
 REWRITTEN: dict[str, tuple[str, str]] = {
     "stablehlo.composite": ("inline-calls", "always: replaced by its decomposition function"),
+    "stablehlo.dot": ("", "always: imported as the dot_general it is (torch_xla's HLO protos "
+                          "convert to it)"),
     "stablehlo.return": ("", "always: the terminator of a region (reduce/sort/scatter bodies, "
                              "loop and branch regions), read by the op that owns the region"),
     "stablehlo.while": ("unroll-static-loops", "when the condition folds to a constant every "

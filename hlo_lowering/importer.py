@@ -50,6 +50,20 @@ def _legalize_chlo(module: ir.Module, ctx: ir.Context) -> ir.Module:
   return stablehlo.deserialize_portable_artifact(ctx, artifact)
 
 
+# HLO ops with no StableHLO counterpart come out of hlo_to_stablehlo as mhlo ops;
+# these have a CHLO twin, which _legalize_chlo decomposes as it does JAX's.
+_MHLO_AS_CHLO = {"mhlo.erf": "chlo.erf"}
+
+
+def _mhlo_as_chlo(module: ir.Module, ctx: ir.Context) -> ir.Module:
+  text = module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True)
+  if not any(f'"{name}"' in text for name in _MHLO_AS_CHLO):
+    return module
+  for mhlo, chlo in _MHLO_AS_CHLO.items():
+    text = text.replace(f'"{mhlo}"', f'"{chlo}"')
+  return ir.Module.parse(text, context=ctx)
+
+
 def _has_chlo_ops(operation) -> bool:
   for region in operation.regions:
     for block in region.blocks:
@@ -73,6 +87,8 @@ def parse(code: bytes, fmt: str) -> tuple[ir.Module, ir.Context]:
     raise CompileError(f"program format {fmt!r} is not supported (expected 'mlir' or 'hlo')",
                        INVALID_ARGUMENT)
   module = _parse_mlir(bytes(code), ctx)
+  if fmt == "hlo":
+    module = _mhlo_as_chlo(module, ctx)
   if _has_chlo_ops(module.operation):
     module = _legalize_chlo(module, ctx)
   return module, ctx
@@ -81,6 +97,15 @@ def parse(code: bytes, fmt: str) -> tuple[ir.Module, ir.Context]:
 def _attributes(operation) -> dict:
   return {name: attributes.to_python(operation.attributes[name])
           for name in operation.attributes}
+
+
+def _dot_as_dot_general(operands: list[Value], attrs: dict) -> tuple[str, dict]:
+  """stablehlo.dot (what HLO protos from torch_xla convert to) is the dot_general that contracts
+  the lhs's last dimension with the rhs's first, with no batch dimensions."""
+  dims = {"lhs_batching_dimensions": [], "rhs_batching_dimensions": [],
+          "lhs_contracting_dimensions": [operands[0].type.rank - 1],
+          "rhs_contracting_dimensions": [0]}
+  return "stablehlo.dot_general", dict(attrs, dot_dimension_numbers=dims)
 
 
 class _Importer:
@@ -111,7 +136,10 @@ class _Importer:
     attrs = _attributes(operation)
     regions = [Region(self.block(r.blocks[0], what)) for r in operation.regions
                if len(r.blocks)]
-    op = Op(operation.name, operands, result_types, attrs, regions, loc)
+    name = operation.name
+    if name == "stablehlo.dot":
+      name, attrs = _dot_as_dot_general(operands, attrs)
+    op = Op(name, operands, result_types, attrs, regions, loc)
     for mlir_result, value in zip(operation.results, op.results):
       self._values[mlir_result] = value
     return op

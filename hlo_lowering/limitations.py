@@ -104,7 +104,7 @@ LIMITATIONS: tuple[Limitation, ...] = (
         "stablehlo.real_dynamic_slice", "stablehlo.get_dimension_size",
         "stablehlo.set_dimension_size")),
     *(Limitation(op, "all", _LEGACY) for op in (
-        "stablehlo.broadcast", "stablehlo.dot", "stablehlo.einsum", "stablehlo.unary_einsum",
+        "stablehlo.broadcast", "stablehlo.einsum", "stablehlo.unary_einsum",
         "stablehlo.torch_index_select", "stablehlo.cross-replica-sum", "stablehlo.map",
         "stablehlo.rng")),
     *(Limitation(op, "all", "tuples are not a tensor type: the importer rejects any value of tuple "

@@ -1,0 +1,46 @@
+"""The `torch_xla.plugins` entry point: the same simulated Trainium device for PyTorch.
+
+With jax-trn and torch_xla installed, `PJRT_DEVICE=TRN` makes torch_xla load libpjrt_trn.so
+through this `DevicePlugin`; `xm.xla_device()` / `torch_xla.device()` is then the first
+NeuronCore. The configuration is jax_trn.config's (TRN_TARGET, TRN_CHIPS, TRN_LNC,
+TRN_HBM_BYTES, or `jax_trn.configure(...)` before the first device use).
+
+Importing this module imports neither torch nor JAX beyond the `DevicePlugin` base class: the
+compiler (hlo_lowering, which imports JAX lazily) runs in-process when torch_xla first compiles.
+torch_xla sends HloModuleProtos, which the compiler converts to StableHLO itself, so
+XLA_STABLEHLO_COMPILE is left as the user set it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from torch_xla.experimental import plugins
+
+from jax_trn import config
+from jax_trn import plugin as _jax_plugin
+
+logger = logging.getLogger(__name__)
+
+
+class TrnPlugin(plugins.DevicePlugin):
+  """torch_xla's view of jax-trn: the PJRT library and the simulated system's options."""
+
+  def library_path(self) -> str:
+    path = _jax_plugin.library_path()
+    if not path.exists():
+      raise RuntimeError(f"jax-trn's PJRT plugin is missing at {path}: reinstall jax-trn")
+    return str(path)
+
+  def physical_chip_count(self) -> int:
+    return config.current().chips
+
+  def client_create_options(self) -> dict[str, str | int]:
+    return config.current().client_options()
+
+  def requires_xla_coordinator(self) -> bool:
+    return False  # every simulated chip lives in this process
+
+  def configure_single_process(self) -> None:
+    # One process drives every simulated device; nothing to set.
+    logger.debug("trn torch_xla plugin: single process, %s", config.current())

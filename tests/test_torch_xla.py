@@ -1,0 +1,209 @@
+"""PyTorch on trn through torch_xla (PJRT_DEVICE=TRN), checked against torch on the CPU.
+
+torch and torch_xla are an optional install (`pip install ".[torch]"`); without torch_xla the
+torch tests skip. They run in one fresh process (`PJRT_DEVICE` selects the backend once per
+process, and importing torch here would cost every other test seconds and a GiB): the child runs
+each case on the trn device and on the CPU and prints both. The compiler's replica handling,
+which torch_xla relies on, is tested without torch.
+"""
+
+import importlib.util
+import json
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import compiler_harness as harness
+from cpu_reference import assert_close
+from fresh_process import run_python
+from hlo_lowering import driver
+from hlo_lowering.errors import CompileError
+
+_CHILD = textwrap.dedent("""
+    import json
+    from importlib import metadata
+    import torch, torch_xla
+    if not any(ep.name == "trn" for ep in metadata.entry_points(group="torch_xla.plugins")):
+      # A source tree built in place has no entry point: register the plugin by hand.
+      from torch_xla.experimental import plugins
+      from jax_trn.torch_plugin import TrnPlugin
+      plugins.register_plugin("TRN", TrnPlugin())
+    import torch.nn as nn
+    import torch_xla.core.xla_model as xm
+    import torch_xla.runtime as xr
+
+    dev = xm.xla_device()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 130, generator=g)
+    y = torch.randn(4, 130, generator=g)
+    out = {"device_type": xr.device_type(), "device_count": xr.global_runtime_device_count()}
+
+    def both(fn, *args):
+      trn = fn(*(a.to(dev) for a in args)).cpu()
+      cpu = fn(*args)
+      return {"trn": trn.float().tolist(), "cpu": cpu.float().tolist(), "dtype": str(trn.dtype)}
+
+    out["elementwise"] = {
+        "affine": both(lambda a: a * 2 + 1, x),
+        "add_mul_sub_div": both(lambda a, b: (a + b) * (a - b) / (b.abs() + 1), x, y),
+        "relu_where_max": both(lambda a, b: torch.where(a > b, torch.relu(a), torch.maximum(a, b)),
+                               x, y),
+        "exp_tanh": both(lambda a: torch.exp(a * 0.5) + torch.tanh(a), x),
+        "sum_mean": both(lambda a: a.sum(1) + a.mean(0).sum(), x),
+        "softmax": both(lambda a: torch.softmax(a, -1), x),
+        "gelu": both(nn.functional.gelu, x),
+    }
+    a, b = torch.randn(16, 64, generator=g), torch.randn(64, 32, generator=g)
+    out["matmul"] = {"mm": both(torch.matmul, a, b),
+                     "bmm": both(torch.bmm, a.reshape(2, 8, 64), b.t().reshape(2, 16, 64).transpose(1, 2)),
+                     "linear": both(lambda a, w: nn.functional.linear(a, w), a, b.t())}
+    xb, yb = x.bfloat16(), y.bfloat16()
+    out["bf16"] = {"add_mul": both(lambda a, b: a * b + a, xb, yb),
+                   "matmul": both(lambda a, b: a @ b, xb[:, :64], yb[:, :64].t())}
+
+    def train(device, steps=10):
+      torch.manual_seed(0)
+      model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+      opt = torch.optim.SGD(model.parameters(), lr=0.1)
+      gen = torch.Generator().manual_seed(1)
+      data = torch.randn(8, 16, generator=gen).to(device)
+      labels = torch.randint(0, 4, (8,), generator=gen).to(device)
+      targets = torch.randn(8, 4, generator=gen).to(device)
+      losses = []
+      for step in range(steps):
+        opt.zero_grad()
+        logits = model(data)
+        loss = (nn.functional.cross_entropy(logits, labels) if step % 2 == 0
+                else nn.functional.mse_loss(logits, targets))
+        loss.backward()
+        opt.step()
+        torch_xla.sync()
+        losses.append(loss.item())
+      return losses
+    out["training"] = {"trn": train(dev), "cpu": train("cpu")}
+
+    # Another device runs the same replicated program torch_xla compiled for device 0.
+    out["second_device"] = (torch.arange(4.0, device="xla:1") * 3).cpu().tolist()
+
+    try:  # torch_xla lowers batch norm to HLO batch-norm-training, which JAX never emits
+      nn.functional.batch_norm(x.to(dev), None, None, training=True).cpu()
+      out["unsupported"] = "no error"
+    except Exception as e:
+      out["unsupported"] = f"{type(e).__name__}: {e}"
+    out["after_error"] = (torch.ones(2, device=dev) + 1).cpu().tolist()
+
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def torch_run() -> dict:
+  # importorskip would import torch into this process; the child needs it, this one does not.
+  if importlib.util.find_spec("torch_xla") is None:
+    pytest.skip("torch_xla is not installed (pip install '.[torch]')")
+  result = run_python(_CHILD, {"PJRT_DEVICE": "TRN"}, timeout=600)
+  assert result.returncode == 0, result.stderr[-4000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _close(case: dict, rtol: float, atol: float) -> None:
+  trn, cpu = np.asarray(case["trn"]), np.asarray(case["cpu"])
+  assert trn.shape == cpu.shape
+  np.testing.assert_allclose(trn, cpu, rtol=rtol, atol=atol)
+
+
+def test_pjrt_device_trn_lists_the_simulated_neuroncores(torch_run):
+  assert torch_run["device_type"] == "TRN"
+  assert torch_run["device_count"] == 4  # one trn2 chip at LNC=2
+
+
+@pytest.mark.parametrize("name", ["affine", "add_mul_sub_div", "relu_where_max", "exp_tanh",
+                                  "sum_mean", "softmax", "gelu"])
+def test_elementwise_and_reductions_match_cpu(torch_run, name):
+  case = torch_run["elementwise"][name]
+  assert case["dtype"] == "torch.float32"
+  _close(case, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("name", ["mm", "bmm", "linear"])
+def test_matmul_matches_cpu(torch_run, name):
+  _close(torch_run["matmul"][name], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["add_mul", "matmul"])
+def test_bfloat16_stays_bfloat16_and_matches_cpu(torch_run, name):
+  case = torch_run["bf16"][name]
+  assert case["dtype"] == "torch.bfloat16"
+  scale = 8 if name == "matmul" else 1  # a 64-term sum rounds in bf16 on either side
+  _close(case, rtol=1.6e-2 * scale, atol=1e-2 * scale)
+
+
+def test_ten_training_steps_follow_the_cpu_losses(torch_run):
+  trn, cpu = torch_run["training"]["trn"], torch_run["training"]["cpu"]
+  assert len(trn) == 10 and trn[-1] < trn[0]
+  np.testing.assert_allclose(trn, cpu, rtol=1e-4, atol=1e-5)
+
+
+def test_replicated_program_runs_on_another_device(torch_run):
+  assert torch_run["second_device"] == [0.0, 3.0, 6.0, 9.0]
+
+
+def test_unsupported_op_fails_with_a_clear_error(torch_run):
+  message = torch_run["unsupported"]
+  assert "stablehlo.batch_norm_training is not supported on NeuronCores" in message, message
+  assert "[trn plugin, PJRT_Client_Compile]" in message
+  assert torch_run["after_error"] == [2.0, 2.0]
+
+
+# torch_xla compiles every program with num_replicas = device count.
+
+_ADD = """
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}"""
+
+_REPLICA_ID = """
+func.func @main(%a: tensor<4xf32>) -> tensor<ui32> {
+  %0 = stablehlo.replica_id : tensor<ui32>
+  return %0 : tensor<ui32>
+}"""
+
+
+def _options(replicas: int = 1, partitions: int = 1) -> bytes:
+  from jax._src.lib import xla_client
+  options = xla_client.CompileOptions()
+  options.num_replicas, options.num_partitions = replicas, partitions
+  return options.SerializeAsString()
+
+
+def test_replicated_program_without_collectives_compiles():
+  program = driver.compile_for_pjrt(_ADD.encode(), "mlir", _options(replicas=4), "trn2")
+  assert program == driver.compile_for_pjrt(_ADD.encode(), "mlir", _options(), "trn2")
+
+
+def test_replicated_program_with_cross_replica_ops_is_refused():
+  with pytest.raises(CompileError, match="multi-device .*stablehlo.replica_id") as info:
+    driver.compile_for_pjrt(_REPLICA_ID.encode(), "mlir", _options(replicas=4), "trn2")
+  assert info.value.code == "UNIMPLEMENTED"
+  with pytest.raises(CompileError, match="multi-device") as info:
+    driver.compile_for_pjrt(_ADD.encode(), "mlir", _options(replicas=2, partitions=2), "trn2")
+  assert info.value.code == "UNIMPLEMENTED"
+
+
+def test_hlo_forms_torch_xla_sends_compile_and_run():
+  """HLO protos convert to stablehlo.dot and mhlo.erf, which JAX's StableHLO never holds."""
+  harness.native()
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((8, 16), np.float32), rng.standard_normal((16, 4), np.float32)
+  f = lambda a, b: jax.lax.erf(jnp.dot(a, b) * 0.1)
+  proto = jax.jit(f).lower(a, b).compiler_ir("hlo").as_serialized_hlo_module_proto()
+  program = driver.compile_for_pjrt(proto, "hlo", _options(replicas=4), "trn2")
+  summary = driver.last_report().summary()
+  assert "stablehlo.dot_general" in summary and "mhlo.erf" not in summary, summary
+  cpu = jax.devices("cpu")[0]
+  expected = jax.jit(f)(jax.device_put(a, cpu), jax.device_put(b, cpu))
+  assert_close(harness.run_program(program, [a, b]), [np.asarray(expected)], scale=10)
