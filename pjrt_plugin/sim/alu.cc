@@ -1,5 +1,6 @@
 #include "alu.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace trn::sim {
@@ -260,7 +261,21 @@ Status CheckAluOp(uint8_t code, int arity, DType dtype) {
   return Status::Ok();
 }
 
+template <> float* Values::data<float>() { return f32.data(); }
+template <> double* Values::data<double>() { return f64.data(); }
+template <> int64_t* Values::data<int64_t>() { return i64.data(); }
+template <> uint64_t* Values::data<uint64_t>() { return u64.data(); }
+
 Values Values::Make(Domain domain, size_t n) {
+  Values v = Uninitialized(domain, n);
+  WithDomainType(domain, [&](auto tag) {
+    using T = decltype(tag);
+    std::fill_n(v.data<T>(), n, T{0});
+  });
+  return v;
+}
+
+Values Values::Uninitialized(Domain domain, size_t n) {
   Values v;
   v.domain = domain;
   WithDomainType(domain, [&](auto tag) {
@@ -283,15 +298,11 @@ size_t Values::size() const {
   return u64.size();
 }
 
-template <> float* Values::data<float>() { return f32.data(); }
-template <> double* Values::data<double>() { return f64.data(); }
-template <> int64_t* Values::data<int64_t>() { return i64.data(); }
-template <> uint64_t* Values::data<uint64_t>() { return u64.data(); }
 
 Values ConvertValues(const Values& values, Domain domain) {
   if (values.domain == domain) return values;
   const size_t n = values.size();
-  Values out = Values::Make(domain, n);
+  Values out = Values::Uninitialized(domain, n);
   WithDomainType(values.domain, [&](auto from_tag) {
     using From = decltype(from_tag);
     const From* in = values.data<From>();
@@ -332,7 +343,7 @@ void ApplySelect(const Values& pred, Values& on_true, const Values& on_false) {
 }
 
 Values ReduceRows(AluOp op, const Values& x, int64_t rows, int64_t cols, const Values* init) {
-  Values out = Values::Make(x.domain, rows);
+  Values out = Values::Uninitialized(x.domain, rows);
   WithDomainType(x.domain, [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data<T>();

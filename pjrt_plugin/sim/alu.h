@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dtype.h"
@@ -56,15 +57,42 @@ inline To Convert(From v) {
   }
 }
 
+// std::allocator, except that resize() leaves new elements uninitialised: most arrays are filled
+// by a gather right after they are made, and zeroing them first was one more pass over memory.
+template <typename T>
+struct NoInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  NoInitAllocator() = default;
+  template <typename U>
+  NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+template <typename T>
+using ValueArray = std::vector<T, NoInitAllocator<T>>;
+
 // A contiguous array in one compute domain; only the vector of that domain is used.
 struct Values {
   Domain domain = Domain::kF32;
-  std::vector<float> f32;
-  std::vector<double> f64;
-  std::vector<int64_t> i64;
-  std::vector<uint64_t> u64;
+  ValueArray<float> f32;
+  ValueArray<double> f64;
+  ValueArray<int64_t> i64;
+  ValueArray<uint64_t> u64;
 
+  // n zeros.
   static Values Make(Domain domain, size_t n);
+  // n elements the caller overwrites before reading.
+  static Values Uninitialized(Domain domain, size_t n);
   size_t size() const;
   template <typename T> T* data();
   template <typename T> const T* data() const { return const_cast<Values*>(this)->data<T>(); }

@@ -1,5 +1,6 @@
 // DMA queues: paired element copies between HBM and SBUF (and SBUF-SBUF, HBM-HBM), converting
 // dtypes through the source's compute domain as the hardware casts through fp32.
+#include "elementwise.h"
 #include "engines.h"
 
 namespace trn::sim {
@@ -12,8 +13,7 @@ StridedView EndpointView(Machine& machine, const Endpoint& e) {
 }  // namespace
 
 void RunDmaCopy(Machine& machine, const DmaCopy& dma) {
-  const StridedView src = EndpointView(machine, dma.src);
-  Scatter(Gather(src, ComputeDomain(src.dtype)), EndpointView(machine, dma.dst));
+  RunElementwise(AluOp::kCopy, EndpointView(machine, dma.dst), {EndpointView(machine, dma.src)});
 }
 
 }  // namespace trn::sim

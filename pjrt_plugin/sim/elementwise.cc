@@ -1,34 +1,63 @@
 #include "elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace trn::sim {
 
+namespace {
+
+Values GatherChunk(const StridedView& view, Domain domain, int64_t first, int64_t n) {
+  Values values = Values::Uninitialized(domain, n);
+  GatherRange(view, first, values);
+  return values;
+}
+
+}  // namespace
+
 Values ComputeElementwise(AluOp op, const std::vector<StridedView>& srcs) {
+  return ComputeElementwise(op, srcs, 0, srcs[0].num_elements());
+}
+
+Values ComputeElementwise(AluOp op, const std::vector<StridedView>& srcs, int64_t first, int64_t n) {
   const bool data_is_second = op == AluOp::kSelect || op == AluOp::kClamp;
   const DType data_dtype = srcs[data_is_second ? 1 : 0].dtype;
   const Domain domain = ComputeDomain(data_dtype);
+  auto gather = [&](int i, Domain d) { return GatherChunk(srcs[i], d, first, n); };
   switch (srcs.size()) {
     case 1: {
-      Values x = Gather(srcs[0], domain);
+      Values x = gather(0, domain);
       ApplyUnary(op, data_dtype, x);
       return x;
     }
     case 2: {
-      Values a = Gather(srcs[0], domain);
-      ApplyBinary(op, data_dtype, a, Gather(srcs[1], domain));
+      Values a = gather(0, domain);
+      ApplyBinary(op, data_dtype, a, gather(1, domain));
       return a;
     }
     default: break;
   }
-  Values middle = Gather(srcs[1], domain);
+  Values middle = gather(1, domain);
   if (op == AluOp::kSelect) {
-    ApplySelect(Gather(srcs[0], ComputeDomain(srcs[0].dtype)), middle, Gather(srcs[2], domain));
+    ApplySelect(gather(0, ComputeDomain(srcs[0].dtype)), middle, gather(2, domain));
   } else {  // clamp(lo, x, hi) = min(max(x, lo), hi)
-    ApplyBinary(AluOp::kMax, data_dtype, middle, Gather(srcs[0], domain));
-    ApplyBinary(AluOp::kMin, data_dtype, middle, Gather(srcs[2], domain));
+    ApplyBinary(AluOp::kMax, data_dtype, middle, gather(0, domain));
+    ApplyBinary(AluOp::kMin, data_dtype, middle, gather(2, domain));
   }
   return middle;
+}
+
+void RunElementwise(AluOp op, const StridedView& dst, const std::vector<StridedView>& srcs) {
+  ForEachChunk(dst.num_elements(), CanChunk(dst, srcs), [&](int64_t first, int64_t n) {
+    ScatterRange(ComputeElementwise(op, srcs, first, n), dst, first);
+  });
+}
+
+bool CanChunk(const StridedView& dst, const std::vector<StridedView>& srcs) {
+  for (const StridedView& src : srcs) {
+    if (MayOverlap(dst, src) && !SameDistinctAddresses(dst, src)) return false;
+  }
+  return true;
 }
 
 Values ScalarValues(const Scalar& scalar, Domain domain, size_t n) {
@@ -53,17 +82,20 @@ Values ScalarValues(const Scalar& scalar, Domain domain, size_t n) {
     raw.u64[0] = static_cast<uint64_t>(scalar.int_value);
   }
   Scatter(raw, one);
-  return RepeatEach(Gather(one, domain), n);
+  return RepeatEach(Gather(one, domain), static_cast<int64_t>(n), 0, static_cast<int64_t>(n));
 }
 
-Values RepeatEach(const Values& per_row, size_t row_length) {
-  Values out = Values::Make(per_row.domain, per_row.size() * row_length);
+Values RepeatEach(const Values& per_row, int64_t row_length, int64_t first, int64_t n) {
+  Values out = Values::Uninitialized(per_row.domain, n);
   WithDomainType(per_row.domain, [&](auto tag) {
     using T = decltype(tag);
     const T* in = per_row.data<T>();
     T* o = out.data<T>();
-    for (size_t r = 0; r < per_row.size(); ++r) {
-      for (size_t i = 0; i < row_length; ++i) o[r * row_length + i] = in[r];
+    // Row by row rather than a division per element.
+    for (int64_t i = 0; i < n;) {
+      const int64_t row = (first + i) / row_length;
+      const int64_t end = std::min(n, (row + 1) * row_length - first);
+      for (; i < end; ++i) o[i] = in[row];
     }
   });
   return out;

@@ -14,10 +14,33 @@ namespace trn::sim {
 // on_true, clamp's x, otherwise the first); select's predicate is read in its own domain.
 Values ComputeElementwise(AluOp op, const std::vector<StridedView>& srcs);
 
+// The same for the elements [first, first + n) of every source.
+Values ComputeElementwise(AluOp op, const std::vector<StridedView>& srcs, int64_t first, int64_t n);
+
+// dst = op(srcs...): ComputeElementwise, then the result written to dst.
+void RunElementwise(AluOp op, const StridedView& dst, const std::vector<StridedView>& srcs);
+
+// Whether `dst` may be written chunk by chunk while `srcs` are still being read, with the result
+// every instruction defines (all sources read before dst is written): true when no source shares
+// memory with dst, or one enumerates exactly dst's (distinct) addresses (an in-place update).
+bool CanChunk(const StridedView& dst, const std::vector<StridedView>& srcs);
+
+// Calls body(first, n) over [0, total): in chunks of a few thousand elements when `chunked`,
+// otherwise once for the whole range. Chunks bound an instruction's scratch arrays (a tile of
+// 128 x 2048 fp32 is 1 MiB per gathered operand) and keep them in cache between gather, op and
+// scatter; on the benchmarks the time is the same either way (libm and the tiles' own memory
+// traffic dominate), the memory is not.
+template <typename F>
+void ForEachChunk(int64_t total, bool chunked, F&& body) {
+  constexpr int64_t kChunkElements = 8192;
+  const int64_t step = chunked ? kChunkElements : total;
+  for (int64_t first = 0; first < total; first += step) body(first, std::min(step, total - first));
+}
+
 // `n` copies of an immediate, first rounded to its own dtype, then converted to `domain`.
 Values ScalarValues(const Scalar& scalar, Domain domain, size_t n);
 
-// Each of `per_row`'s values repeated `row_length` times.
-Values RepeatEach(const Values& per_row, size_t row_length);
+// Elements [first, first + n) of `per_row`'s values each repeated `row_length` times.
+Values RepeatEach(const Values& per_row, int64_t row_length, int64_t first, int64_t n);
 
 }  // namespace trn::sim

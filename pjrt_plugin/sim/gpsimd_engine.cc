@@ -68,12 +68,12 @@ void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
       const auto& g = std::get<GpElementwise>(inst.operands);
       std::vector<StridedView> srcs;
       for (const HbmAP& ap : g.srcs) srcs.push_back(machine.View(ap));
-      Scatter(ComputeElementwise(g.op, srcs), machine.View(g.dst));
+      RunElementwise(g.op, machine.View(g.dst), srcs);
       return;
     }
     case Opcode::kGpCopy: {
       const auto& g = std::get<GpCopy>(inst.operands);
-      Scatter(ComputeElementwise(AluOp::kCopy, {machine.View(g.src)}), machine.View(g.dst));
+      RunElementwise(AluOp::kCopy, machine.View(g.dst), {machine.View(g.src)});
       return;
     }
     case Opcode::kGpFill: {

@@ -51,11 +51,11 @@ SortKey MakeKey(const Values& values, bool canonical) {
       for (size_t i = 0; i < n; ++i) key.signed_keys[i] = FloatKey<double, int64_t>(values.f64[i], canonical);
       break;
     case Domain::kI64:
-      key.signed_keys = values.i64;
+      key.signed_keys.assign(values.i64.begin(), values.i64.end());
       break;
     case Domain::kU64:
       key.is_unsigned = true;
-      key.unsigned_keys = values.u64;
+      key.unsigned_keys.assign(values.u64.begin(), values.u64.end());
       break;
   }
   return key;

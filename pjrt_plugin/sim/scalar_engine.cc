@@ -5,22 +5,27 @@
 namespace trn::sim {
 
 void RunActivation(Machine& machine, const Activation& a) {
-  Values x = Gather(machine.View(a.src), Domain::kF32);
-  const Values bias = a.bias.is_tile
-                          ? RepeatEach(Gather(machine.View(a.bias.tile), Domain::kF32), a.src.free_size())
-                          : ScalarValues(a.bias.immediate, Domain::kF32, 1);
-  float* v = x.f32.data();
-  const size_t n = x.size();
+  const StridedView src = machine.View(a.src), dst = machine.View(a.dst);
+  const int64_t total = dst.num_elements();
+  // The bias is read whole before anything is written, so only src decides the chunking.
+  const Values bias = a.bias.is_tile ? Gather(machine.View(a.bias.tile), Domain::kF32)
+                                     : ScalarValues(a.bias.immediate, Domain::kF32, 1);
+  const int64_t row_length = a.bias.is_tile ? a.src.free_size() : total;
   const float scale = a.scale;
-  if (a.bias.is_tile) {
-    const float* b = bias.f32.data();
-    for (size_t i = 0; i < n; ++i) v[i] = v[i] * scale + b[i];
-  } else {
-    const float b = bias.f32[0];
-    for (size_t i = 0; i < n; ++i) v[i] = v[i] * scale + b;
-  }
-  ApplyUnary(a.func, DType::kF32, x);
-  Scatter(x, machine.View(a.dst));
+  ForEachChunk(total, CanChunk(dst, {src}), [&](int64_t first, int64_t n) {
+    Values x = Values::Uninitialized(Domain::kF32, n);
+    GatherRange(src, first, x);
+    float* v = x.f32.data();
+    if (a.bias.is_tile) {
+      const Values b = RepeatEach(bias, row_length, first, n);
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale + b.f32[i];
+    } else {
+      const float b = bias.f32[0];
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale + b;
+    }
+    ApplyUnary(a.func, DType::kF32, x);
+    ScatterRange(x, dst, first);
+  });
 }
 
 }  // namespace trn::sim

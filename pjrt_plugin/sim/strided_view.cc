@@ -104,7 +104,7 @@ int64_t StridedView::num_elements() const {
 }
 
 Values Gather(const StridedView& view, Domain domain) {
-  Values values = Values::Make(domain, view.num_elements());
+  Values values = Values::Uninitialized(domain, view.num_elements());
   WithDomainType(domain, [&](auto tag) {
     using D = decltype(tag);
     D* out = values.data<D>();
@@ -123,6 +123,81 @@ void Scatter(const Values& values, const StridedView& view) {
       StoreRow<D>(view.dtype, address, stride, n, in + first);
     });
   });
+}
+
+void GatherRange(const StridedView& view, int64_t first, Values& values) {
+  WithDomainType(values.domain, [&](auto tag) {
+    using D = decltype(tag);
+    D* out = values.data<D>();
+    ForEachRowInRange(view, first, static_cast<int64_t>(values.size()),
+                      [&](uint8_t* address, int64_t stride, int64_t n, int64_t offset) {
+                        LoadRow<D>(view.dtype, address, stride, n, out + offset);
+                      });
+  });
+}
+
+void ScatterRange(const Values& values, const StridedView& view, int64_t first) {
+  WithDomainType(values.domain, [&](auto tag) {
+    using D = decltype(tag);
+    const D* in = values.data<D>();
+    ForEachRowInRange(view, first, static_cast<int64_t>(values.size()),
+                      [&](uint8_t* address, int64_t stride, int64_t n, int64_t offset) {
+                        StoreRow<D>(view.dtype, address, stride, n, in + offset);
+                      });
+  });
+}
+
+namespace {
+
+// [lowest, highest) byte addressed by the view's elements.
+std::pair<const uint8_t*, const uint8_t*> ByteRange(const StridedView& view) {
+  const uint8_t* low = view.base;
+  const uint8_t* high = view.base;
+  for (int d = 0; d < view.rank; ++d) {
+    const int64_t extent = view.stride_bytes[d] * (view.count[d] - 1);
+    (extent < 0 ? low : high) += extent;
+  }
+  return {low, high + DTypeSize(view.dtype)};
+}
+
+// A sufficient test that no two elements share an address: with dims sorted by stride, each
+// stride steps past everything the smaller dims span.
+bool Distinct(const StridedView& view) {
+  std::array<int64_t, 9> strides{};
+  int n = 0;
+  for (int d = 0; d < view.rank; ++d) {
+    if (view.count[d] > 1) strides[n++] = view.stride_bytes[d] < 0 ? -view.stride_bytes[d] : view.stride_bytes[d];
+  }
+  std::sort(strides.begin(), strides.begin() + n);
+  int64_t span = DTypeSize(view.dtype);
+  for (int i = 0; i < n; ++i) {
+    if (strides[i] < span) return false;
+    for (int d = 0; d < view.rank; ++d) {
+      const int64_t s = view.stride_bytes[d] < 0 ? -view.stride_bytes[d] : view.stride_bytes[d];
+      if (view.count[d] > 1 && s == strides[i]) {
+        span = s * view.count[d];
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool MayOverlap(const StridedView& a, const StridedView& b) {
+  if (a.num_elements() == 0 || b.num_elements() == 0) return false;
+  const auto [a_low, a_high] = ByteRange(a);
+  const auto [b_low, b_high] = ByteRange(b);
+  return a_low < b_high && b_low < a_high;
+}
+
+bool SameDistinctAddresses(const StridedView& a, const StridedView& b) {
+  if (a.base != b.base || DTypeSize(a.dtype) != DTypeSize(b.dtype) || a.rank != b.rank) return false;
+  for (int d = 0; d < a.rank; ++d) {
+    if (a.count[d] != b.count[d] || (a.count[d] > 1 && a.stride_bytes[d] != b.stride_bytes[d])) return false;
+  }
+  return Distinct(a);
 }
 
 }  // namespace trn::sim

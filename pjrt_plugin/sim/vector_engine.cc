@@ -8,17 +8,20 @@ namespace {
 
 void RunTensorScalar(Machine& machine, const TensorScalar& t) {
   const Domain domain = ComputeDomain(t.src.dtype);
-  Values x = Gather(machine.View(t.src), domain);
-  Values s = t.scalar.is_tile
-                 ? RepeatEach(Gather(machine.View(t.scalar.tile), domain), t.src.free_size())
-                 : ScalarValues(t.scalar.immediate, domain, x.size());
-  if (t.reverse) {
-    ApplyBinary(t.op, t.src.dtype, s, x);
-    Scatter(s, machine.View(t.dst));
-  } else {
-    ApplyBinary(t.op, t.src.dtype, x, s);
-    Scatter(x, machine.View(t.dst));
-  }
+  const StridedView src = machine.View(t.src), dst = machine.View(t.dst);
+  const int64_t total = dst.num_elements();
+  // The scalars are read whole before anything is written, so only src decides the chunking.
+  const Values per_row = t.scalar.is_tile ? Gather(machine.View(t.scalar.tile), domain)
+                                          : ScalarValues(t.scalar.immediate, domain, 1);
+  const int64_t row_length = t.scalar.is_tile ? t.src.free_size() : total;
+  ForEachChunk(total, CanChunk(dst, {src}), [&](int64_t first, int64_t n) {
+    Values x = Values::Uninitialized(domain, n);
+    GatherRange(src, first, x);
+    Values s = RepeatEach(per_row, row_length, first, n);
+    Values& result = t.reverse ? s : x;
+    ApplyBinary(t.op, t.src.dtype, result, t.reverse ? x : s);
+    ScatterRange(result, dst, first);
+  });
 }
 
 void RunTensorReduce(Machine& machine, const TensorReduce& t) {
@@ -32,7 +35,7 @@ void RunVectorInstruction(Machine& machine, const Instruction& inst) {
   switch (inst.opcode) {
     case Opcode::kTensorTensor: {
       const auto& t = std::get<TensorTensor>(inst.operands);
-      Scatter(ComputeElementwise(t.op, {machine.View(t.a), machine.View(t.b)}), machine.View(t.dst));
+      RunElementwise(t.op, machine.View(t.dst), {machine.View(t.a), machine.View(t.b)});
       return;
     }
     case Opcode::kTensorScalar:
@@ -41,17 +44,17 @@ void RunVectorInstruction(Machine& machine, const Instruction& inst) {
       return RunTensorReduce(machine, std::get<TensorReduce>(inst.operands));
     case Opcode::kTensorCopy: {
       const auto& t = std::get<TensorCopy>(inst.operands);
-      Scatter(ComputeElementwise(AluOp::kCopy, {machine.View(t.src)}), machine.View(t.dst));
+      RunElementwise(AluOp::kCopy, machine.View(t.dst), {machine.View(t.src)});
       return;
     }
     case Opcode::kTensorTernary: {
       const auto& t = std::get<TensorTernary>(inst.operands);
-      Scatter(ComputeElementwise(t.op, {machine.View(t.a), machine.View(t.b), machine.View(t.c)}), machine.View(t.dst));
+      RunElementwise(t.op, machine.View(t.dst), {machine.View(t.a), machine.View(t.b), machine.View(t.c)});
       return;
     }
     case Opcode::kTensorUnary: {
       const auto& t = std::get<TensorUnary>(inst.operands);
-      Scatter(ComputeElementwise(t.op, {machine.View(t.src)}), machine.View(t.dst));
+      RunElementwise(t.op, machine.View(t.dst), {machine.View(t.src)});
       return;
     }
     default:
