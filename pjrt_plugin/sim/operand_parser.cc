@@ -1,0 +1,330 @@
+// Each opcode's operands (docs/program-format.md, "Instructions") and the access patterns,
+// immediates and enums they are made of, validated as they are read.
+#include <string>
+
+#include "program_parser.h"
+
+namespace trn::sim::loader {
+
+Operands Parser::ParseOperands(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::kDmaCopy: {
+      DmaCopy d;
+      d.dst = ReadEndpoint();
+      d.src = ReadEndpoint();
+      return d;
+    }
+    case Opcode::kMatmul: {
+      Matmul m;
+      m.dst = ReadTile();
+      m.stationary = ReadTile();
+      m.moving = ReadTile();
+      const uint8_t flags = in_.Read<uint8_t>("matmul flags");
+      if (in_.ok() && flags > 3) in_.Fail("matmul flags " + std::to_string(flags) + " (only bits 0 and 1 are defined)");
+      m.start = flags & 1;
+      m.stop = flags & 2;
+      return m;
+    }
+    case Opcode::kTranspose: {
+      Transpose t;
+      t.dst = ReadTile();
+      t.src = ReadTile();
+      return t;
+    }
+    case Opcode::kTensorTensor: {
+      TensorTensor t;
+      t.op = ReadAluOp();
+      t.dst = ReadTile();
+      t.a = ReadTile();
+      t.b = ReadTile();
+      return t;
+    }
+    case Opcode::kTensorScalar: {
+      TensorScalar t;
+      t.op = ReadAluOp();
+      t.reverse = in_.Read<uint8_t>("reverse flag") != 0;
+      t.dst = ReadTile();
+      t.src = ReadTile();
+      t.scalar = ReadScalarOperand();
+      return t;
+    }
+    case Opcode::kTensorReduce: {
+      TensorReduce t;
+      t.op = ReadAluOp();
+      t.dst = ReadTile();
+      t.src = ReadTile();
+      return t;
+    }
+    case Opcode::kTensorCopy: {
+      TensorCopy t;
+      t.dst = ReadTile();
+      t.src = ReadTile();
+      return t;
+    }
+    case Opcode::kTensorTernary: {
+      TensorTernary t;
+      t.op = ReadAluOp();
+      t.dst = ReadTile();
+      t.a = ReadTile();
+      t.b = ReadTile();
+      t.c = ReadTile();
+      return t;
+    }
+    case Opcode::kTensorUnary: {
+      TensorUnary t;
+      t.op = ReadAluOp();
+      t.dst = ReadTile();
+      t.src = ReadTile();
+      return t;
+    }
+    case Opcode::kActivation: {
+      Activation a;
+      a.func = ReadAluOp();
+      a.dst = ReadTile();
+      a.src = ReadTile();
+      a.scale = in_.Read<float>("activation scale");
+      a.bias = ReadScalarOperand();
+      return a;
+    }
+    case Opcode::kGpElementwise: {
+      GpElementwise g;
+      g.op = ReadAluOp();
+      g.dst = ReadHbm();
+      g.srcs = ReadHbmList();
+      return g;
+    }
+    case Opcode::kGpCopy: {
+      GpCopy g;
+      g.dst = ReadHbm();
+      g.src = ReadHbm();
+      return g;
+    }
+    case Opcode::kGpFill: {
+      GpFill g;
+      g.dst = ReadHbm();
+      g.value = ReadScalar();
+      return g;
+    }
+    case Opcode::kGpIota: {
+      GpIota g;
+      g.dst = ReadHbm();
+      g.dim = in_.Read<uint8_t>("iota dim");
+      return g;
+    }
+    case Opcode::kGpBitcast: {
+      GpBitcast g;
+      g.dst = in_.Read<uint32_t>("bitcast dst tensor");
+      g.src = in_.Read<uint32_t>("bitcast src tensor");
+      for (uint32_t t : {g.dst, g.src}) {
+        if (in_.ok() && t >= program_->tensors.size()) in_.Fail("bitcast tensor " + std::to_string(t) + " is not in the tensor table");
+      }
+      return g;
+    }
+    case Opcode::kGpReduce: {
+      GpReduce g;
+      g.op = ReadAluOp();
+      g.dst = ReadHbm();
+      g.src = ReadHbm();
+      g.reduced = in_.Read<uint8_t>("reduced dim count");
+      g.init = ReadScalar();
+      return g;
+    }
+    case Opcode::kGpBatchMatmul: {
+      GpBatchMatmul g;
+      g.dst = ReadHbm();
+      g.lhs = ReadHbm();
+      g.rhs = ReadHbm();
+      return g;
+    }
+    case Opcode::kGpGather: {
+      GpGather g;
+      g.dst = ReadHbm();
+      g.src = ReadHbm();
+      g.indices = ReadHbm();
+      return g;
+    }
+    case Opcode::kGpScatter: {
+      GpScatter g;
+      g.op = ReadAluOp();
+      g.clamp = ReadFlag("scatter bounds mode");
+      g.dst = ReadHbm();
+      g.updates = ReadHbm();
+      g.indices = ReadHbm();
+      return g;
+    }
+    case Opcode::kGpArgReduce: {
+      GpArgReduce g;
+      g.op = ReadAluOp();
+      for (HbmAP* ap : {&g.dst_value, &g.dst_index, &g.src_value, &g.src_index}) *ap = ReadHbm();
+      g.reduced = in_.Read<uint8_t>("reduced dim count");
+      g.init_value = ReadScalar();
+      g.init_index = ReadScalar();
+      return g;
+    }
+    case Opcode::kGpSort: {
+      GpSort g;
+      g.num_keys = in_.Read<uint8_t>("sort key count");
+      g.descending = ReadFlag("sort direction");
+      g.canonical_floats = ReadFlag("sort float order");
+      g.dsts = ReadHbmList();
+      g.srcs = ReadHbmList();
+      return g;
+    }
+  }
+  return DmaCopy{};
+}
+
+DType Parser::ReadDType(const char* what, bool allow_f64) {
+  const size_t at = in_.offset();
+  const uint8_t code = in_.Read<uint8_t>(what);
+  if (!in_.ok()) return DType::kInvalid;
+  if (!IsValidDType(code)) {
+    in_.Fail(at, std::string(what) + ": unknown dtype code " + std::to_string(code));
+  } else if (!allow_f64 && code == static_cast<uint8_t>(DType::kF64)) {
+    in_.Fail(at, std::string(what) + ": f64 is only for GpSimd general-purpose ops");
+  }
+  return static_cast<DType>(code);
+}
+
+AluOp Parser::ReadAluOp() {
+  const size_t at = in_.offset();
+  const uint8_t code = in_.Read<uint8_t>("ALU op");
+  if (in_.ok() && AluArity(code) == 0) in_.Fail(at, "unknown ALU op code " + std::to_string(code));
+  return static_cast<AluOp>(code);
+}
+
+TileAP Parser::ReadTile() {
+  TileAP ap{};
+  const size_t at = in_.offset();
+  const uint8_t memory = in_.Read<uint8_t>("tile memory");
+  if (in_.ok() && memory != 1 && memory != 2) in_.Fail(at, "tile memory " + std::to_string(memory) + " (expected 1 SBUF or 2 PSUM)");
+  ap.memory = static_cast<Memory>(memory);
+  ap.dtype = ReadDType("tile dtype", false);
+  ap.partition_start = in_.Read<uint16_t>("partition start");
+  ap.partition_count = in_.Read<uint16_t>("partition count");
+  ap.byte_offset = in_.Read<uint32_t>("tile byte offset");
+  const uint32_t dims = in_.Count("free dim count", 8);
+  if (in_.ok() && (dims < 1 || dims > 4)) in_.Fail("tile has " + std::to_string(dims) + " free dims (expected 1..4)");
+  ap.num_free = static_cast<int>(dims);
+  int64_t low = 0, high = 0;
+  for (uint32_t d = 0; d < dims && in_.ok(); ++d) {
+    ap.free[d].stride = in_.Read<int32_t>("free dim stride");
+    ap.free[d].count = in_.Read<uint32_t>("free dim count");
+    if (in_.ok() && ap.free[d].count == 0) in_.Fail("free dim " + std::to_string(d) + " has count 0");
+    const int64_t extent = static_cast<int64_t>(ap.free[d].stride) * (static_cast<int64_t>(ap.free[d].count) - 1);
+    (extent < 0 ? low : high) += extent;
+  }
+  if (!in_.ok()) return ap;
+  const int start = ap.partition_start, count = ap.partition_count;
+  std::string rule;
+  if (count < 1 || start + count > 128) {
+    rule = "partitions must lie in 0..127";
+  } else if (count > 64 && start != 0) {
+    rule = "a tile of more than 64 partitions starts at 0";
+  } else if (count > 32 && count <= 64 && start != 0 && start != 64) {
+    rule = "a tile of 33..64 partitions starts at 0 or 64";
+  } else if (count <= 32 && start % 32 != 0) {
+    rule = "a tile of at most 32 partitions starts at 0, 32, 64 or 96";
+  }
+  if (!rule.empty()) {
+    in_.Fail(at, "tile partitions start " + std::to_string(start) + " count " + std::to_string(count) + ": " + rule);
+    return ap;
+  }
+  const int64_t size = DTypeSize(ap.dtype);
+  const int64_t first = ap.byte_offset + low * size, end = ap.byte_offset + (high + 1) * size;
+  const TargetSpec& t = *program_->target;
+  const int64_t capacity = ap.memory == Memory::kSbuf ? t.sbuf_bytes_per_partition : t.psum_banks * t.psum_bank_bytes;
+  if (first < 0 || end > capacity) {
+    in_.Fail(at, std::string(ap.memory == Memory::kSbuf ? "SBUF" : "PSUM") + " access pattern covers bytes [" + std::to_string(first) + ", " +
+                     std::to_string(end) + ") of a partition, outside [0, " + std::to_string(capacity) + ")");
+  }
+  return ap;
+}
+
+HbmAP Parser::ReadHbm() {
+  HbmAP ap{};
+  const size_t at = in_.offset();
+  ap.tensor = in_.Read<uint32_t>("HBM tensor index");
+  ap.offset = in_.Read<int64_t>("HBM offset");
+  const uint32_t dims = in_.Count("HBM dim count", 16);
+  if (in_.ok() && ap.tensor >= program_->tensors.size()) {
+    in_.Fail(at, "HBM access pattern names tensor " + std::to_string(ap.tensor) + " but the table has " + std::to_string(program_->tensors.size()));
+  }
+  if (in_.ok() && (dims < 1 || dims > 8)) in_.Fail("HBM access pattern has " + std::to_string(dims) + " dims (expected 1..8)");
+  ap.num_dims = static_cast<int>(dims);
+  int64_t low = ap.offset, high = ap.offset;
+  for (uint32_t d = 0; d < dims && in_.ok(); ++d) {
+    ap.dims[d].stride = in_.Read<int64_t>("HBM dim stride");
+    ap.dims[d].count = in_.Read<int64_t>("HBM dim count");
+    const HbmDim& dim = ap.dims[d];
+    if (in_.ok() && (dim.count < 1 || dim.count > kMaxElements || dim.stride > kMaxElements || dim.stride < -kMaxElements)) {
+      in_.Fail("HBM dim " + std::to_string(d) + " has stride " + std::to_string(dim.stride) + " count " + std::to_string(dim.count) + " (out of range)");
+    }
+    int64_t extent;
+    if (in_.ok() && __builtin_mul_overflow(dim.stride, dim.count - 1, &extent)) in_.Fail("HBM dim extent overflows");
+    if (in_.ok()) (extent < 0 ? low : high) += extent;
+  }
+  if (!in_.ok()) return ap;
+  const Tensor& tensor = program_->tensors[ap.tensor];
+  if (low < 0 || high >= tensor.num_elements) {
+    in_.Fail(at, "HBM access pattern covers elements [" + std::to_string(low) + ", " + std::to_string(high) + "] of tensor " +
+                     std::to_string(ap.tensor) + " (" + tensor.name + ") which has " + std::to_string(tensor.num_elements));
+  }
+  return ap;
+}
+
+Scalar Parser::ReadScalar() {
+  Scalar s{};
+  s.dtype = ReadDType("scalar dtype", true);
+  if (IsFloat(s.dtype)) {
+    s.float_value = in_.Read<double>("scalar value");
+  } else {
+    s.int_value = in_.Read<int64_t>("scalar value");
+  }
+  return s;
+}
+
+ScalarOperand Parser::ReadScalarOperand() {
+  ScalarOperand s{};
+  const size_t at = in_.offset();
+  const uint8_t kind = in_.Read<uint8_t>("scalar operand kind");
+  if (in_.ok() && kind > 1) in_.Fail(at, "scalar operand kind " + std::to_string(kind) + " (expected 0 immediate or 1 tile)");
+  s.is_tile = kind == 1;
+  if (s.is_tile) {
+    s.tile = ReadTile();
+  } else {
+    s.immediate = ReadScalar();
+  }
+  return s;
+}
+
+Endpoint Parser::ReadEndpoint() {
+  Endpoint e{};
+  const size_t at = in_.offset();
+  const uint8_t kind = in_.Read<uint8_t>("DMA endpoint kind");
+  if (in_.ok() && kind > 1) in_.Fail(at, "DMA endpoint kind " + std::to_string(kind) + " (expected 0 HBM or 1 tile)");
+  e.is_tile = kind == 1;
+  if (e.is_tile) {
+    e.tile = ReadTile();
+  } else {
+    e.hbm = ReadHbm();
+  }
+  return e;
+}
+
+std::vector<HbmAP> Parser::ReadHbmList() {
+  std::vector<HbmAP> list;
+  const uint32_t n = in_.Count("source count", 16);
+  for (uint32_t i = 0; i < n && in_.ok(); ++i) list.push_back(ReadHbm());
+  return list;
+}
+
+// A u8 that must be 0 or 1.
+bool Parser::ReadFlag(const char* what) {
+  const size_t at = in_.offset();
+  const uint8_t value = in_.Read<uint8_t>(what);
+  if (in_.ok() && value > 1) in_.Fail(at, std::string(what) + " " + std::to_string(value) + " (expected 0 or 1)");
+  return value == 1;
+}
+
+}  // namespace trn::sim::loader

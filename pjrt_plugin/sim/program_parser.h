@@ -1,0 +1,45 @@
+// The program loader's parser, shared by program_loader.cc (the program's structure: header,
+// tensors, blocks, streams) and operand_parser.cc (each opcode's operands). Internal to the loader.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "byte_cursor.h"
+#include "program.h"
+
+namespace trn::sim::loader {
+
+// No dimension or tensor may be large enough for element arithmetic to overflow int64.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+class Parser {
+ public:
+  Parser(const uint8_t* data, size_t size) : in_(data, size) {}
+  StatusOr<std::unique_ptr<Program>> Parse();
+
+ private:
+  void ParseTensors();
+  void ParseBlocks();
+  void ParseStreams(Block& block);
+  void ParseExit(Block& block);
+  Status CheckBlocks() const;
+  Instruction ParseInstruction(int stream);
+  Operands ParseOperands(Opcode opcode);
+  DType ReadDType(const char* what, bool allow_f64);
+  AluOp ReadAluOp();
+  TileAP ReadTile();
+  HbmAP ReadHbm();
+  Scalar ReadScalar();
+  ScalarOperand ReadScalarOperand();
+  Endpoint ReadEndpoint();
+  std::vector<HbmAP> ReadHbmList();
+  bool ReadFlag(const char* what);
+
+  Cursor in_;
+  std::string block_name_;  // "block 3 " while parsing blocks of a multi-block program
+  std::unique_ptr<Program> program_ = std::make_unique<Program>();
+};
+
+}  // namespace trn::sim::loader
