@@ -3,5 +3,6 @@
 Importing this package imports every rule module so the registry is complete.
 """
 
-from hlo_lowering.lowering import (barrier, constants, control_flow, elementwise,  # noqa: F401
-                                   fusion, gpsimd, matmul, reduce, views)
+from hlo_lowering.lowering import (barrier, constants, control_flow,  # noqa: F401
+                                   convolution, elementwise, fusion, gpsimd, matmul, reduce,
+                                   views)

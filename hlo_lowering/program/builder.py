@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .enums import (Alu, ControlOp, DType, Memory, Opcode, PSUM_BANK_BYTES, REDUCE_OPS, SCATTER_CLAMP,
-                    SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind)
+                    SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind, WINDOW_SELECT_OPS)
 from .instructions import (Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
 from .operands import HbmAP, Scalar, TileAP
 from .sync import WaitTracker
@@ -16,6 +16,25 @@ from .writer import serialize
 
 TARGETS = ("trn1", "trn2", "trn3")
 MATMUL_DTYPES = (DType.F32, DType.BF16, DType.F16, DType.F8E4M3FN, DType.F8E5M2)
+
+
+def window_positions(base: int, size: int, stride: int, base_dilation: int,
+                     window_dilation: int, pad_low: int, pad_high: int) -> int:
+  """How many windows fit along one dim of a padded, dilated base (XLA's reduce_window)."""
+  padded = (base - 1) * base_dilation + 1 + pad_low + pad_high if base else pad_low + pad_high
+  span = (size - 1) * window_dilation + 1
+  return 0 if padded < span else (padded - span) // stride + 1
+
+
+def _window_values(where, window, base_shape, out_shape) -> list:
+  window = [tuple(int(v) for v in w) for w in window]
+  if len(window) != len(base_shape) or len(out_shape) != len(base_shape):
+    raise ValueError(f"{where}: {len(window)} window dims for base {list(base_shape)} and "
+                     f"result {list(out_shape)}")
+  for w, base, out in zip(window, base_shape, out_shape):
+    if min(w[:4]) < 1 or min(w[4:]) < 0 or window_positions(base, *w) != out:
+      raise ValueError(f"{where}: window {w} over {base} elements does not give {out}")
+  return [v for w in window for v in w]
 
 
 def _check_op(op, arity: int, data_dtype: DType, where: str) -> Alu:
@@ -349,6 +368,34 @@ class ProgramBuilder:
                        f"dst {list(dst.shape)} do not form [b,m,k]x[b,k,n]->[b,m,n]")
     self._emit(Opcode.GP_BATCH_MATMUL, Stream.POOL, debug, dst=dst, lhs=lhs, rhs=rhs)
 
+  def gp_convolution(self, dst, lhs, rhs, window, feature_groups=1, batch_groups=1,
+                     debug=None):
+    """dst [N / batch_groups, O, Y...] = lhs [N, C, X...] (*) rhs [O, C / feature_groups, K...];
+    window: one (stride, pad_low, lhs_dilation, rhs_dilation) per spatial dim."""
+    where = "gp_convolution"
+    for ap in (dst, lhs, rhs):
+      self._check_hbm(ap, where, writes=ap is dst, required=True)
+    rank = len(lhs.dims)
+    if rank < 2 or len(rhs.dims) != rank or len(dst.dims) != rank or len(window) != rank - 2:
+      raise ValueError(f"{where}: lhs {list(lhs.shape)}, rhs {list(rhs.shape)}, dst "
+                       f"{list(dst.shape)} and {len(window)} window dims do not match")
+    if self._dtype(lhs).is_float != self._dtype(rhs).is_float:
+      raise ValueError(f"{where}: lhs and rhs must both be float or both integer")
+    (n, c), (o, i) = lhs.shape[:2], rhs.shape[:2]
+    if (feature_groups < 1 or batch_groups < 1 or c != i * feature_groups
+        or o % feature_groups or o % batch_groups or n % batch_groups
+        or tuple(dst.shape[:2]) != (n // batch_groups, o)):
+      raise ValueError(f"{where}: lhs {list(lhs.shape)}, rhs {list(rhs.shape)}, dst "
+                       f"{list(dst.shape)} do not form a convolution with feature_groups="
+                       f"{feature_groups}, batch_groups={batch_groups}")
+    flat = []
+    for stride, pad_low, lhs_dilation, rhs_dilation in window:
+      if min(stride, lhs_dilation, rhs_dilation) < 1:
+        raise ValueError(f"{where}: strides and dilations must be >= 1, got {window}")
+      flat += [stride, pad_low, lhs_dilation, rhs_dilation]
+    self._emit(Opcode.GP_CONVOLUTION, Stream.POOL, debug, feature_groups=feature_groups,
+               batch_groups=batch_groups, window=flat, dst=dst, lhs=lhs, rhs=rhs)
+
   # --- GpSimd data-dependent ops (indices, arg-reductions, sorting) ---------------------------
 
   def gp_gather(self, dst, src, indices, debug=None):
@@ -422,6 +469,44 @@ class ProgramBuilder:
         raise ValueError(f"{where}: a destination's dtype differs from its source's")
     self._emit(Opcode.GP_SORT, Stream.POOL, debug, num_keys=num_keys,
                descending=int(bool(descending)), float_order=float_order, dsts=dsts, srcs=srcs)
+
+  def gp_reduce_window(self, op, dst, src, init, window, debug=None):
+    """dst[o] = init folded with op over o's window of src; window: one (size, stride,
+    base_dilation, window_dilation, pad_low, pad_high) per dim (docs/program-format.md)."""
+    where = "gp_reduce_window"
+    self._check_hbm(dst, where, writes=True, required=True)
+    self._check_hbm(src, where, required=True)
+    op = _check_op(op, 2, self._dtype(src), where)
+    if op not in REDUCE_OPS:
+      raise ValueError(f"{where}: {op.name} is not a reduction")
+    if self._dtype(dst) != self._dtype(src):
+      raise ValueError(f"{where}: dst and src dtypes differ")
+    if not isinstance(init, Scalar):
+      raise ValueError(f"{where}: init must be a Scalar")
+    flat = _window_values(where, window, src.shape, dst.shape)
+    self._emit(Opcode.GP_REDUCE_WINDOW, Stream.POOL, debug, op=op, dst=dst, src=src, init=init,
+               window=flat)
+
+  def gp_select_and_scatter(self, select_op, op, dst, operand, source, init, window, debug=None):
+    """dst = init, then each source element combined (op) onto the operand position its window
+    selects (select_op: keep the current pick while select_op(current, candidate))."""
+    where = "gp_select_and_scatter"
+    self._check_hbm(dst, where, writes=True, required=True)
+    self._check_hbm(operand, where, required=True)
+    self._check_hbm(source, where, required=True)
+    select_op = Alu(select_op)
+    if select_op not in WINDOW_SELECT_OPS:
+      raise ValueError(f"{where}: {select_op.name} is not a window selector")
+    op = _check_op(op, 2, self._dtype(dst), where)
+    if op not in (Alu.ADD, Alu.MAX, Alu.MIN, Alu.MUL):
+      raise ValueError(f"{where}: {op.name} is not a scatter combiner")
+    if self._dtype(dst) != self._dtype(source) or tuple(dst.shape) != tuple(operand.shape):
+      raise ValueError(f"{where}: dst must have the source's dtype and the operand's shape")
+    if any(w[2] != 1 or w[3] != 1 for w in window):
+      raise ValueError(f"{where}: windows have no dilation")
+    flat = _window_values(where, window, operand.shape, source.shape)
+    self._emit(Opcode.GP_SELECT_AND_SCATTER, Stream.POOL, debug, select_op=select_op, op=op,
+               dst=dst, operand=operand, source=source, init=init, window=flat)
 
   # --- output -------------------------------------------------------------------------------
 

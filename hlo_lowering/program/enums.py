@@ -191,6 +191,8 @@ SCATTER_SKIP_OUT_OF_BOUNDS = 0
 SCATTER_CLAMP = 1
 SORT_FLOAT_TOTAL_ORDER = 0
 SORT_FLOAT_CANONICAL = 1
+# gp_select_and_scatter's selectors: keep the current pick while select(current, candidate).
+WINDOW_SELECT_OPS = frozenset({Alu.GE, Alu.GT, Alu.LE, Alu.LT})
 
 
 class Memory(enum.IntEnum):
@@ -228,6 +230,9 @@ class Opcode(enum.IntEnum):
   GP_SCATTER = 72
   GP_ARG_REDUCE = 73
   GP_SORT = 74
+  GP_REDUCE_WINDOW = 90
+  GP_SELECT_AND_SCATTER = 91
+  GP_CONVOLUTION = 80
 
 
 class ControlOp(enum.IntEnum):

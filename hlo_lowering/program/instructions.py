@@ -51,7 +51,8 @@ class Block:
 
 
 # Operand kinds: "u8", "u32", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
-# HbmAPs; "endpoint" HbmAP | TileAP; "scalar" Scalar; "scalar_operand" Scalar | TileAP [P, 1].
+# HbmAPs; "endpoint" HbmAP | TileAP; "scalar" Scalar; "scalar_operand" Scalar | TileAP [P, 1];
+# "i64_list" a u32 count then that many i64.
 OPERAND_LAYOUT = {
     Opcode.DMA_COPY: (("dst", "endpoint"), ("src", "endpoint")),
     Opcode.MATMUL: (("dst", "tile"), ("stationary", "tile"), ("moving", "tile"), ("flags", "u8")),
@@ -82,6 +83,15 @@ OPERAND_LAYOUT = {
                            ("init_value", "scalar"), ("init_index", "scalar")),
     Opcode.GP_SORT: (("num_keys", "u8"), ("descending", "u8"), ("float_order", "u8"),
                      ("dsts", "hbm_list"), ("srcs", "hbm_list")),
+    # window: six i64 per dim (size, stride, base_dilation, window_dilation, pad_low, pad_high).
+    Opcode.GP_REDUCE_WINDOW: (("op", "u8"), ("dst", "hbm"), ("src", "hbm"), ("init", "scalar"),
+                              ("window", "i64_list")),
+    Opcode.GP_SELECT_AND_SCATTER: (("select_op", "u8"), ("op", "u8"), ("dst", "hbm"),
+                                   ("operand", "hbm"), ("source", "hbm"), ("init", "scalar"),
+                                   ("window", "i64_list")),
+    Opcode.GP_CONVOLUTION: (("feature_groups", "u32"), ("batch_groups", "u32"),
+                            ("window", "i64_list"), ("dst", "hbm"), ("lhs", "hbm"),
+                            ("rhs", "hbm")),
 }
 
 # gp_scatter combines into what its destination holds.
@@ -110,7 +120,7 @@ def accesses(inst: Instruction):
     return [("hbm", ops["src"])], [("hbm", ops["dst"])]
   reads, writes = [], []
   for name, kind in OPERAND_LAYOUT[inst.opcode]:
-    if kind in ("u8", "u32", "f32", "scalar"):
+    if kind in ("u8", "u32", "f32", "scalar", "i64_list"):
       continue
     values = ops[name] if kind == "hbm_list" else [ops[name]]
     # Destination fields are named dst, dst_* or dsts.

@@ -72,6 +72,8 @@ class _Reader:
       return self.unpack("I")
     if kind == "f32":
       return self.unpack("f")
+    if kind == "i64_list":
+      return [self.unpack("q") for _ in range(self.unpack("I"))]
     if kind == "tile":
       return self.tile()
     if kind == "hbm":

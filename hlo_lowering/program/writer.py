@@ -62,6 +62,10 @@ class _Writer:
       self.pack("I", int(value))
     elif kind == "f32":
       self.pack("f", float(value))
+    elif kind == "i64_list":
+      self.pack("I", len(value))
+      for v in value:
+        self.pack("q", int(v))
     elif kind == "tile":
       self.tile(value)
     elif kind == "hbm":

@@ -30,4 +30,10 @@ void RunGpSimdIndexing(Machine& machine, const Instruction& inst);
 // gpsimd_sort.cc: gp_sort and gp_arg_reduce.
 void RunGpSimdOrdering(Machine& machine, const Instruction& inst);
 
+// gpsimd_convolution.cc: gp_convolution.
+void RunGpConvolution(Machine& machine, const GpConvolution& conv);
+
+// gpsimd_windows.cc: gp_reduce_window and gp_select_and_scatter (sliding windows).
+void RunGpSimdWindows(Machine& machine, const Instruction& inst);
+
 }  // namespace trn::sim

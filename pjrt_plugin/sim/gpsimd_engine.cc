@@ -99,6 +99,11 @@ void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
     case Opcode::kGpSort:
     case Opcode::kGpArgReduce:
       return RunGpSimdOrdering(machine, inst);
+    case Opcode::kGpConvolution:
+      return RunGpConvolution(machine, std::get<GpConvolution>(inst.operands));
+    case Opcode::kGpReduceWindow:
+    case Opcode::kGpSelectAndScatter:
+      return RunGpSimdWindows(machine, inst);
     default:
       return;  // the loader puts only GpSimd opcodes on the POOL stream
   }

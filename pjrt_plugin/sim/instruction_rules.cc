@@ -160,6 +160,92 @@ Status CheckDataDependent(const Program& program, const Instruction& inst) {
   }
 }
 
+// gp_convolution: lhs [N, C, X...], rhs [O, I, K...], dst [N / batch_groups, O, Y...].
+Status CheckConvolution(const Program& program, const GpConvolution& g) {
+  TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+  const int rank = g.lhs.num_dims;
+  if (rank < 2 || g.rhs.num_dims != rank || g.dst.num_dims != rank) {
+    return InvalidArgument("lhs, rhs and dst must have the same rank >= 2 ([batch, feature, spatial...])");
+  }
+  if (static_cast<int>(g.window.size()) != rank - 2) {
+    return InvalidArgument("window has " + std::to_string(g.window.size()) + " dims; the operands have " + std::to_string(rank - 2) + " spatial dims");
+  }
+  const DType lt = HbmDType(program, g.lhs), rt = HbmDType(program, g.rhs);
+  if (IsFloat(lt) != IsFloat(rt) || lt == DType::kPred || rt == DType::kPred) {
+    return InvalidArgument("lhs " + DTypeName(lt) + " and rhs " + DTypeName(rt) + " must both be float or both integer");
+  }
+  const int64_t fg = g.feature_groups, bg = g.batch_groups;
+  if (fg < 1 || bg < 1 || (fg > 1 && bg > 1)) return InvalidArgument("group counts must be >= 1 and at most one of them > 1");
+  const int64_t n = g.lhs.dims[0].count, c = g.lhs.dims[1].count, o = g.rhs.dims[0].count, i = g.rhs.dims[1].count;
+  if (c != i * fg || o % fg != 0 || o % bg != 0 || n % bg != 0) {
+    return InvalidArgument("features do not divide into groups: lhs [" + std::to_string(n) + ", " + std::to_string(c) + "], rhs [" +
+                           std::to_string(o) + ", " + std::to_string(i) + "], feature_groups " + std::to_string(fg) + ", batch_groups " + std::to_string(bg));
+  }
+  if (g.dst.dims[0].count != n / bg || g.dst.dims[1].count != o) {
+    return InvalidArgument("dst must be [" + std::to_string(n / bg) + ", " + std::to_string(o) + ", ...]");
+  }
+  for (const ConvWindowDim& d : g.window) {
+    if (d.stride < 1 || d.lhs_dilation < 1 || d.rhs_dilation < 1) return InvalidArgument("strides and dilations must be >= 1");
+    constexpr int64_t kMaxWindowValue = int64_t{1} << 48;  // keeps index arithmetic inside int64
+    if (d.stride > kMaxWindowValue || d.lhs_dilation > kMaxWindowValue || d.rhs_dilation > kMaxWindowValue ||
+        d.pad_low > kMaxWindowValue || d.pad_low < -kMaxWindowValue) {
+      return InvalidArgument("window values must lie within +-2^48");
+    }
+  }
+  return Status::Ok();
+}
+
+// The window positions along one dim: (padded dilated base - dilated window) / stride + 1, or 0
+// when the window does not fit. __int128 because base * dilation may pass 2^63.
+int64_t WindowPositions(int64_t base, const WindowDim& w) {
+  const __int128 padded = static_cast<__int128>(base - 1) * w.base_dilation + 1 + w.pad_low + w.pad_high;
+  const __int128 span = static_cast<__int128>(w.size - 1) * w.window_dilation + 1;
+  if (padded < span) return 0;
+  const __int128 n = (padded - span) / w.stride + 1;
+  return n > (int64_t{1} << 48) ? -1 : static_cast<int64_t>(n);
+}
+
+// `out` must be the window positions of `base` under `windows`, dim by dim.
+Status CheckWindowShape(const HbmAP& base, const HbmAP& out, const std::vector<WindowDim>& windows, const char* what) {
+  if (static_cast<int>(windows.size()) != base.num_dims || out.num_dims != base.num_dims) {
+    return InvalidArgument("window has " + std::to_string(windows.size()) + " dims for a " + std::to_string(base.num_dims) + "-D base and a " +
+                           std::to_string(out.num_dims) + "-D " + what);
+  }
+  for (int d = 0; d < base.num_dims; ++d) {
+    const int64_t expected = WindowPositions(base.dims[d].count, windows[d]);
+    if (out.dims[d].count != expected) {
+      return InvalidArgument(std::string(what) + " " + Dims(out) + " does not match the " + std::to_string(expected) + " window positions of base " +
+                             Dims(base) + " in dim " + std::to_string(d));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckReduceWindow(const Program& program, const GpReduceWindow& g) {
+  TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+  const DType dtype = HbmDType(program, g.src);
+  if (HbmDType(program, g.dst) != dtype) return InvalidArgument("dst is " + DTypeName(HbmDType(program, g.dst)) + ", src " + DTypeName(dtype));
+  TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(g.op), 2, dtype));
+  if (!IsReduceOp(g.op)) return InvalidArgument(AluOpName(g.op) + " is not a reduction");
+  return CheckWindowShape(g.src, g.dst, g.windows, "dst");
+}
+
+Status CheckSelectAndScatter(const Program& program, const GpSelectAndScatter& g) {
+  TRN_RETURN_IF_ERROR(Writable(program, g.dst.tensor));
+  const bool compare = g.select == AluOp::kGe || g.select == AluOp::kGt || g.select == AluOp::kLe || g.select == AluOp::kLt;
+  if (!compare) return InvalidArgument(AluOpName(g.select) + " is not a window selector (ge, gt, le, lt)");
+  const bool combines = g.op == AluOp::kAdd || g.op == AluOp::kMax || g.op == AluOp::kMin || g.op == AluOp::kMul;
+  if (!combines) return InvalidArgument(AluOpName(g.op) + " is not a scatter combiner (add, max, min, mul)");
+  const DType dtype = HbmDType(program, g.dst);
+  if (HbmDType(program, g.source) != dtype) return InvalidArgument("dst is " + DTypeName(dtype) + ", source " + DTypeName(HbmDType(program, g.source)));
+  TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(g.op), 2, dtype));
+  if (!SameDims(g.dst, g.operand)) return InvalidArgument("dst " + Dims(g.dst) + " and operand " + Dims(g.operand) + " differ");
+  for (const WindowDim& w : g.windows) {
+    if (w.base_dilation != 1 || w.window_dilation != 1) return InvalidArgument("select_and_scatter windows have no dilation");
+  }
+  return CheckWindowShape(g.operand, g.source, g.windows, "source");
+}
+
 Status CheckGp(const Program& program, const Instruction& inst) {
   switch (inst.opcode) {
     case Opcode::kGpElementwise: {
@@ -218,6 +304,12 @@ Status CheckGp(const Program& program, const Instruction& inst) {
       }
       return Status::Ok();
     }
+    case Opcode::kGpConvolution:
+      return CheckConvolution(program, std::get<GpConvolution>(inst.operands));
+    case Opcode::kGpReduceWindow:
+      return CheckReduceWindow(program, std::get<GpReduceWindow>(inst.operands));
+    case Opcode::kGpSelectAndScatter:
+      return CheckSelectAndScatter(program, std::get<GpSelectAndScatter>(inst.operands));
     default:
       return CheckDataDependent(program, inst);
   }

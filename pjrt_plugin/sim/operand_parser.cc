@@ -5,6 +5,45 @@
 #include "program_parser.h"
 
 namespace trn::sim::loader {
+namespace {
+
+// The window of gp_reduce_window and gp_select_and_scatter: an i64 list (u32 count, then the
+// values) of six values per dim, 1..8 dims; sizes, strides and dilations >= 1, paddings >= 0,
+// each at most kMaxElements.
+std::vector<WindowDim> ReadWindowDims(Cursor& in) {
+  std::vector<WindowDim> dims;
+  const size_t at = in.offset();
+  const uint32_t values = in.Count("window value count", sizeof(int64_t));
+  if (in.ok() && (values % 6 != 0 || values < 6 || values > 48)) {
+    in.Fail(at, "window value count " + std::to_string(values) + " (expected 6 per dim, 1..8 dims)");
+  }
+  const uint32_t n = values / 6;
+  for (uint32_t d = 0; d < n && in.ok(); ++d) {
+    WindowDim w;
+    w.size = in.Read<int64_t>("window size");
+    w.stride = in.Read<int64_t>("window stride");
+    w.base_dilation = in.Read<int64_t>("window base dilation");
+    w.window_dilation = in.Read<int64_t>("window dilation");
+    w.pad_low = in.Read<int64_t>("window low padding");
+    w.pad_high = in.Read<int64_t>("window high padding");
+    if (!in.ok()) break;
+    const bool positive = w.size >= 1 && w.stride >= 1 && w.base_dilation >= 1 && w.window_dilation >= 1;
+    const bool bounded = w.size <= kMaxElements && w.stride <= kMaxElements && w.base_dilation <= kMaxElements &&
+                         w.window_dilation <= kMaxElements && w.pad_low >= 0 && w.pad_high >= 0 &&
+                         w.pad_low <= kMaxElements && w.pad_high <= kMaxElements;
+    if (!positive || !bounded) {
+      in.Fail("window dim " + std::to_string(d) + " has size " + std::to_string(w.size) + " stride " + std::to_string(w.stride) +
+              " dilations " + std::to_string(w.base_dilation) + "/" + std::to_string(w.window_dilation) + " padding " +
+              std::to_string(w.pad_low) + "/" + std::to_string(w.pad_high) +
+              " (sizes, strides and dilations must be >= 1, paddings >= 0)");
+      break;
+    }
+    dims.push_back(w);
+  }
+  return dims;
+}
+
+}  // namespace
 
 Operands Parser::ParseOperands(Opcode opcode) {
   switch (opcode) {
@@ -168,6 +207,45 @@ Operands Parser::ParseOperands(Opcode opcode) {
       g.canonical_floats = ReadFlag("sort float order");
       g.dsts = ReadHbmList();
       g.srcs = ReadHbmList();
+      return g;
+    }
+    case Opcode::kGpConvolution: {
+      GpConvolution g;
+      g.feature_groups = in_.Read<uint32_t>("feature group count");
+      g.batch_groups = in_.Read<uint32_t>("batch group count");
+      const uint32_t n = in_.Count("window value count", sizeof(int64_t));
+      if (in_.ok() && n % 4 != 0) in_.Fail("window value count " + std::to_string(n) + " is not 4 per spatial dim");
+      for (uint32_t i = 0; i + 4 <= n && in_.ok(); i += 4) {
+        ConvWindowDim d;
+        d.stride = in_.Read<int64_t>("window stride");
+        d.pad_low = in_.Read<int64_t>("window low padding");
+        d.lhs_dilation = in_.Read<int64_t>("lhs dilation");
+        d.rhs_dilation = in_.Read<int64_t>("rhs dilation");
+        g.window.push_back(d);
+      }
+      g.dst = ReadHbm();
+      g.lhs = ReadHbm();
+      g.rhs = ReadHbm();
+      return g;
+    }
+    case Opcode::kGpReduceWindow: {
+      GpReduceWindow g;
+      g.op = ReadAluOp();
+      g.dst = ReadHbm();
+      g.src = ReadHbm();
+      g.init = ReadScalar();
+      g.windows = ReadWindowDims(in_);
+      return g;
+    }
+    case Opcode::kGpSelectAndScatter: {
+      GpSelectAndScatter g;
+      g.select = ReadAluOp();
+      g.op = ReadAluOp();
+      g.dst = ReadHbm();
+      g.operand = ReadHbm();
+      g.source = ReadHbm();
+      g.init = ReadScalar();
+      g.windows = ReadWindowDims(in_);
       return g;
     }
   }

@@ -28,6 +28,9 @@ std::string OpcodeName(uint16_t opcode) {
     case Opcode::kGpScatter: return "gp_scatter";
     case Opcode::kGpArgReduce: return "gp_arg_reduce";
     case Opcode::kGpSort: return "gp_sort";
+    case Opcode::kGpReduceWindow: return "gp_reduce_window";
+    case Opcode::kGpSelectAndScatter: return "gp_select_and_scatter";
+    case Opcode::kGpConvolution: return "gp_convolution";
   }
   return "opcode(" + std::to_string(opcode) + ")";
 }

@@ -41,6 +41,9 @@ enum class Opcode : uint16_t {
   kGpScatter = 72,
   kGpArgReduce = 73,
   kGpSort = 74,
+  kGpReduceWindow = 90,
+  kGpSelectAndScatter = 91,
+  kGpConvolution = 80,
 };
 
 // "matmul", ...; "opcode(N)" for a number the format does not define.
@@ -148,11 +151,29 @@ struct GpArgReduce {
 // canonical_floats: -0.0 == +0.0 and every NaN equal and after +inf (JAX's sort comparator);
 // otherwise IEEE totalOrder on the bits.
 struct GpSort { int num_keys; bool descending; bool canonical_floats; std::vector<HbmAP> dsts, srcs; };
+// One dim of a sliding window (docs/program-format.md, gp_reduce_window): window size, stride,
+// base and window dilation, low and high padding of the dilated base.
+struct WindowDim { int64_t size, stride, base_dilation, window_dilation, pad_low, pad_high; };
+// dst[o] = init, folded with op over the valid positions of o's window of src (padding and
+// base-dilation holes are skipped), rounded to dst's dtype after each step.
+struct GpReduceWindow { AluOp op; HbmAP dst, src; Scalar init; std::vector<WindowDim> windows; };
+// dst = init; for each element s of source: the window position of operand picked by `select`
+// (a compare: keep the current pick while select(current, candidate) holds) gets op(dst, source[s]).
+struct GpSelectAndScatter { AluOp select, op; HbmAP dst, operand, source; Scalar init; std::vector<WindowDim> windows; };
+// One spatial dim of gp_convolution's window (docs/program-format.md).
+struct ConvWindowDim { int64_t stride, pad_low, lhs_dilation, rhs_dilation; };
+// dst [N/batch_groups, O, Y...] = lhs [N, C, X...] (*) rhs [O, C/feature_groups, K...].
+struct GpConvolution {
+  int64_t feature_groups, batch_groups;
+  std::vector<ConvWindowDim> window;  // one per spatial dim
+  HbmAP dst, lhs, rhs;
+};
 
 using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
                               TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation,
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
-                              GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort>;
+                              GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
+                              GpConvolution, GpReduceWindow, GpSelectAndScatter>;
 
 struct Instruction {
   Opcode opcode;

@@ -231,6 +231,10 @@ bool OpcodeRunsOn(uint16_t opcode, int stream) {
   if (opcode == 16 || opcode == 17) return stream == kStreamPE;
   if (opcode >= 32 && opcode <= 37) return stream == kStreamDVE;
   if (opcode == 48) return stream == kStreamACT;
+  if (opcode == static_cast<uint16_t>(Opcode::kGpConvolution)) return stream == kStreamPOOL;
+  if (opcode == static_cast<uint16_t>(Opcode::kGpReduceWindow) || opcode == static_cast<uint16_t>(Opcode::kGpSelectAndScatter)) {
+    return stream == kStreamPOOL;
+  }
   return opcode >= 64 && opcode <= 74 && stream == kStreamPOOL;
 }
 

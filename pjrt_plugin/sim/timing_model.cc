@@ -51,6 +51,19 @@ constexpr double kGpCombineCyclesPerElement = 2;
 constexpr double kGpSortCompareCycles = 4;
 // est.: an arg-reduction step compares values and indices and selects both: ~3 element-ops.
 constexpr double kGpArgReduceCyclesPerElement = 3;
+// gp_convolution (est.): one multiply-add per lane-cycle like gp_batch_matmul, plus the window
+// address arithmetic of each output element (per spatial dim: a multiply-add, a bounds and a
+// dilation test), ~8 cycles of one lane.
+constexpr double kGpConvolutionCyclesPerMac = 1;
+constexpr double kGpConvolutionAddressCycles = 8;
+
+// gp_reduce_window (est.): each window position of each output element is one element-op
+// (address test, load, combine), ~1 lane-cycle like gp_reduce, plus a rounding pass per window
+// offset that is a narrow float (not charged separately: it overlaps the next offset's loads).
+constexpr double kGpReduceWindowCyclesPerTap = 1;
+// gp_select_and_scatter (est.): per source element, each window position is a compare and a
+// select of value and position (~2 element-ops), then one read-modify-write of the pick.
+constexpr double kGpSelectCyclesPerTap = 2;
 
 // --- DMA (neuroncore.md "DMA") --------------------------------------------------------------
 // A transfer is spread over up to 16 engines, ~8 partitions each.
@@ -289,6 +302,35 @@ InstructionTiming GpSimdTiming(const Program& p, const Instruction& inst) {
       for (size_t i = 0; i < g.srcs.size(); ++i) bytes += HbmBytes(p, g.srcs[i]) + HbmBytes(p, g.dsts[i]);
       // Each element is moved once per operand and compared ~log2(L) times per key.
       cycles_per_element = static_cast<double>(g.srcs.size()) + kGpSortCompareCycles * g.num_keys * std::max(1.0, std::ceil(std::log2(length)));
+      break;
+    }
+    case Opcode::kGpReduceWindow: {
+      const auto& g = std::get<GpReduceWindow>(inst.operands);
+      int64_t taps = 1;
+      for (const WindowDim& w : g.windows) taps *= w.size;
+      elements = g.dst.num_elements() * taps;
+      cycles_per_element = kGpReduceWindowCyclesPerTap;
+      bytes = HbmBytes(p, g.src) + HbmBytes(p, g.dst);
+      break;
+    }
+    case Opcode::kGpSelectAndScatter: {
+      const auto& g = std::get<GpSelectAndScatter>(inst.operands);
+      int64_t taps = 1;
+      for (const WindowDim& w : g.windows) taps *= w.size;
+      elements = g.source.num_elements() * taps;
+      cycles_per_element = kGpSelectCyclesPerTap;
+      extra_cycles = static_cast<double>(g.source.num_elements()) * kGpCombineCyclesPerElement / kGpSimdElementsPerCycle;
+      bytes = HbmBytes(p, g.operand) + HbmBytes(p, g.source) + HbmBytes(p, g.dst);
+      break;
+    }
+    case Opcode::kGpConvolution: {
+      const auto& g = std::get<GpConvolution>(inst.operands);
+      // MACs as if no tap fell on padding: dst elements x (I x kernel size).
+      elements = g.rhs.dims[0].count ? g.dst.num_elements() * (g.rhs.num_elements() / g.rhs.dims[0].count) : 0;
+      flops = 2 * elements;
+      bytes = HbmBytes(p, g.dst) + HbmBytes(p, g.lhs) + HbmBytes(p, g.rhs);
+      cycles_per_element = kGpConvolutionCyclesPerMac;
+      extra_cycles = static_cast<double>(g.dst.num_elements()) * kGpConvolutionAddressCycles / kGpSimdElementsPerCycle;
       break;
     }
     default:
