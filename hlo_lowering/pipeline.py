@@ -13,7 +13,8 @@ from typing import Callable, NamedTuple
 
 from hlo_lowering import ir_printer, verifier
 from hlo_lowering.ir import Module
-from hlo_lowering.passes import (canonicalize, check_supported, fold_transpose_into_dot,
+from hlo_lowering.passes import (canonicalize, check_supported, decompose_batch_norm,
+                                 fold_transpose_into_dot,
                                  fuse_elementwise, inline_calls, normalize_dot_general,
                                  strip_single_device_sharding, unroll_static_loops)
 
@@ -29,6 +30,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
+    Pass("decompose-batch-norm", decompose_batch_norm.run),
     Pass("canonicalize", canonicalize.run),
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),

@@ -1,8 +1,8 @@
 """canonicalize: normalise forms the lowerings match on, fold small constants, drop dead ops.
 
 Requires: calls inlined (inline-calls).
-Ensures: every single-operand stablehlo.reduce whose body is one binary op of its two arguments
-carries `attrs["reducer"]` (add, max, min, mul, and, or, xor); integer/boolean and shape ops of
+Ensures: every single-operand stablehlo.reduce / reduce_window whose body is one binary op of its
+two arguments carries `attrs["reducer"]` (add, max, min, mul, and, or, xor); integer/boolean and shape ops of
 at most folding.MAX_FOLDED_ELEMENTS elements whose operands are constants are constants; ops
 whose results are unused are removed.
 Runs after: unroll-static-loops (so unrolled loop counters fold away).
@@ -49,7 +49,7 @@ def _fold_block(block: Block) -> None:
       if value is not None:
         op = folding.constant_op(value, op)
         known[op.result] = value
-    if op.name == "stablehlo.reduce":
+    if op.name in ("stablehlo.reduce", "stablehlo.reduce_window"):
       reducer = reducer_of(op)
       if reducer:
         op.attrs["reducer"] = reducer

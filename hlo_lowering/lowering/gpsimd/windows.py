@@ -1,0 +1,141 @@
+"""stablehlo.reduce_window as one gp_reduce_window, and stablehlo.select_and_scatter as one
+gp_select_and_scatter (docs/program-format.md).
+
+reduce_window covers max/avg pooling (jax.lax.reduce_window, flax's pools) and the cumulative
+reductions (jnp.cumsum/cumprod/cummax/cummin lower to a reduce_window whose window spans the axis
+with padding on one side). One operand; the body must be one of the reducers canonicalize names
+(add, max, min, mul, and, or, xor). select_and_scatter is the gradient of max/min pooling: the
+select region must be one compare of the two arguments (GE/GT/LE/LT, not TOTALORDER on floats)
+and the scatter region a reducer (add, max, min, mul). A compile-time init is the instruction's
+immediate; a runtime one is combined afterwards (exact for max/min, a different rounding order
+for float add/mul).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_lowering.ir import Op
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.gpsimd.comparators import unrecognised_region
+from hlo_lowering.lowering.gpsimd.reduce import REDUCERS, identity
+from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.passes.canonicalize import _REDUCER_BODIES
+from hlo_lowering.program import Alu, Scalar
+
+_SELECTORS = {"GE": Alu.GE, "GT": Alu.GT, "LE": Alu.LE, "LT": Alu.LT}
+_SWAPPED = {"GE": "LE", "GT": "LT", "LE": "GE", "LT": "GT"}
+_SCATTER_COMBINERS = ("add", "max", "min", "mul")
+
+
+def _attr(op: Op, name: str, rank: int, default: int) -> list[int]:
+  value = op.attrs.get(name)
+  if value is None:
+    return [default] * rank
+  return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _window(op: Op, rank: int) -> list[tuple]:
+  """(size, stride, base_dilation, window_dilation, pad_low, pad_high) per dim."""
+  sizes = _attr(op, "window_dimensions", rank, 1)
+  strides = _attr(op, "window_strides", rank, 1)
+  base = _attr(op, "base_dilations", rank, 1)
+  dilations = _attr(op, "window_dilations", rank, 1)
+  padding = op.attrs.get("padding")
+  pads = (np.zeros((rank, 2), np.int64) if padding is None
+          else np.asarray(padding, np.int64).reshape(rank, 2))
+  if (pads < 0).any():
+    raise unrecognised_region(op, "negative window padding")
+  return [(sizes[d], strides[d], base[d], dilations[d], int(pads[d, 0]), int(pads[d, 1]))
+          for d in range(rank)]
+
+
+def _region_reducer(region) -> str | None:
+  """The reducer of a region `return binop(arg0, arg1)`, as canonicalize names them."""
+  block = region.block
+  if len(block.args) != 2 or len(block.ops) != 2:
+    return None
+  combine, ret = block.ops
+  if ret.operands != combine.results or set(combine.operands) != set(block.args):
+    return None
+  return _REDUCER_BODIES.get(combine.name)
+
+
+def _selector(region) -> Alu | None:
+  """The selector of a select region `return compare(arg0, arg1)`; swapped arguments flip it."""
+  block = region.block
+  if len(block.args) != 2 or len(block.ops) != 2:
+    return None
+  compare, ret = block.ops
+  if compare.name != "stablehlo.compare" or ret.operands != compare.results:
+    return None
+  direction = compare.attrs.get("comparison_direction")
+  if direction not in _SELECTORS or compare.attrs.get("compare_type") == "TOTALORDER":
+    return None
+  if list(compare.operands) == list(block.args):
+    return _SELECTORS[direction]
+  if list(compare.operands) == list(block.args)[::-1]:
+    return _SELECTORS[_SWAPPED[direction]]
+  return None
+
+
+def _combine_runtime_init(ctx: LoweringContext, op: Alu, out, init) -> None:
+  init_place = ctx.place(init).broadcast(out.shape, [])
+  ctx.builder.gp_elementwise(op, out.ap(), [out.ap(), init_place.ap()], debug=ctx.debug_id)
+
+
+@register_lowering("stablehlo.reduce_window", kind="gpsimd",
+                   when=lambda op: len(op.operands) == 2,
+                   describe="one input, body add, max, min, mul, and, or or xor")
+def lower_reduce_window(ctx: LoweringContext, op: Op) -> None:
+  operand, init = op.operands
+  reducer = op.attrs.get("reducer")
+  if reducer not in REDUCERS:
+    raise unrecognised_region(op, "a reduce_window whose body is not one add, max, min, mul, "
+                                  "and, or or xor of its two arguments")
+  rank = operand.type.rank
+  window = _window(op, rank)
+  out = ctx.new_result(op.result)
+  if not out.size:
+    return
+  if not operand.type.size:  # every window lies in the padding: init everywhere
+    ctx.builder.gp_copy(out.ap(), ctx.place(init).broadcast(out.shape, []).ap(),
+                        debug=ctx.debug_id)
+    return
+  if rank == 0:
+    window = [(1, 1, 1, 1, 0, 0)]
+  init_scalar = ctx.splat_scalar(init)
+  immediate = init_scalar or Scalar(operand.dtype, identity(reducer, operand.dtype))
+  ctx.builder.gp_reduce_window(REDUCERS[reducer], out.ap(), ctx.place(operand).ap(), immediate,
+                               window, debug=ctx.debug_id)
+  if init_scalar is None:
+    _combine_runtime_init(ctx, REDUCERS[reducer], out, init)
+
+
+@register_lowering("stablehlo.select_and_scatter", kind="gpsimd",
+                   describe="select a GE/GT/LE/LT compare, scatter add, max, min or mul")
+def lower_select_and_scatter(ctx: LoweringContext, op: Op) -> None:
+  operand, source, init = op.operands
+  select = _selector(op.regions[0]) if len(op.regions) == 2 else None
+  combiner = _region_reducer(op.regions[1]) if len(op.regions) == 2 else None
+  if select is None or combiner not in _SCATTER_COMBINERS:
+    raise unrecognised_region(op, "a select_and_scatter whose select region is not one "
+                                  "GE/GT/LE/LT compare of its arguments or whose scatter "
+                                  "region is not one add, max, min or mul")
+  rank = operand.type.rank
+  window = _window(op, rank)
+  out = ctx.new_result(op.result)
+  if not out.size:
+    return
+  init_scalar = ctx.splat_scalar(init)
+  immediate = init_scalar or Scalar(out.dtype, identity(combiner, out.dtype))
+  if not source.type.size:
+    ctx.builder.gp_fill(out.ap(), immediate, debug=ctx.debug_id)
+  else:
+    if rank == 0:
+      window = [(1, 1, 1, 1, 0, 0)]
+    ctx.builder.gp_select_and_scatter(select, REDUCERS[combiner], out.ap(),
+                                      ctx.place(operand).ap(), ctx.place(source).ap(),
+                                      immediate, window, debug=ctx.debug_id)
+  if init_scalar is None:
+    _combine_runtime_init(ctx, REDUCERS[combiner], out, init)
