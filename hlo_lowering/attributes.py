@@ -77,6 +77,8 @@ def dense_elements(attr: ir.Attribute) -> np.ndarray:
     array = np.asarray(attr)
   except (BufferError, ValueError, TypeError):
     return _dense_from_text(str(attr), tensor_type(attr.type, "constant"))
+  if array.size == 0:  # a zero-size splat (e.g. f16 after CHLO decomposition) has no element
+    return np.zeros(shape, dtype=array.dtype)
   if attr.is_splat:
     return np.broadcast_to(array.reshape(-1)[:1].reshape(()), shape)
   return array.reshape(shape)
@@ -92,6 +94,12 @@ _DIMENSION_NUMBERS = (
                                          "input_batching_dims", "scatter_indices_batching_dims",
                                          "scattered_dims_to_operand_dims")),
 )
+# Convolution dimension numbers: the *_dimensions fields are lists, the others one dim each.
+_CONV_DIMENSION_NAMES = (
+    "input_batch_dimension", "input_feature_dimension", "input_spatial_dimensions",
+    "kernel_input_feature_dimension", "kernel_output_feature_dimension",
+    "kernel_spatial_dimensions", "output_batch_dimension", "output_feature_dimension",
+    "output_spatial_dimensions")
 _DENSE_ARRAYS = (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr, ir.DenseI16ArrayAttr,
                  ir.DenseI8ArrayAttr, ir.DenseBoolArrayAttr, ir.DenseF32ArrayAttr,
                  ir.DenseF64ArrayAttr)
@@ -119,6 +127,10 @@ def to_python(attr: ir.Attribute):
               stablehlo.PrecisionAttr):
     if cls.isinstance(attr):
       return cls(attr).value
+  if stablehlo.ConvDimensionNumbers.isinstance(attr):
+    typed = stablehlo.ConvDimensionNumbers(attr)
+    return {name: (list(value) if name.endswith("dimensions") else value)
+            for name in _CONV_DIMENSION_NAMES for value in [getattr(typed, name)]}
   for cls, names in _DIMENSION_NUMBERS:
     if cls.isinstance(attr):
       typed = cls(attr)

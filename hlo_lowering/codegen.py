@@ -29,8 +29,10 @@ _CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
 def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
   ctx.begin_op(op)
   before = len(ctx.builder.instructions)
-  if (any(r.type.size == 0 for r in op.results) and op.name != "stablehlo.constant"
-      and op.name not in _CONTROL_FLOW):
+  # Only when every result is zero-size: an op with one empty result and others that are not
+  # (rng_bit_generator's bits and its new state) must still write those others.
+  if (op.results and all(r.type.size == 0 for r in op.results)
+      and op.name != "stablehlo.constant" and op.name not in _CONTROL_FLOW):
     for result in op.results:
       ctx.new_result(result)
     kind = "empty"
@@ -60,6 +62,10 @@ def _plan_outputs(ctx: LoweringContext, ops: list[Op], returned: list[Value],
     ctx.plan_output(value, i, names[i])                   # writes its first output
   for i, value in reversed(list(enumerate(returned))):
     # Through reshapes: the producer of the reshaped value writes the output tensor itself.
+    # Not for a zero-size value: every op in the chain is "empty" and takes a fresh result,
+    # so the output would be allocated twice (once for the producer, once for the reshape).
+    if value.type.size == 0:
+      continue
     source = producers.get(value)
     while source is not None and source.name == "stablehlo.reshape":
       operand = source.operands[0]

@@ -106,6 +106,10 @@ def find_rule(op: Op, ctx=None) -> LoweringRule:
   where = op.loc.position or "an unknown source line"
   reason = ("no lowering rule accepts these operand types" if op.name in _RULES
             else "no lowering rule is registered for it")
+  if op.attrs.get("compare_type") == "TOTALORDER":
+    # The dtypes are fine; the comparison is not (jnp.searchsorted, digitize, histogram).
+    reason = ("no lowering rule accepts compare_type TOTALORDER (a total order of floats, "
+              "-NaN < -Inf < ... < NaN, is not an ALU compare)")
   raise CompileError(
       f"{op.name} is not supported on NeuronCores: {reason} (operands: {operands}; results: "
       f"{results}) at {where}{f' ({op.loc.name})' if op.loc.name else ''}. "

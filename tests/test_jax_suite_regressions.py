@@ -1,0 +1,54 @@
+"""Bugs found by running JAX's own test suite (tag jax-v0.10.2, tests/lax_test.py and friends)
+against the plugin; each test names the JAX test that exposed it."""
+
+import jax
+import numpy as np
+import pytest
+from jax import lax
+
+import compiler_harness
+from hlo_lowering.errors import CompileError
+
+
+@pytest.mark.parametrize("shape,reps", [((2, 3), (1, 0)), ((2, 3), (0, 2)), ((4,), (0,))])
+def test_zero_size_result_returned_through_reshapes(shape, reps):
+  # lax_test.py::testTile: tile by 0 is reshape -> broadcast to a zero-size shape -> reshape; the
+  # output was planned on the broadcast and taken again by the reshape (internal compiler error).
+  x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+  compiler_harness.check(lambda v: lax.tile(v, reps), x)
+
+
+def test_zero_size_result_returned_with_its_source():
+  x = np.ones((2, 3), np.float32)
+  compiler_harness.check(lambda v: (lax.tile(v, (1, 0)), v * 2), x)
+
+
+def test_op_with_one_empty_result_is_not_skipped():
+  # lax_test.py::testRngBitGeneratorReturnedKey: rng_bit_generator with a zero-size bits result
+  # was treated as "empty" and its (non-empty) new key came back as zeros. It must now compile
+  # through a rule, or fail with a CompileError naming the op, never return unwritten memory.
+  key = np.array([3, 1, 4, 2], np.uint32)
+  with pytest.raises(CompileError, match="rng_bit_generator"):
+    compiler_harness.compile_fn(lambda k: lax.rng_bit_generator(k, (0,)), key)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jax.numpy.bfloat16, np.float32])
+@pytest.mark.parametrize("shape", [(0,), (2, 0, 3)])
+def test_zero_size_splat_constants(dtype, shape):
+  # lax_numpy_operators_test.py::testOp_spacing_float16 on a zero-size array: a zero-size f16
+  # splat constant (chlo.next_after's decomposition) made the importer reshape an empty buffer
+  # into a scalar (internal compiler error).
+  import jax.numpy as jnp
+  x = np.ones(shape, dtype)
+  if dtype == np.float16:  # (for other dtypes JAX folds it and drops the unused argument)
+    compiler_harness.check(jnp.spacing, x)
+  compiler_harness.check(lambda v: v + jnp.full(shape, 2, dtype), x)
+
+
+def test_totalorder_compare_error_names_the_compare_type():
+  # lax_numpy_test.py::testDigitize/testHistogram (jnp.searchsorted): the CompileError said "no
+  # lowering rule accepts these operand types" for f32 operands, which every other compare takes.
+  import jax.numpy as jnp
+  x = np.linspace(0, 1, 8, dtype=np.float32)
+  with pytest.raises(CompileError, match="compare_type TOTALORDER"):
+    compiler_harness.compile_fn(lambda a, v: jnp.searchsorted(a, v), x, x[::-1].copy())
