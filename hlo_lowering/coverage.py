@@ -40,6 +40,12 @@ REGENERATE = "python -m hlo_lowering.coverage --write"
 # Ops the compiler handles before codegen, so no lowering rule sees them:
 # op -> (pass in pipeline.PASSES, or "" for structure; when, in words).
 REWRITTEN: dict[str, tuple[str, str]] = {
+    "stablehlo.batch_norm_grad": ("decompose-batch-norm", "always: the spec's reduce and "
+                                                          "elementwise decomposition"),
+    "stablehlo.batch_norm_inference": ("decompose-batch-norm", "always: the spec's elementwise "
+                                                               "decomposition"),
+    "stablehlo.batch_norm_training": ("decompose-batch-norm", "always: the spec's reduce and "
+                                                              "elementwise decomposition"),
     "stablehlo.composite": ("inline-calls", "always: replaced by its decomposition function"),
     "stablehlo.dot": ("", "always: imported as the dot_general it is (torch_xla's HLO protos "
                           "convert to it)"),

@@ -62,6 +62,14 @@ LIMITATIONS: tuple[Limitation, ...] = (
     # Slow paths of supported ops.
     Limitation("stablehlo.dot_general", "integer operands or result", "TensorE multiplies floats "
                "only; runs as one gp_batch_matmul", GPSIMD, dtypes=_INTEGERS, form="integer-dot"),
+    Limitation("stablehlo.convolution", "integer operands or result", "TensorE multiplies "
+               "floats only; runs as one gp_convolution", GPSIMD, dtypes=_INTEGERS,
+               form="integer-conv"),
+    Limitation("stablehlo.convolution", "lhs_dilation > 1 (transposed convs, input gradients "
+               "of strided convs), feature_group_count > 1 (depthwise/grouped), "
+               "batch_group_count > 1 (their weight gradients), 3 or more spatial dims",
+               "the native rule is one matmul per kernel tap over a dense input band; these "
+               "forms run as one gp_convolution", GPSIMD, form="general-conv"),
     Limitation("stablehlo.reduce", "body mul, and, or or xor", "the VectorE/TensorE reduction "
                "implements add, max and min only; runs as one gp_reduce", GPSIMD, form="bitwise-or-mul-reduce"),
     Limitation("stablehlo.reduce", "argmax/argmin (values and indices)", "no native arg-reduction; "
@@ -80,6 +88,21 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation("stablehlo.scatter", "several operands at once", "gp_scatter updates one operand", form="multi-operand-scatter"),
     Limitation("stablehlo.scatter", "an update computation other than replace, add, max, min, "
                "mul", "regions are matched, not interpreted"),
+    Limitation("stablehlo.reduce_window", "all", "no native pooling/scan yet: runs as one "
+               "gp_reduce_window (pooling, cumsum/cumprod/cummax)", GPSIMD),
+    Limitation("stablehlo.reduce_window", "several inputs (variadic reduce_window, e.g. JAX's "
+               "jvp of max pooling packing value and tangent), a body that is not one add, max, "
+               "min, mul, and, or or xor of its arguments, or negative padding",
+               "gp_reduce_window folds one operand with one ALU reducer",
+               form="foreign-reduce-window"),
+    Limitation("stablehlo.select_and_scatter", "all", "runs as one gp_select_and_scatter", GPSIMD),
+    Limitation("stablehlo.select_and_scatter", "a select region other than one GE/GT/LE/LT "
+               "compare of its arguments (or a TOTALORDER float compare), or a scatter region "
+               "other than add, max, min or mul", "regions are matched, not interpreted",
+               form="foreign-select-and-scatter"),
+    Limitation("stablehlo.rng_bit_generator", "all", "not implemented yet: matching XLA's CPU "
+               "bit streams for DEFAULT/THREE_FRY/PHILOX is open work; JAX's default threefry "
+               "PRNG (unrolled integer ops) is supported"),
     Limitation("stablehlo.gather", "operand rank 0 or above 7", "an index window [N, S0..Sr-1] "
                "must fit the 8 dims of an access pattern"),
     Limitation("stablehlo.scatter", "operand rank 0 or above 7", "an index window [N, S0..Sr-1] "

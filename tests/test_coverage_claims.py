@@ -318,7 +318,10 @@ def _ret(op: str, args: str, operands: str, types: str, result: str, attrs: str 
 
 PROGRAMS.update({
     "stablehlo.convolution": [module("%a: tensor<1x4x1xf32>, %w: tensor<2x1x1xf32>",
-                                     "tensor<1x3x1xf32>", _CONV)],
+                                     "tensor<1x3x1xf32>", _CONV),
+                              module("%a: tensor<1x4x1xi32>, %w: tensor<2x1x1xi32>",
+                                     "tensor<1x3x1xi32>",
+                                     _CONV.replace("f32", "i32"))],
     "stablehlo.reduce_window": [module(f"%a: {F}", "tensor<3xf32>", _REDUCE_WINDOW)],
     "stablehlo.select_and_scatter": [module(f"%a: {F}, %s: tensor<2xf32>", F,
                                             _SELECT_AND_SCATTER)],
