@@ -49,6 +49,14 @@ REWRITTEN: dict[str, tuple[str, str]] = {
     "stablehlo.composite": ("inline-calls", "always: replaced by its decomposition function"),
     "stablehlo.dot": ("", "always: imported as the dot_general it is (torch_xla's HLO protos "
                           "convert to it)"),
+    "stablehlo.rng_bit_generator": ("decompose-rng-bit-generator", "u8/u16/u32/u64 bits, "
+                                    "THREE_FRY with a u64[2] state, PHILOX and DEFAULT (= PHILOX, "
+                                    "as on XLA CPU) with u64[2] or u64[3]: XLA's integer "
+                                    "decomposition, bit-exact with XLA CPU"),
+    "stablehlo.reduce_precision": ("decompose-reduce-precision", "f32/bf16/f16 operands: XLA's "
+                                   "integer bit decomposition (round to nearest even, overflow "
+                                   "to Inf, flush below range, NaN kept), bit-exact with XLA "
+                                   "CPU"),
     "stablehlo.return": ("", "always: the terminator of a region (reduce/sort/scatter bodies, "
                              "loop and branch regions), read by the op that owns the region"),
     "stablehlo.while": ("unroll-static-loops", "when the condition folds to a constant every "

@@ -53,7 +53,8 @@ _LEGACY = "JAX no longer emits it (legacy/internal op); no lowering rule"
 LIMITATIONS: tuple[Limitation, ...] = (
     # Types.
     Limitation(ALL_OPS, "float64 operands or results", "NeuronCores have no float64 "
-               "(check-supported rejects it; use float32, disable jax_enable_x64)",
+               "(check-supported rejects it; use float32: in JAX leave jax_enable_x64 off, in "
+               "PyTorch .float())",
                dtypes=("float64",)),
     Limitation(ALL_OPS, "complex operands or results", "NeuronCores have no complex types "
                "(rejected at import)", dtypes=("complex64", "complex128")),
@@ -87,7 +88,11 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "regions are matched, not interpreted (lowering/gpsimd/comparators.py)", form="foreign-comparator"),
     Limitation("stablehlo.scatter", "several operands at once", "gp_scatter updates one operand", form="multi-operand-scatter"),
     Limitation("stablehlo.scatter", "an update computation other than replace, add, max, min, "
-               "mul", "regions are matched, not interpreted"),
+               "mul or subtract (canonicalize-scatter: add of the negated updates)",
+               "regions are matched, not interpreted"),
+    Limitation("stablehlo.reduce_precision", "fp8 operands", "decompose-reduce-precision follows "
+               "XLA's IEEE bit decomposition, which fp8 NaN/Inf encodings do not fit; no rule",
+               dtypes=("float8_e4m3fn", "float8_e5m2")),
     Limitation("stablehlo.reduce_window", "all", "no native pooling/scan yet: runs as one "
                "gp_reduce_window (pooling, cumsum/cumprod/cummax)", GPSIMD),
     Limitation("stablehlo.reduce_window", "several inputs (variadic reduce_window, e.g. JAX's "
@@ -100,9 +105,10 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "compare of its arguments (or a TOTALORDER float compare), or a scatter region "
                "other than add, max, min or mul", "regions are matched, not interpreted",
                form="foreign-select-and-scatter"),
-    Limitation("stablehlo.rng_bit_generator", "all", "not implemented yet: matching XLA's CPU "
-               "bit streams for DEFAULT/THREE_FRY/PHILOX is open work; JAX's default threefry "
-               "PRNG (unrolled integer ops) is supported"),
+    Limitation("stablehlo.rng_bit_generator", "signed or float bits, or a state shape the "
+               "algorithm does not take (THREE_FRY: u64[2]; PHILOX/DEFAULT: u64[2] or u64[3])",
+               "decompose-rng-bit-generator raises a CompileError naming the algorithm: JAX and "
+               "torch_xla only ask for unsigned bits", form="rng-other-types"),
     Limitation("stablehlo.gather", "operand rank 0 or above 7", "an index window [N, S0..Sr-1] "
                "must fit the 8 dims of an access pattern"),
     Limitation("stablehlo.scatter", "operand rank 0 or above 7", "an index window [N, S0..Sr-1] "

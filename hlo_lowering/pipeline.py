@@ -13,10 +13,12 @@ from typing import Callable, NamedTuple
 
 from hlo_lowering import ir_printer, verifier
 from hlo_lowering.ir import Module
-from hlo_lowering.passes import (canonicalize, check_supported, decompose_batch_norm,
-                                 fold_transpose_into_dot,
-                                 fuse_elementwise, inline_calls, normalize_dot_general,
-                                 strip_single_device_sharding, unroll_static_loops)
+from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
+                                 decompose_batch_norm, decompose_reduce_precision,
+                                 decompose_rng_bit_generator, expand_total_order_compare,
+                                 fold_transpose_into_dot, fuse_elementwise, inline_calls,
+                                 normalize_dot_general, strip_single_device_sharding,
+                                 unroll_static_loops)
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,10 @@ PASSES: tuple[Pass, ...] = (
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("decompose-batch-norm", decompose_batch_norm.run),
+    Pass("expand-total-order-compare", expand_total_order_compare.run),
+    Pass("canonicalize-scatter", canonicalize_scatter.run),
+    Pass("decompose-reduce-precision", decompose_reduce_precision.run),
+    Pass("decompose-rng-bit-generator", decompose_rng_bit_generator.run),
     Pass("canonicalize", canonicalize.run),
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),

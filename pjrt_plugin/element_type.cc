@@ -74,7 +74,7 @@ StatusOr<sim::DType> DeviceDType(PJRT_Buffer_Type type, const std::string& what)
   if (t != nullptr && t->on_device) return static_cast<sim::DType>(type);
   if (type == PJRT_Buffer_Type_F64) {
     return InvalidArgument("NeuronCores have no float64 type: cannot place " + what +
-                           "; use float32 (jax_enable_x64 off)");
+                           "; use float32 (in JAX: leave jax_enable_x64 off; in PyTorch: .float())");
   }
   if (type == PJRT_Buffer_Type_C64 || type == PJRT_Buffer_Type_C128) {
     return InvalidArgument("NeuronCores have no complex types: cannot place " + what +

@@ -45,23 +45,22 @@ def test_mlp_forward_and_sgd_step():
 
 
 def test_unsupported_op_is_reported_with_source_line():
-  def random_bits(key):
-    return jax.lax.rng_bit_generator(key, (8, 130))[1]
+  def solve(a):  # stablehlo.triangular_solve: no lowering rule
+    return jax.lax.linalg.triangular_solve(a, a, left_side=True)
 
   with pytest.raises(CompileError) as info:
-    harness.compile_fn(random_bits, np.zeros((4,), np.uint32))
+    harness.compile_fn(solve, np.eye(4, dtype=np.float32))
   message = str(info.value)
-  assert "stablehlo.rng_bit_generator" in message and "docs/adding-an-op.md" in message
+  assert "stablehlo.triangular_solve" in message and "docs/adding-an-op.md" in message
   assert re.search(r"test_compiler_programs\.py:\d+", message)
 
 
 def test_missing_rule_names_op_shape_and_line():
-  labels = np.zeros((8,), np.int32)
   with pytest.raises(CompileError) as info:
-    harness.compile_fn(lambda k, i: jax.lax.rng_bit_generator(k, (8, 130))[1] + i[:, None],
-                       np.zeros((4,), np.uint32), labels.astype(np.uint32))
+    harness.compile_fn(lambda a, b: jax.lax.linalg.triangular_solve(a, b, left_side=True) + 1,
+                       np.eye(8, dtype=np.float32), np.ones((8, 130), np.float32))
   message = str(info.value)
-  assert "stablehlo.rng_bit_generator" in message and "u32[8, 130]" in message
+  assert "stablehlo.triangular_solve" in message and "f32[8, 130]" in message
   assert re.search(r"test_compiler_programs\.py:\d+", message)
   assert info.value.code == "UNIMPLEMENTED"
 

@@ -9,21 +9,21 @@ import numpy as np
 import pytest
 
 
-def _round_to_half(x):
-  return jax.lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10)
+def _solve(x):
+  return jax.lax.linalg.triangular_solve(x, x, left_side=True)
 
 
 def test_unsupported_op_names_the_op_and_the_user_line(trn):
-  # stablehlo.reduce_precision has no lowering rule (docs/coverage.md).
-  x = jax.device_put(np.ones((1, 1, 8, 8), np.float32), trn)
+  # stablehlo.triangular_solve has no lowering rule (docs/coverage.md).
+  x = jax.device_put(np.eye(8, dtype=np.float32), trn)
   with pytest.raises(Exception) as info:
-    jax.jit(_round_to_half)(x)
+    jax.jit(_solve)(x)
   message = str(info.value)
-  assert "stablehlo.reduce_precision" in message
-  line = _round_to_half.__code__.co_firstlineno + 1
+  assert "stablehlo.triangular_solve" in message
+  line = _solve.__code__.co_firstlineno + 1
   assert re.search(rf"test_jax_errors\.py:{line}\b", message), message
   # The failure left the backend usable.
-  np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(x)), np.full(x.shape, 2.0))
+  np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(x)), np.eye(8) + 1)
 
 
 def test_multi_device_programs_fail_at_compile_with_a_clear_error(trn):

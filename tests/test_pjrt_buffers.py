@@ -185,7 +185,7 @@ def test_every_device_dtype_round_trips(make_client, code):
 
 @pytest.mark.parametrize("code, message", [
     (F64, "NeuronCores have no float64 type: cannot place a f64\\[2\\] array on TRN_0; use "
-          "float32 \\(jax_enable_x64 off\\)"),
+          "float32 \\(in JAX: leave jax_enable_x64 off; in PyTorch: \\.float\\(\\)\\)"),
     (C64, "NeuronCores have no complex types"), (C128, "NeuronCores have no complex types")])
 def test_unsupported_dtypes_are_invalid_argument(make_client, code, message):
   client = make_client()

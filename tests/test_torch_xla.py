@@ -88,12 +88,32 @@ _CHILD = textwrap.dedent("""
     # Another device runs the same replicated program torch_xla compiled for device 0.
     out["second_device"] = (torch.arange(4.0, device="xla:1") * 3).cpu().tolist()
 
-    try:  # torch_xla lowers batch norm to HLO batch-norm-training, which JAX never emits
-      nn.functional.batch_norm(x.to(dev), None, None, training=True).cpu()
+    # torch_xla lowers batch norm to HLO batch-norm-training, which JAX never emits.
+    images = torch.randn(2, 3, 9, 9, generator=g)
+    kernel = torch.randn(4, 3, 3, 3, generator=g)
+    out["layers"] = {
+        "batch_norm": both(lambda a: nn.functional.batch_norm(a, None, None, training=True), x),
+        "layer_norm": both(lambda a: nn.functional.layer_norm(a, a.shape[-1:]), x),
+        "conv2d": both(lambda a, k: nn.functional.conv2d(a, k, padding=1), images, kernel),
+        "max_pool": both(lambda a: nn.functional.max_pool2d(a, 2), images),
+        "cumsum": both(lambda a: torch.cumsum(a, dim=-1), x),
+    }
+    try:  # torch's argmax reduces (value, index) with a comparator JAX does not emit
+      torch.argmax(x.to(dev), dim=-1).cpu()
       out["unsupported"] = "no error"
     except Exception as e:
       out["unsupported"] = f"{type(e).__name__}: {e}"
     out["after_error"] = (torch.ones(2, device=dev) + 1).cpu().tolist()
+
+    try:  # on-device RNG: torch_xla emits rng_bit_generator (decompose-rng-bit-generator)
+      xm.set_rng_state(1234)
+      u = torch.rand(4096, device=dev).cpu()
+      d = nn.functional.dropout(torch.ones(4096, device=dev), p=0.5).cpu()
+      out["rng"] = {"min": u.min().item(), "max": u.max().item(), "mean": u.mean().item(),
+                    "dropout_zero_fraction": (d == 0).float().mean().item(),
+                    "dropout_kept": sorted(set(d[d != 0].tolist()))}
+    except Exception as e:
+      out["rng"] = {"error": f"{type(e).__name__}: {e}"}
 
     print(json.dumps(out))
 """)
@@ -141,6 +161,11 @@ def test_bfloat16_stays_bfloat16_and_matches_cpu(torch_run, name):
   _close(case, rtol=1.6e-2 * scale, atol=1e-2 * scale)
 
 
+@pytest.mark.parametrize("name", ["batch_norm", "layer_norm", "conv2d", "max_pool", "cumsum"])
+def test_model_layers_match_cpu(torch_run, name):
+  _close(torch_run["layers"][name], rtol=1e-4, atol=1e-4)
+
+
 def test_ten_training_steps_follow_the_cpu_losses(torch_run):
   trn, cpu = torch_run["training"]["trn"], torch_run["training"]["cpu"]
   assert len(trn) == 10 and trn[-1] < trn[0]
@@ -153,7 +178,7 @@ def test_replicated_program_runs_on_another_device(torch_run):
 
 def test_unsupported_op_fails_with_a_clear_error(torch_run):
   message = torch_run["unsupported"]
-  assert "stablehlo.batch_norm_training is not supported on NeuronCores" in message, message
+  assert "stablehlo.reduce is not supported on NeuronCores" in message, message
   assert "[trn plugin, PJRT_Client_Compile]" in message
   assert torch_run["after_error"] == [2.0, 2.0]
 
@@ -207,3 +232,10 @@ def test_hlo_forms_torch_xla_sends_compile_and_run():
   cpu = jax.devices("cpu")[0]
   expected = jax.jit(f)(jax.device_put(a, cpu), jax.device_put(b, cpu))
   assert_close(harness.run_program(program, [a, b]), [np.asarray(expected)], scale=10)
+
+
+def test_on_device_rng_is_uniform_and_dropout_scales(torch_run):
+  rng = torch_run["rng"]
+  assert "error" not in rng, rng.get("error")
+  assert 0.0 <= rng["min"] and rng["max"] < 1.0 and abs(rng["mean"] - 0.5) < 0.03
+  assert abs(rng["dropout_zero_fraction"] - 0.5) < 0.05 and rng["dropout_kept"] == [2.0]

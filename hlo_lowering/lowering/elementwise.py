@@ -191,7 +191,8 @@ def lower_convert(ctx: LoweringContext, op: Op) -> None:
 def _describe(name: str) -> str:
   """The condition `_alu_accepts` tests for ops named `name`, in words (coverage report)."""
   if name == "stablehlo.compare":
-    return "any dtype, except compare_type TOTALORDER"
+    return ("any dtype (float compare_type TOTALORDER is first rewritten to a SIGNED compare by "
+            "expand-total-order-compare)")
   alu = {**UNARY, **BINARY, **TERNARY}[name]
   return ("float operands" if alu.is_float_only else
           "integer or bool operands" if alu.is_integer_only else "always (any dtype)")
