@@ -144,3 +144,19 @@ def test_reduce(reduction, dtype, shape, axis, trn, cpu):
       [shape[a] for a in np.atleast_1d(axis)])
   assert_matches_cpu(f, x, trn=trn, cpu=cpu,
                      scale=float(np.sqrt(n)) if reduction == "sum" else 1.0)
+
+
+@pytest.mark.parametrize("dtype,bits", ((np.float16, (0x7C37, 0xFC01, 0x7E00)),
+                                        (BF16, (0x7F81, 0xFFC1, 0x7FC0)),
+                                        (np.float32, (0x7F800001, 0xFFC00123, 0x7FC00000))))
+def test_copies_keep_nan_payloads(dtype, bits, trn):
+  """Moving data (transpose, concatenate, slice) converts nothing, so NaN payloads survive bit
+  for bit. Compared with NumPy on the raw bits: XLA's CPU backend computes bf16 data movement
+  through f32 and quiets bf16 payloads, which is not a property of the ops."""
+  uint = {2: np.uint16, 4: np.uint32}[np.dtype(dtype).itemsize]
+  raw = np.resize(np.array(bits, uint), (130, 3))
+  f = lambda v: (v.T, np.concatenate([v, v[::-1]], axis=0)[1:])
+  g = lambda v: (v.T, jnp.concatenate([v, v[::-1]], axis=0)[1:])
+  actual = jax.device_get(jax.jit(g)(jax.device_put(raw.view(dtype), trn)))
+  for a, e in zip(actual, f(raw)):
+    np.testing.assert_array_equal(np.asarray(a).view(uint), e)

@@ -1,5 +1,6 @@
 // DMA queues: paired element copies between HBM and SBUF (and SBUF-SBUF, HBM-HBM), converting
-// dtypes through the source's compute domain as the hardware casts through fp32.
+// dtypes through the source's compute domain as the hardware casts through fp32, and moving the
+// bits unchanged between equal dtypes.
 #include "elementwise.h"
 #include "engines.h"
 
@@ -13,7 +14,7 @@ StridedView EndpointView(Machine& machine, const Endpoint& e) {
 }  // namespace
 
 void RunDmaCopy(Machine& machine, const DmaCopy& dma) {
-  RunElementwise(AluOp::kCopy, EndpointView(machine, dma.dst), {EndpointView(machine, dma.src)});
+  RunCopy(EndpointView(machine, dma.dst), EndpointView(machine, dma.src));
 }
 
 }  // namespace trn::sim

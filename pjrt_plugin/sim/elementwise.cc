@@ -53,6 +53,14 @@ void RunElementwise(AluOp op, const StridedView& dst, const std::vector<StridedV
   });
 }
 
+void RunCopy(const StridedView& dst, const StridedView& src) {
+  if (dst.dtype == src.dtype) {
+    CopyBits(dst, src);
+  } else {
+    RunElementwise(AluOp::kCopy, dst, {src});
+  }
+}
+
 bool CanChunk(const StridedView& dst, const std::vector<StridedView>& srcs) {
   for (const StridedView& src : srcs) {
     if (MayOverlap(dst, src) && !SameDistinctAddresses(dst, src)) return false;

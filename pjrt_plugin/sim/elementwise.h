@@ -20,6 +20,10 @@ Values ComputeElementwise(AluOp op, const std::vector<StridedView>& srcs, int64_
 // dst = op(srcs...): ComputeElementwise, then the result written to dst.
 void RunElementwise(AluOp op, const StridedView& dst, const std::vector<StridedView>& srcs);
 
+// A paired copy (DMA, tensor_copy, gp_copy): converts between dtypes, moves bits unchanged
+// between equal ones.
+void RunCopy(const StridedView& dst, const StridedView& src);
+
 // Whether `dst` may be written chunk by chunk while `srcs` are still being read, with the result
 // every instruction defines (all sources read before dst is written): true when no source shares
 // memory with dst, or one enumerates exactly dst's (distinct) addresses (an in-place update).

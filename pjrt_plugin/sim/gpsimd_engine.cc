@@ -73,7 +73,7 @@ void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
     }
     case Opcode::kGpCopy: {
       const auto& g = std::get<GpCopy>(inst.operands);
-      RunElementwise(AluOp::kCopy, machine.View(g.dst), {machine.View(g.src)});
+      RunCopy(machine.View(g.dst), machine.View(g.src));
       return;
     }
     case Opcode::kGpFill: {

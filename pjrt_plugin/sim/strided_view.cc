@@ -1,6 +1,7 @@
 #include "strided_view.h"
 
 #include <cstring>
+#include <vector>
 
 #include "float_formats.h"
 
@@ -198,6 +199,29 @@ bool SameDistinctAddresses(const StridedView& a, const StridedView& b) {
     if (a.count[d] != b.count[d] || (a.count[d] > 1 && a.stride_bytes[d] != b.stride_bytes[d])) return false;
   }
   return Distinct(a);
+}
+
+void CopyBits(const StridedView& dst, const StridedView& src) {
+  if (src.num_elements() == 0) return;
+  const int64_t size = DTypeSize(src.dtype);
+  // Through a contiguous buffer, so overlapping views behave as read-everything-then-write.
+  std::vector<uint8_t> bytes(static_cast<size_t>(src.num_elements() * size));
+  ForEachRow(src, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
+    uint8_t* out = bytes.data() + first * size;
+    if (stride == size) {
+      std::memcpy(out, address, n * size);
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * size, address + i * stride, size);
+    }
+  });
+  ForEachRow(dst, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
+    const uint8_t* in = bytes.data() + first * size;
+    if (stride == size) {
+      std::memcpy(address, in, n * size);
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(address + i * stride, in + i * size, size);
+    }
+  });
 }
 
 }  // namespace trn::sim

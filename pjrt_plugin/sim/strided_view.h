@@ -33,6 +33,10 @@ void Scatter(const Values& values, const StridedView& view);
 void GatherRange(const StridedView& view, int64_t first, Values& values);
 void ScatterRange(const Values& values, const StridedView& view, int64_t first);
 
+// dst's i-th element = src's i-th element, bit for bit (equal dtypes, equal element counts):
+// a copy that converts nothing must not quiet a NaN's payload on a round trip through fp32.
+void CopyBits(const StridedView& dst, const StridedView& src);
+
 // Whether any byte of one view's elements lies in the other's address range (a conservative
 // bounding-range test).
 bool MayOverlap(const StridedView& a, const StridedView& b);

@@ -44,7 +44,7 @@ void RunVectorInstruction(Machine& machine, const Instruction& inst) {
       return RunTensorReduce(machine, std::get<TensorReduce>(inst.operands));
     case Opcode::kTensorCopy: {
       const auto& t = std::get<TensorCopy>(inst.operands);
-      RunElementwise(AluOp::kCopy, machine.View(t.dst), {machine.View(t.src)});
+      RunCopy(machine.View(t.dst), machine.View(t.src));
       return;
     }
     case Opcode::kTensorTernary: {
