@@ -73,14 +73,15 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "forms run as one gp_convolution", GPSIMD, form="general-conv"),
     Limitation("stablehlo.reduce", "body mul, and, or or xor", "the VectorE/TensorE reduction "
                "implements add, max and min only; runs as one gp_reduce", GPSIMD, form="bitwise-or-mul-reduce"),
-    Limitation("stablehlo.reduce", "argmax/argmin (values and indices)", "no native arg-reduction; "
+    Limitation("stablehlo.reduce", "argmax/argmin (values and indices; JAX's or torch_xla's body)",
+               "no native arg-reduction; "
                "runs as one gp_arg_reduce", GPSIMD, form="arg-reduce"),
     Limitation("stablehlo.transpose", "a consumer that does not read strided views "
                "(elementwise op, return, GpSimd op)", "the result must be dense: one gp_copy",
                GPSIMD),
     # Rejected forms of supported ops.
-    Limitation("stablehlo.reduce", "several inputs with a body other than JAX's "
-               "argmax/argmin comparator", "regions are matched, not interpreted "
+    Limitation("stablehlo.reduce", "several inputs with a body other than JAX's or "
+               "torch_xla's argmax/argmin comparator", "regions are matched, not interpreted "
                "(lowering/gpsimd/comparators.py)", form="foreign-multi-reduce"),
     Limitation("stablehlo.reduce", "argmax/argmin whose initial values are not compile-time "
                "constants", "gp_arg_reduce takes its initial values as immediates"),

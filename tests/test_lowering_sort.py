@@ -90,6 +90,92 @@ def test_unrecognised_variadic_reduce_body_is_a_compile_error():
   def odd_reduce(x):
     return jax.lax.reduce((x, x), (0.0, 0.0), lambda a, b: (a[0] + b[1], a[1] * b[0]), (0,))
 
-  with pytest.raises(CompileError, match=r"stablehlo.reduce .*not JAX's argmax/argmin.* at "
+  with pytest.raises(CompileError, match=r"stablehlo.reduce .*neither JAX's argmax/argmin.* at "
                                          r".*test_lowering_sort.py:\d+"):
     harness.compile_fn(odd_reduce, np.ones(4, np.float32))
+
+
+# torch_xla's argmax/argmin and torch.max/min(x, dim): XLA's select body (the HLO torch_xla 2.9
+# sends, converted to StableHLO), which JAX never emits.
+_TORCH_ARG_REDUCE = """
+func.func @main(%x: tensor<{shape}x{t}>) -> (tensor<{kept}x{t}>, tensor<{kept}xi32>) {{
+  %iota = stablehlo.iota dim = {axis} : tensor<{shape}xi32>
+  %init = stablehlo.constant dense<{init}> : tensor<{t}>
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = "stablehlo.reduce"(%x, %iota, %init, %zero) ({{
+  ^bb0(%a: tensor<{t}>, %ai: tensor<i32>, %b: tensor<{t}>, %bi: tensor<i32>):
+    %keep = stablehlo.compare {direction}, %a, %b : (tensor<{t}>, tensor<{t}>) -> tensor<i1>
+    %value = stablehlo.select %keep, %a, %b : tensor<i1>, tensor<{t}>
+    %equal = stablehlo.compare EQ, %a, %b : (tensor<{t}>, tensor<{t}>) -> tensor<i1>
+    %smaller = stablehlo.minimum %ai, %bi : tensor<i32>
+    %chosen = stablehlo.select %keep, %ai, %bi : tensor<i1>, tensor<i32>
+    %index = stablehlo.select %equal, %smaller, %chosen : tensor<i1>, tensor<i32>
+    stablehlo.return %value, %index : tensor<{t}>, tensor<i32>
+  }}) {{dimensions = array<i64: {axis}>}} : (tensor<{shape}x{t}>, tensor<{shape}xi32>, tensor<{t}>,
+      tensor<i32>) -> (tensor<{kept}x{t}>, tensor<{kept}xi32>)
+  return %r#0, %r#1 : tensor<{kept}x{t}>, tensor<{kept}xi32>
+}}"""
+
+
+def _torch_arg_reduce(x: np.ndarray, axis: int, direction: str):
+  """(program text, NumPy reference) of torch_xla's reduce of (x, iota) over `axis`."""
+  t = "f32" if x.dtype == np.float32 else "i32"
+  init = {"f32": {"GE": "0xFF800000", "LE": "0x7F800000"},
+          "i32": {"GE": "-2147483648", "LE": "2147483647"}}[t][direction]
+  kept = [n for d, n in enumerate(x.shape) if d != axis]
+  text = _TORCH_ARG_REDUCE.format(shape="x".join(map(str, x.shape)), t=t, init=init, axis=axis,
+                                  direction=direction, kept="x".join(map(str, kept)))
+  # The body folded in element order, the accumulator first (docs/program-format.md).
+  rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
+  values = np.empty(len(rows), x.dtype)
+  indices = np.empty(len(rows), np.int32)
+  for r, row in enumerate(rows):
+    acc, acc_i = x.dtype.type(init if t == "i32" else ("-inf" if direction == "GE" else "inf")), 0
+    for i, v in enumerate(row):
+      keep = acc >= v if direction == "GE" else acc <= v
+      acc_i = min(acc_i, i) if acc == v else (acc_i if keep else i)
+      acc = acc if keep else v
+    values[r], indices[r] = acc, acc_i
+  return text, (values.reshape(kept), indices.reshape(kept))
+
+
+@pytest.mark.parametrize("direction", ["GE", "LE"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_torch_xla_arg_reduce_body(axis, direction):
+  harness.native()
+  x = _special((6, 9), seed=axis)
+  x[2] = [np.nan, 1.0, 3.0, np.nan, 2.0, 2.0, -0.0, 0.0, np.nan]  # NaN last: it survives
+  x[3] = [0.0, -0.0, 1.0, np.nan, -1.0, 0.0, -0.0, -1.0, 1.0]  # one NaN, then ties after it
+  x[4] = [-0.0, 0.0, -0.0, 0.0, -0.0, 0.0, -0.0, 0.0, -0.0]
+  x[5] = np.nan
+  cases = [x, x.copy().view(np.uint32).astype(np.int32) % 7 - 3]  # and ints with many ties
+  for case in cases:
+    text, expected = _torch_arg_reduce(case, axis, direction)
+    program = driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")
+    assert driver.last_report().summary()["stablehlo.reduce"] == {"gpsimd": 1}
+    values, indices = harness.run_program(program, [case])
+    np.testing.assert_array_equal(indices, expected[1])
+    # Bitwise, so that -0.0 and +0.0 (ties keep the accumulator) are told apart.
+    np.testing.assert_array_equal(values.view(np.int32), expected[0].view(np.int32))
+
+
+def test_torch_xla_arg_reduce_body_semantics_by_hand():
+  """The NumPy reference itself on rows whose answers are known."""
+  x = np.array([[1.0, 3.0, 3.0, np.nan, 2.0, 2.0], [np.nan, 1.0, 5.0, 5.0, 0.0, np.nan],
+                [-0.0, 0.0, -1.0, 0.0, -0.0, -1.0]], np.float32)
+  _, (values, indices) = _torch_arg_reduce(x, 1, "GE")
+  assert indices.tolist() == [4, 5, 0] and values[:1].tolist() == [2.0]
+  assert np.isnan(values[1]) and np.signbit(values[2])
+  _, (values, indices) = _torch_arg_reduce(x, 1, "LE")
+  assert indices.tolist() == [4, 5, 2] and values[0] == 2.0 and values[2] == -1.0
+
+
+def test_torch_xla_body_with_another_comparison_is_a_compile_error():
+  text, _ = _torch_arg_reduce(np.ones((2, 3), np.float32), 1, "GE")
+  text = text.replace("stablehlo.minimum %ai", "stablehlo.maximum %ai")
+  with pytest.raises(CompileError, match=r"neither JAX's argmax/argmin comparator nor torch_xla"):
+    driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")
+  text, _ = _torch_arg_reduce(np.ones((2, 3), np.float32), 1, "GE")
+  text = text.replace("compare GE, %a", "compare GT, %a")
+  with pytest.raises(CompileError, match=r"neither JAX's argmax/argmin comparator nor torch_xla"):
+    driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")

@@ -98,6 +98,28 @@ def test_arg_reduce_and_sort():
   np.testing.assert_array_equal(o, [[1, 3, 2, 0], [0, 2, 1, 3]])
 
 
+@pytest.mark.parametrize("op, expected_index, expected_value", [
+    (Alu.MAX, [2, 0, 3], [3.0, 0.0, -1.0]), (Alu.MIN, [3, 0, 3], [2.0, 0.0, -1.0])])
+def test_arg_reduce_select_body(op, expected_index, expected_value):
+  """body 1 (XLA's select form): a NaN is never kept; ties keep the accumulator's value and take
+  the smaller index."""
+  x = np.array([[1.0, np.nan, 3.0, 2.0], [0.0, -0.0, 0.0, -0.0], [np.nan, np.nan, np.nan, -1.0]],
+               np.float32)  # JAX's body would answer NaN, and -0.0 (the last tie's value)
+  b = ProgramBuilder()
+  xt = b.tensor("parameter", DType.F32, (3, 4), index=0, name="x")
+  iota = b.tensor("temporary", DType.S32, (3, 4), name="iota")
+  value = b.tensor("output", DType.F32, (3,), index=0, name="value")
+  index = b.tensor("output", DType.S32, (3,), index=1, name="index")
+  b.gp_iota(HbmAP.dense(iota, (3, 4)), 1)
+  b.gp_arg_reduce(op, HbmAP.dense(value, (3,)), HbmAP.dense(index, (3,)),
+                  HbmAP.dense(xt, (3, 4)), HbmAP.dense(iota, (3, 4)), 1,
+                  Scalar(DType.F32, float("-inf") if op == Alu.MAX else float("inf")),
+                  Scalar(DType.S32, 0), body=1)
+  (v, i), _ = _run(b, x)
+  np.testing.assert_array_equal(i, expected_index)
+  np.testing.assert_array_equal(v.view(np.int32), np.array(expected_value, np.float32).view(np.int32))
+
+
 def _expect_invalid(b, message, *inputs):
   with pytest.raises(ValueError, match=message):
     _native.run_program(b.serialize(), list(inputs))

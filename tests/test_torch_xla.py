@@ -98,8 +98,28 @@ _CHILD = textwrap.dedent("""
         "max_pool": both(lambda a: nn.functional.max_pool2d(a, 2), images),
         "cumsum": both(lambda a: torch.cumsum(a, dim=-1), x),
     }
-    try:  # torch's argmax reduces (value, index) with a comparator JAX does not emit
-      torch.argmax(x.to(dev), dim=-1).cpu()
+    # torch_xla reduces (value, index) with XLA's select body, which JAX never emits.
+    ties = torch.randint(-2, 3, (5, 7), generator=g).float()
+    ties[1, 2] = -0.0
+    out["arg_reduce"] = {
+        **{f"{f.__name__}_{d}": both(lambda a, f=f, d=d: f(a, d), ties)
+           for f in (torch.argmax, torch.argmin) for d in (0, 1, -1)},
+        "argmax_flat": both(torch.argmax, ties),
+        "argmin_int": both(lambda a: torch.argmin(a.int(), 1), ties),
+        "max_dim_values": both(lambda a: torch.max(a, 1).values, ties),
+        "max_dim_indices": both(lambda a: torch.max(a, 1).indices, ties),
+        "min_dim_values": both(lambda a: torch.min(a, 0).values, ties),
+        "min_dim_indices": both(lambda a: torch.min(a, 0).indices, ties),
+    }
+    nans = ties.clone()
+    nans[0, 3] = nans[2, 6] = nans[3, 0] = nans[3, 4] = float("nan")
+    out["arg_reduce_nan"] = {"x": [[repr(v) for v in row] for row in nans.tolist()],
+                             "argmax": torch.argmax(nans.to(dev), 1).cpu().tolist(),
+                             "argmin": torch.argmin(nans.to(dev), 1).cpu().tolist(),
+                             "max": [repr(v) for v in torch.max(nans.to(dev), 1).values.cpu().tolist()]}
+
+    try:  # cholesky: torch_xla's info check reduces with a select body no rule accepts
+      torch.linalg.cholesky(torch.eye(4, device=dev) * 2).cpu()
       out["unsupported"] = "no error"
     except Exception as e:
       out["unsupported"] = f"{type(e).__name__}: {e}"
@@ -176,9 +196,38 @@ def test_replicated_program_runs_on_another_device(torch_run):
   assert torch_run["second_device"] == [0.0, 3.0, 6.0, 9.0]
 
 
+@pytest.mark.parametrize("name", [f"{f}_{d}" for f in ("argmax", "argmin") for d in (0, 1, -1)] +
+                         ["argmax_flat", "argmin_int", "max_dim_values", "max_dim_indices",
+                          "min_dim_values", "min_dim_indices"])
+def test_argmax_argmin_and_max_dim_match_cpu_with_ties(torch_run, name):
+  case = torch_run["arg_reduce"][name]
+  assert case["trn"] == case["cpu"], case  # ties take the smallest index, as on the CPU
+
+
+def test_argmax_with_nan_follows_xla_select_body(torch_run):
+  """torch_xla's body never keeps a NaN (docs/program-format.md, gp_arg_reduce body 1): the fold
+  restarts after it, so a row's answer is the arg-extremum of what follows its last NaN. torch on
+  the CPU returns the first NaN's index instead; torch.max's values still propagate NaN."""
+  case = torch_run["arg_reduce_nan"]
+  rows = [[float(v) for v in row] for row in case["x"]]
+
+  def fold(row, better):
+    acc, acc_i = None, 0
+    for i, v in enumerate(row):
+      keep = acc is not None and better(acc, v)
+      acc_i = min(acc_i, i) if acc == v else (acc_i if keep else i)
+      acc = acc if keep else v
+    return acc_i
+
+  assert case["argmax"] == [fold(row, lambda a, b: a >= b) for row in rows]
+  assert case["argmin"] == [fold(row, lambda a, b: a <= b) for row in rows]
+  assert case["argmax"][2] == 6 and case["argmax"][3] != 0  # a NaN last survives, others not
+  assert [v == "nan" for v in case["max"]] == [any(v != v for v in row) for row in rows]
+
+
 def test_unsupported_op_fails_with_a_clear_error(torch_run):
   message = torch_run["unsupported"]
-  assert "stablehlo.reduce is not supported on NeuronCores" in message, message
+  assert "is not supported on NeuronCores" in message, message
   assert "[trn plugin, PJRT_Client_Compile]" in message
   assert torch_run["after_error"] == [2.0, 2.0]
 

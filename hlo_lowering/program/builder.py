@@ -7,8 +7,9 @@ import math
 
 import numpy as np
 
-from .enums import (Alu, ControlOp, DType, Memory, Opcode, PSUM_BANK_BYTES, REDUCE_OPS, SCATTER_CLAMP,
-                    SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind, WINDOW_SELECT_OPS)
+from .enums import (ARG_REDUCE_SELECT, Alu, ControlOp, DType, Memory, Opcode, PSUM_BANK_BYTES,
+                    REDUCE_OPS, SCATTER_CLAMP, SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind,
+                    WINDOW_SELECT_OPS)
 from .instructions import (Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
 from .operands import HbmAP, Scalar, TileAP
 from .sync import WaitTracker
@@ -423,8 +424,10 @@ class ProgramBuilder:
                updates=updates, indices=indices)
 
   def gp_arg_reduce(self, op, dst_value, dst_index, src_value, src_index, reduced, init_value,
-                    init_index, debug=None):
+                    init_index, body=0, debug=None):
     where = "gp_arg_reduce"
+    if body not in (0, ARG_REDUCE_SELECT):
+      raise ValueError(f"{where}: body {body} (0 JAX's comparator, 1 XLA's select form)")
     for ap in (dst_value, dst_index):
       self._check_hbm(ap, where, writes=True, required=True)
     for ap in (src_value, src_index):
@@ -445,7 +448,7 @@ class ProgramBuilder:
         raise ValueError(f"{where}: a destination has {ap.num_elements} elements, expected {kept}")
     if not isinstance(init_value, Scalar) or not isinstance(init_index, Scalar):
       raise ValueError(f"{where}: init_value and init_index must be Scalars")
-    self._emit(Opcode.GP_ARG_REDUCE, Stream.POOL, debug, op=op, dst_value=dst_value,
+    self._emit(Opcode.GP_ARG_REDUCE, Stream.POOL, debug, op=op, body=body, dst_value=dst_value,
                dst_index=dst_index, src_value=src_value, src_index=src_index, reduced=reduced,
                init_value=init_value, init_index=init_index)
 

@@ -191,6 +191,9 @@ SCATTER_SKIP_OUT_OF_BOUNDS = 0
 SCATTER_CLAMP = 1
 SORT_FLOAT_TOTAL_ORDER = 0
 SORT_FLOAT_CANONICAL = 1
+# gp_arg_reduce body: 0 JAX's argmax/argmin comparator; 1 XLA's select form (torch_xla), which
+# keeps the accumulator on >= / <= and takes the smaller index of equal values.
+ARG_REDUCE_SELECT = 1
 # gp_select_and_scatter's selectors: keep the current pick while select(current, candidate).
 WINDOW_SELECT_OPS = frozenset({Alu.GE, Alu.GT, Alu.LE, Alu.LT})
 

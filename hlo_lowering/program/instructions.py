@@ -78,9 +78,9 @@ OPERAND_LAYOUT = {
     Opcode.GP_GATHER: (("dst", "hbm"), ("src", "hbm"), ("indices", "hbm")),
     Opcode.GP_SCATTER: (("op", "u8"), ("bounds", "u8"), ("dst", "hbm"), ("updates", "hbm"),
                         ("indices", "hbm")),
-    Opcode.GP_ARG_REDUCE: (("op", "u8"), ("dst_value", "hbm"), ("dst_index", "hbm"),
-                           ("src_value", "hbm"), ("src_index", "hbm"), ("reduced", "u8"),
-                           ("init_value", "scalar"), ("init_index", "scalar")),
+    Opcode.GP_ARG_REDUCE: (("op", "u8"), ("body", "u8"), ("dst_value", "hbm"), ("dst_index", "hbm"),
+                                ("src_value", "hbm"), ("src_index", "hbm"), ("reduced", "u8"),
+                                ("init_value", "scalar"), ("init_index", "scalar")),
     Opcode.GP_SORT: (("num_keys", "u8"), ("descending", "u8"), ("float_order", "u8"),
                      ("dsts", "hbm_list"), ("srcs", "hbm_list")),
     # window: six i64 per dim (size, stride, base_dilation, window_dilation, pad_low, pad_high).

@@ -102,7 +102,12 @@ void RunSort(Machine& machine, const GpSort& g) {
 //   keep = acc ▷ x || isnan(acc)                     (▷ is > for max, < for min)
 //   value = keep ? acc : x
 //   index = keep || (acc == x && acc_i < x_i) ? acc_i : x_i
-// so the first NaN wins, and among equal values the smallest index.
+// so the first NaN wins, and among equal values the smallest index. With select_form, XLA's
+// select body (torch_xla's argmax/argmin and max/min(dim)) instead:
+//   keep = acc ▷= x                                  (▷= is >= for max, <= for min)
+//   value = keep ? acc : x
+//   index = acc == x ? min(acc_i, x_i) : keep ? acc_i : x_i
+// where a NaN on either side is not kept: a NaN is replaced by the next element.
 void RunArgReduce(Machine& machine, const GpArgReduce& g) {
   const StridedView src_value = machine.View(g.src_value), src_index = machine.View(g.src_index);
   int64_t cols = 1;
@@ -123,6 +128,13 @@ void RunArgReduce(Machine& machine, const GpArgReduce& g) {
         V acc = init_value.data<V>()[0];
         I acc_index = init_index.data<I>()[0];
         for (int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+          if (g.select_form) {
+            const bool keep = is_max ? acc >= v[c] : acc <= v[c];
+            if (acc == v[c]) acc_index = std::min(acc_index, ix[c]);
+            else if (!keep) acc_index = ix[c];
+            if (!keep) acc = v[c];
+            continue;
+          }
           bool keep = is_max ? acc > v[c] : acc < v[c];
           if constexpr (std::is_floating_point_v<V>) keep = keep || std::isnan(acc);
           const bool keep_index = keep || (acc == v[c] && acc_index < ix[c]);

@@ -194,6 +194,7 @@ Operands Parser::ParseOperands(Opcode opcode) {
     case Opcode::kGpArgReduce: {
       GpArgReduce g;
       g.op = ReadAluOp();
+      g.select_form = ReadFlag("arg-reduce body");
       for (HbmAP* ap : {&g.dst_value, &g.dst_index, &g.src_value, &g.src_index}) *ap = ReadHbm();
       g.reduced = in_.Read<uint8_t>("reduced dim count");
       g.init_value = ReadScalar();

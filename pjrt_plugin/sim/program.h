@@ -144,6 +144,7 @@ struct GpGather { HbmAP dst, src, indices; };
 struct GpScatter { AluOp op; bool clamp; HbmAP dst, updates, indices; };
 struct GpArgReduce {
   AluOp op;  // kMax or kMin
+  bool select_form;  // XLA's select body (torch_xla); otherwise JAX's comparator
   HbmAP dst_value, dst_index, src_value, src_index;
   int reduced;
   Scalar init_value, init_index;

@@ -1,4 +1,5 @@
-"""Recognises the regions JAX emits for argmax/argmin reductions and for sort comparators.
+"""Recognises the regions JAX (and torch_xla) emit for argmax/argmin reductions and for sort
+comparators.
 
 Regions are matched against the exact patterns jax.lax emits (docs/program-format.md gives the
 semantics the matched instruction implements); arbitrary regions are not interpreted, and a
@@ -119,6 +120,42 @@ def arg_reduce_kind(op: Op) -> str | None:
     if equal and earlier and _same_operands(equal, acc, x) and _same_operands(earlier, acc_i, x_i):
       return kind
   return None
+
+
+def select_arg_reduce_kind(op: Op) -> str | None:
+  """"max" or "min" when `op` is reduce(values, indices) with XLA's select body, which torch_xla
+  emits for argmax/argmin and max/min(dim):
+
+      keep  = compare GE|LE (acc, x)
+      index = select(compare EQ (acc, x), minimum(acc_i, x_i), select(keep, acc_i, x_i))
+      return select(keep, acc, x), index
+
+  where (acc, acc_i) are the body's first two arguments.
+  """
+  b = _Block(op)
+  if b.block is None or len(op.operands) != 4 or len(b.block.args) != 4:
+    return None
+  acc, acc_i, x, x_i = b.block.args
+  returned = b.returned()
+  if len(returned) != 2:
+    return None
+  value_select = b.op(returned[0], "stablehlo.select")
+  index_select = b.op(returned[1], "stablehlo.select")
+  if value_select is None or index_select is None:
+    return None
+  keep, on_true, on_false = value_select.operands
+  better = b.compare(keep, "GE", "LE")
+  if (on_true, on_false) != (acc, x) or better is None or not _same_operands(better, acc, x):
+    return None
+  equal, smaller, chosen = index_select.operands
+  equal = b.compare(equal, "EQ")
+  smaller_terms = b.pair(smaller, "stablehlo.minimum")
+  chosen = b.op(chosen, "stablehlo.select")
+  if equal is None or not _same_operands(equal, acc, x) or smaller_terms is None or \
+      set(smaller_terms) != {acc_i, x_i} or chosen is None or \
+      list(chosen.operands) != [keep, acc_i, x_i]:
+    return None
+  return "max" if better.attrs["comparison_direction"] == "GE" else "min"
 
 
 # --- sort comparators -----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """stablehlo.reduce with one operand and a recognised reducer, as one gp_reduce; and the
-two-operand (values, indices) reduce of argmax/argmin as one gp_arg_reduce.
+two-operand (values, indices) reduce of argmax/argmin (JAX's or torch_xla's body) as one
+gp_arg_reduce.
 
 The canonicalize pass names the reducer (`attrs["reducer"]`: add, max, min, mul, and, or, xor).
 The operand is viewed with its reduced dims moved last, as gp_reduce wants. A compile-time init
@@ -12,9 +13,11 @@ import numpy as np
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.gpsimd.comparators import arg_reduce_kind, unrecognised_region
+from hlo_lowering.lowering.gpsimd.comparators import (arg_reduce_kind, select_arg_reduce_kind,
+                                                      unrecognised_region)
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.program import Alu, DType, Scalar
+from hlo_lowering.program.enums import ARG_REDUCE_SELECT
 
 REDUCERS = {"add": Alu.ADD, "max": Alu.MAX, "min": Alu.MIN, "mul": Alu.MUL, "and": Alu.AND,
             "or": Alu.OR, "xor": Alu.XOR}
@@ -66,13 +69,17 @@ def lower_reduce(ctx: LoweringContext, op: Op) -> None:
 
 
 @register_lowering("stablehlo.reduce", kind="gpsimd", when=lambda op: len(op.operands) > 2,
-                   describe="values and indices with JAX's argmax/argmin body, constant inits")
+                   describe="values and indices with JAX's argmax/argmin body or torch_xla's "
+                            "select body, constant inits")
 def lower_variadic_reduce(ctx: LoweringContext, op: Op) -> None:
-  """reduce((values, indices), (init_value, init_index)) with JAX's argmax/argmin body."""
-  kind = arg_reduce_kind(op)
+  """reduce((values, indices), (init_value, init_index)) with JAX's argmax/argmin body, or with
+  XLA's select body that torch_xla emits (gp_arg_reduce's select form)."""
+  kind, body = arg_reduce_kind(op), 0
+  if kind is None:
+    kind, body = select_arg_reduce_kind(op), ARG_REDUCE_SELECT
   if kind is None:
     raise unrecognised_region(op, f"a reduce of {len(op.operands) // 2} operands whose body is "
-                                  "not JAX's argmax/argmin comparator")
+                                  "neither JAX's argmax/argmin comparator nor torch_xla's")
   values, indices, init_value, init_index = op.operands
   inits = ctx.splat_scalar(init_value), ctx.splat_scalar(init_index)
   if None in inits:
@@ -91,4 +98,4 @@ def lower_variadic_reduce(ctx: LoweringContext, op: Op) -> None:
   ctx.builder.gp_arg_reduce(Alu.MAX if kind == "max" else Alu.MIN, out_value.ap(),
                             out_index.ap(), ctx.place(values).permuted(kept + dims).ap(),
                             ctx.place(indices).permuted(kept + dims).ap(), len(dims), *inits,
-                            debug=ctx.debug_id)
+                            body=body, debug=ctx.debug_id)
