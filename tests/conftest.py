@@ -1,5 +1,9 @@
 """Fixtures shared by the suites that run JAX on both backends."""
 
+import atexit
+import os
+import shutil
+import tempfile
 from importlib import metadata
 
 import jax
@@ -15,6 +19,13 @@ def _register_source_tree_plugin() -> None:
 
 
 _register_source_tree_plugin()
+
+# The persistent compile cache of this test session: a fresh temporary directory (unless the caller
+# set TRN_CACHE_DIR), so test runs never touch ~/.cache/jax-trn and do not depend on each other.
+# tests/fresh_process.py passes it on to the processes it starts.
+if "TRN_CACHE_DIR" not in os.environ:
+  os.environ["TRN_CACHE_DIR"] = tempfile.mkdtemp(prefix="jax-trn-test-cache-")
+  atexit.register(shutil.rmtree, os.environ["TRN_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,265 @@
+"""A persistent, cross-process cache of compiled NeuronCore programs (and their compile reports).
+
+JAX's own persistent compilation cache is gated on platform names and does not serve "trn", so the
+compiler keeps its own: `driver.compile_for_pjrt` looks a program up here before compiling it.
+
+Key: sha256 over (the compiler fingerprint, code bytes, fmt, the compile options the compiler reads,
+target, the target's spec). The compile options enter as the driver's canonical summary of them
+(today `num_replicas`; partitioned programs are refused before any lookup), not as the serialized
+CompileOptionsProto: its DebugOptions hold protobuf maps that serialize in hash order, so the same
+options give different bytes in different processes. A compiler change that starts reading another
+option must add it to that summary. The compiler fingerprint is the program format version plus a hash of
+every source file of the `hlo_lowering` package, computed once per process, so any compiler change
+misses every older entry (older entries age out through eviction).
+
+Storage: `TRN_CACHE_DIR` (default `~/.cache/jax-trn`; empty or `0` disables the cache), one file
+`<key>.trnc` per entry, written to a temporary file in the same directory and renamed into place
+(`os.replace`, atomic on POSIX), so concurrent processes and threads never see a partial entry; two
+writers of one key both write a complete, identical entry and the last rename wins. An entry holds
+the program bytes and the compile report (JSON) behind a magic header and a sha256 checksum of both;
+an entry that is truncated, corrupted, of another layout or whose program the loader refuses
+(`jax_trn._native.program_info`) is ignored (the program is recompiled and the entry rewritten).
+
+Size cap: `TRN_CACHE_MAX_BYTES` (default 1 GiB). A hit refreshes the entry's mtime; after each
+store, the oldest entries by mtime are deleted until the directory is under the cap (an entry
+larger than the cap is not stored). Every file-system error is logged and treated as a miss: the
+cache never makes a compile fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DIR = os.path.join("~", ".cache", "jax-trn")
+DEFAULT_MAX_BYTES = 1 << 30
+SUFFIX = ".trnc"
+_MAGIC = b"TRNCACHE1\n"
+# magic, program length, report length, sha256(program + report)
+_HEADER = struct.Struct(f"<{len(_MAGIC)}sQQ32s")
+_STALE_TMP_S = 3600.0
+
+_fingerprint: str | None = None
+_fingerprint_lock = threading.Lock()
+
+
+def cache_dir() -> str | None:
+  """The cache directory from TRN_CACHE_DIR, or None when the cache is disabled."""
+  value = os.environ.get("TRN_CACHE_DIR")
+  if value is None:
+    value = DEFAULT_DIR
+  value = value.strip()
+  if value in ("", "0"):
+    return None
+  return os.path.abspath(os.path.expanduser(value))
+
+
+def max_bytes() -> int:
+  value = os.environ.get("TRN_CACHE_MAX_BYTES", "").strip()
+  if not value:
+    return DEFAULT_MAX_BYTES
+  try:
+    return max(int(value), 0)
+  except ValueError:
+    logger.warning("TRN_CACHE_MAX_BYTES=%r is not an integer; using %d", value, DEFAULT_MAX_BYTES)
+    return DEFAULT_MAX_BYTES
+
+
+def compiler_fingerprint() -> str:
+  """Program format version + sha256 of the hlo_lowering package's source files (once per
+  process)."""
+  global _fingerprint
+  with _fingerprint_lock:
+    if _fingerprint is None:
+      from hlo_lowering.program import writer
+      root = os.path.dirname(os.path.abspath(__file__))
+      digest = hashlib.sha256(f"program-format-{writer.VERSION}\n".encode())
+      paths = []
+      for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        paths.extend(os.path.join(directory, f) for f in files if f.endswith(".py"))
+      for path in sorted(paths):
+        digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
+        with open(path, "rb") as f:
+          data = f.read()
+        digest.update(struct.pack("<Q", len(data)) + data)
+      _fingerprint = f"v{writer.VERSION}-{digest.hexdigest()}"
+    return _fingerprint
+
+
+def make_key(code: bytes, fmt: str, compile_options: bytes, target: str,
+             target_spec: dict | None = None) -> str:
+  """The hex sha256 naming the entry of this compile."""
+  digest = hashlib.sha256()
+  spec = json.dumps(target_spec or {}, sort_keys=True, default=str).encode()
+  for part in (compiler_fingerprint().encode(), bytes(code), fmt.encode(),
+               bytes(compile_options or b""), target.encode(), spec):
+    digest.update(struct.pack("<Q", len(part)) + part)
+  return digest.hexdigest()
+
+
+# --- reports -------------------------------------------------------------------------------------
+
+def _report_to_json(report) -> bytes:
+  return json.dumps({"module": report.module, "target": report.target,
+                     "ops": [dataclasses.asdict(op) for op in report.ops]},
+                    separators=(",", ":")).encode()
+
+
+def _report_from_json(data: bytes):
+  from hlo_lowering.report import CompileReport, LoweredOp
+  doc = json.loads(data.decode())
+  return CompileReport(module=doc["module"], target=doc["target"],
+                       ops=[LoweredOp(**op) for op in doc["ops"]])
+
+
+# --- entries -------------------------------------------------------------------------------------
+
+def _path(directory: str, key: str) -> str:
+  return os.path.join(directory, key + SUFFIX)
+
+
+def _validate_program(program: bytes) -> bool:
+  try:
+    from jax_trn import _native
+  except ImportError:  # the loader is not built: the checksum alone vouches for the entry
+    return True
+  try:
+    _native.program_info(program)
+    return True
+  except Exception:  # noqa: BLE001 — any refusal means "not a usable program"
+    return False
+
+
+def load(key: str):
+  """(program bytes, CompileReport) of a valid entry, or None (absent, disabled, or invalid: an
+  invalid entry is removed so that the recompile rewrites it)."""
+  directory = cache_dir()
+  if directory is None:
+    return None
+  path = _path(directory, key)
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except FileNotFoundError:
+    return None
+  except OSError as e:
+    logger.warning("compile cache: cannot read %s: %s", path, e)
+    return None
+  entry = _decode(data)
+  if entry is None or not _validate_program(entry[0]):
+    logger.warning("compile cache: ignoring corrupted entry %s", path)
+    _remove(path)
+    return None
+  try:
+    os.utime(path)  # LRU: a hit makes the entry the newest
+  except OSError:
+    pass
+  return entry
+
+
+def _decode(data: bytes):
+  if len(data) < _HEADER.size:
+    return None
+  magic, program_len, report_len, checksum = _HEADER.unpack_from(data)
+  if magic != _MAGIC or _HEADER.size + program_len + report_len != len(data):
+    return None
+  body = data[_HEADER.size:]
+  if hashlib.sha256(body).digest() != checksum:
+    return None
+  try:
+    report = _report_from_json(body[program_len:])
+  except Exception:  # noqa: BLE001 — a report of another layout: treat as corrupted
+    return None
+  return bytes(body[:program_len]), report
+
+
+def _encode(program: bytes, report) -> bytes:
+  report_json = _report_to_json(report)
+  body = bytes(program) + report_json
+  return _HEADER.pack(_MAGIC, len(program), len(report_json), hashlib.sha256(body).digest()) + body
+
+
+def store(key: str, program: bytes, report) -> bool:
+  """Writes the entry atomically and evicts down to the cap; False when not stored."""
+  directory = cache_dir()
+  if directory is None:
+    return False
+  data = _encode(program, report)
+  limit = max_bytes()
+  if len(data) > limit:
+    logger.info("compile cache: %d-byte entry exceeds TRN_CACHE_MAX_BYTES=%d; not stored",
+                len(data), limit)
+    return False
+  tmp = None
+  try:
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX + ".part", dir=directory)
+    with os.fdopen(fd, "wb") as f:
+      f.write(data)
+    os.replace(tmp, _path(directory, key))
+    tmp = None
+  except OSError as e:
+    logger.warning("compile cache: cannot write to %s: %s", directory, e)
+    return False
+  finally:
+    if tmp is not None:
+      _remove(tmp)
+  evict(directory, limit, keep=key)
+  return True
+
+
+def _remove(path: str) -> None:
+  try:
+    os.remove(path)
+  except OSError:
+    pass
+
+
+def evict(directory: str | None = None, limit: int | None = None, keep: str | None = None) -> int:
+  """Deletes the oldest entries (by mtime) until the entries total at most `limit` bytes, and
+  temporary files left by crashed writers; returns the bytes the entries now hold."""
+  directory = cache_dir() if directory is None else directory
+  limit = max_bytes() if limit is None else limit
+  if directory is None:
+    return 0
+  entries, total, now = [], 0, time.time()
+  try:
+    with os.scandir(directory) as it:
+      for e in it:
+        try:
+          if not e.is_file(follow_symlinks=False):
+            continue
+          st = e.stat(follow_symlinks=False)
+        except OSError:
+          continue
+        if e.name.startswith(".tmp-"):
+          if now - st.st_mtime > _STALE_TMP_S:
+            _remove(e.path)
+          continue
+        if e.name.endswith(SUFFIX):
+          entries.append((st.st_mtime, e.name, e.path, st.st_size))
+          total += st.st_size
+  except OSError as e:
+    logger.warning("compile cache: cannot list %s: %s", directory, e)
+    return 0
+  if total <= limit:
+    return total
+  keep_name = None if keep is None else keep + SUFFIX
+  for _, name, path, size in sorted(entries):
+    if total <= limit:
+      break
+    if name == keep_name:
+      continue
+    _remove(path)
+    total -= size
+  return total

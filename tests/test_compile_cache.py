@@ -1,0 +1,192 @@
+"""The persistent compile cache (hlo_lowering/compile_cache.py): fresh processes share compiled
+programs and compile reports through TRN_CACHE_DIR; invalid entries, disabling, the size cap and
+concurrent writers."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import compiler_harness as harness
+from fresh_process import run_python
+from hlo_lowering import compile_cache, driver
+
+# A training step (matmuls, tanh, reductions), then a couple of eager ops, on trn; prints the
+# cache statistics, a hash of every program it compiled, the report texts and the results.
+_SCRIPT = textwrap.dedent("""
+    import hashlib, json, sys
+    from importlib import metadata
+    if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
+      from jax_trn import plugin
+      plugin.initialize()
+    import jax, jax.numpy as jnp, numpy as np
+    import jax_trn
+    from hlo_lowering import driver
+    programs = []
+    compile_for_pjrt = driver.compile_for_pjrt
+    def recording(*args):
+      program = compile_for_pjrt(*args)
+      programs.append(hashlib.sha256(program).hexdigest())
+      return program
+    driver.compile_for_pjrt = recording
+    trn = jax.devices("trn")[0]
+    def loss(w, x):
+      return jnp.mean(jnp.tanh(x @ w) ** 2)
+    rng = np.random.default_rng(0)
+    w = jax.device_put(rng.standard_normal((64, 32), np.float32), trn)
+    x = jax.device_put(rng.standard_normal((16, 64), np.float32), trn)
+    grad = jax.jit(jax.grad(loss))(w, x)
+    reports = [jax_trn.compile_report().format()]
+    y = jnp.exp(x) * 2.0
+    reports.append(jax_trn.compile_report().format())
+    print(json.dumps({"stats": driver.cache_stats(), "count": driver.compile_count(),
+                      "programs": programs, "reports": reports,
+                      "grad": np.asarray(grad).tolist(), "y": float(np.asarray(y).sum())}))
+""")
+
+
+def _run(cache_dir, **env):
+  result = run_python(_SCRIPT, {"TRN_CACHE_DIR": str(cache_dir), **env})
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _entries(directory):
+  return sorted(p for p in os.listdir(directory) if p.endswith(compile_cache.SUFFIX))
+
+
+def test_second_process_hits_with_identical_programs_and_reports(tmp_path):
+  first = _run(tmp_path)
+  n = len(first["programs"])
+  assert n >= 3 and first["stats"] == {"hits": 0, "misses": n, "bypassed": 0, "compiles": n}
+  assert len(_entries(tmp_path)) == n
+  second = _run(tmp_path)
+  assert second["stats"] == {"hits": n, "misses": 0, "bypassed": 0, "compiles": 0}
+  assert second["count"] == first["count"] == n  # compile_count counts hits too
+  assert second["programs"] == first["programs"]
+  assert second["reports"] == first["reports"] and "compile report" in second["reports"][0]
+  assert second["grad"] == first["grad"] and second["y"] == first["y"]
+  # A different target misses (and stores its own entries).
+  other = _run(tmp_path, TRN_TARGET="trn1")
+  assert other["stats"]["misses"] == n and other["stats"]["hits"] == 0
+  np.testing.assert_allclose(other["grad"], first["grad"], rtol=1e-5, atol=1e-6)
+
+
+def test_disabled_cache_never_writes(tmp_path):
+  home = tmp_path / "home"
+  home.mkdir()
+  for value in ("", "0"):
+    out = _run(value, HOME=str(home))
+    assert out["stats"]["hits"] == out["stats"]["misses"] == 0
+    assert out["stats"]["bypassed"] == len(out["programs"])
+  assert not list(home.rglob("*"))
+
+
+def test_concurrent_writers_do_not_corrupt(tmp_path):
+  env = {k: v for k, v in os.environ.items() if not k.startswith("TRN_") and k != "JAX_PLATFORMS"}
+  env["TRN_CACHE_DIR"] = str(tmp_path)
+  procs = [subprocess.Popen([sys.executable, "-c", _SCRIPT], env=env, cwd=tempfile.gettempdir(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for _ in range(3)]
+  outs = []
+  for p in procs:
+    stdout, stderr = p.communicate(timeout=300)
+    assert p.returncode == 0, stderr[-3000:]
+    outs.append(json.loads(stdout.strip().splitlines()[-1]))
+  assert all(o["programs"] == outs[0]["programs"] and o["grad"] == outs[0]["grad"] for o in outs)
+  assert not [p for p in os.listdir(tmp_path) if not p.endswith(compile_cache.SUFFIX)]
+  after = _run(tmp_path)
+  assert after["stats"]["hits"] == len(after["programs"]) and after["stats"]["misses"] == 0
+  assert after["programs"] == outs[0]["programs"] and after["reports"] == outs[0]["reports"]
+
+
+# --- in this process: the driver reads TRN_CACHE_DIR at every compile --------------------------
+
+def _f(v):
+  return jnp.tanh(v) * 3.0 + 1.0
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+  monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path))
+  monkeypatch.delenv("TRN_CACHE_MAX_BYTES", raising=False)
+  return tmp_path
+
+
+def test_hit_in_process_restores_the_report(cache):
+  x = np.linspace(-2, 2, 300, dtype=np.float32).reshape(3, 100)
+  before = driver.cache_stats()
+  program = harness.compile_fn(_f, x)
+  report = driver.last_report()
+  again = harness.compile_fn(_f, x)
+  stats = driver.cache_stats()
+  assert stats["misses"] == before["misses"] + 1 and stats["hits"] == before["hits"] + 1
+  assert again == program
+  assert driver.last_report() == report and driver.last_report() is not report
+
+
+def test_corrupted_entries_are_recompiled_and_rewritten(cache):
+  x = np.ones((4, 50), np.float32)
+  program = harness.compile_fn(_f, x)
+  (entry,) = _entries(cache)
+  path = cache / entry
+  good = path.read_bytes()
+  for bad in (good[:len(good) // 2], good[:10], b"",
+              good[:200] + bytes([good[200] ^ 0xFF]) + good[201:]):
+    path.write_bytes(bad)
+    misses = driver.cache_stats()["misses"]
+    assert harness.compile_fn(_f, x) == program
+    assert driver.cache_stats()["misses"] == misses + 1
+    assert path.read_bytes() == good
+  harness.check(_f, x)
+
+
+def test_every_key_part_changes_the_key(monkeypatch):
+  base = dict(code=b"module", fmt="mlir", compile_options=b"num_replicas=1", target="trn2",
+              target_spec={"cores": 8})
+  key = compile_cache.make_key(**base)
+  assert compile_cache.make_key(**base) == key and len(key) == 64
+  for part, other in [("code", b"module2"), ("fmt", "hlo"), ("compile_options", b"num_replicas=2"),
+                      ("target", "trn1"), ("target_spec", {"cores": 2})]:
+    assert compile_cache.make_key(**{**base, part: other}) != key, part
+  monkeypatch.setattr(compile_cache, "_fingerprint", "v2-other-compiler-source")
+  assert compile_cache.make_key(**base) != key
+
+
+def test_fingerprint_covers_the_compiler_source():
+  fingerprint = compile_cache.compiler_fingerprint()
+  from hlo_lowering.program import writer
+  assert fingerprint.startswith(f"v{writer.VERSION}-") and len(fingerprint.split("-")[1]) == 64
+
+
+def test_eviction_keeps_the_directory_under_the_cap(cache, monkeypatch):
+  harness.compile_fn(_f, np.ones((2, 3), np.float32))
+  size = os.path.getsize(cache / _entries(cache)[0])
+  cap = int(size * 2.5)
+  monkeypatch.setenv("TRN_CACHE_MAX_BYTES", str(cap))
+  for n in range(4, 10):
+    harness.compile_fn(_f, np.ones((2, n), np.float32))
+    assert sum(os.path.getsize(cache / e) for e in _entries(cache)) <= cap
+  assert 1 <= len(_entries(cache)) <= 2
+  # The newest entry survives: compiling it again hits.
+  hits = driver.cache_stats()["hits"]
+  harness.compile_fn(_f, np.ones((2, 9), np.float32))
+  assert driver.cache_stats()["hits"] == hits + 1
+
+
+def test_disabled_or_patched_pipeline_bypasses(cache, monkeypatch):
+  x = np.ones((3, 3), np.float32)
+  monkeypatch.setenv("TRN_CACHE_DIR", "0")
+  bypassed = driver.cache_stats()["bypassed"]
+  harness.compile_fn(_f, x)
+  assert driver.cache_stats()["bypassed"] == bypassed + 1 and not _entries(cache)
+  monkeypatch.setenv("TRN_CACHE_DIR", str(cache))
+  monkeypatch.setenv("TRN_DUMP_IR", str(cache / "dump"))
+  harness.compile_fn(_f, x)
+  assert not _entries(cache) and os.listdir(cache / "dump")
