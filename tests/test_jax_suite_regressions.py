@@ -50,3 +50,21 @@ def test_totalorder_compare_compiles():
   import jax.numpy as jnp
   x = np.linspace(0, 1, 8, dtype=np.float32)
   compiler_harness.check(lambda a, v: jnp.searchsorted(a, v), x, x[::-1].copy())
+
+
+@pytest.mark.parametrize("dimension_numbers,lhs_shape,rhs_shape,kwargs", [
+    (("NC", "OI", "NC"), (3, 3), (3, 3), {}),
+    (("NHWC", "HWIO", "NCHW"), (2, 7, 6, 4), (3, 2, 2, 8),
+     dict(window_strides=(2, 1), padding=[(1, 2), (0, 1)], lhs_dilation=(1, 2),
+          rhs_dilation=(2, 1), feature_group_count=2)),
+])
+def test_pred_convolution(dimension_numbers, lhs_shape, rhs_shape, kwargs):
+  # lax_test.py::testConvGeneralDilated0D (dtype bool): gp_convolution takes no pred operands
+  # and the program was refused at load (malformed program, internal error). XLA computes a
+  # pred convolution as OR of ANDs.
+  rng = np.random.default_rng(0)
+  lhs, rhs = rng.random(lhs_shape) < 0.3, rng.random(rhs_shape) < 0.5
+  kwargs = {"window_strides": (), "padding": [], **kwargs}
+  compiler_harness.check(
+      lambda x, y: lax.conv_general_dilated(x, y, dimension_numbers=dimension_numbers, **kwargs),
+      lhs, rhs)

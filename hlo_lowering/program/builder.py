@@ -380,8 +380,9 @@ class ProgramBuilder:
     if rank < 2 or len(rhs.dims) != rank or len(dst.dims) != rank or len(window) != rank - 2:
       raise ValueError(f"{where}: lhs {list(lhs.shape)}, rhs {list(rhs.shape)}, dst "
                        f"{list(dst.shape)} and {len(window)} window dims do not match")
-    if self._dtype(lhs).is_float != self._dtype(rhs).is_float:
-      raise ValueError(f"{where}: lhs and rhs must both be float or both integer")
+    if (self._dtype(lhs).is_float != self._dtype(rhs).is_float
+        or DType.PRED in (self._dtype(lhs), self._dtype(rhs))):
+      raise ValueError(f"{where}: lhs and rhs must both be float or both integer (not pred)")
     (n, c), (o, i) = lhs.shape[:2], rhs.shape[:2]
     if (feature_groups < 1 or batch_groups < 1 or c != i * feature_groups
         or o % feature_groups or o % batch_groups or n % batch_groups

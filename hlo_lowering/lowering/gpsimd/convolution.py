@@ -4,8 +4,9 @@
 [N, C, X...], rhs [O, I, K...], result [N / batch_groups, O, Y...]. Any dimension_numbers layout
 (NCHW, NHWC, OIHW, HWIO, ...) is a permuted view of the operands' places, and window_reversal a
 reversed one, so no data moves before the instruction. The precision config is ignored: float
-convolutions accumulate in fp32 (docs/numerics.md). The native TensorE rule
-(lowering/convolution.py) takes the common float forms first.
+convolutions accumulate in fp32 (docs/numerics.md); a pred convolution (AND products, OR sum)
+runs on u8 copies of its operands. The native TensorE rule (lowering/convolution.py) takes the
+common float forms first.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
-from hlo_lowering.program import Scalar
+from hlo_lowering.program import DType, Scalar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +95,21 @@ def lower_convolution(ctx: LoweringContext, op: Op) -> None:
   if not lhs.size or not rhs.size:  # an empty contraction: every element is 0
     ctx.builder.gp_fill(out_place.ap(), Scalar(out_place.dtype, 0), debug=ctx.debug_id)
     return
+  if lhs.dtype == DType.PRED:
+    # gp_convolution takes no pred operands: a pred convolution (XLA: AND for the product, OR
+    # for the sum) is the u8 one of the 0/1 values, stored into the pred result as sum != 0.
+    lhs, rhs = (_as_u8(ctx, place) for place in (lhs, rhs))
   window = [(s, lo, ld, rd) for s, (lo, _), ld, rd in
             zip(form.strides, form.padding, form.lhs_dilation, form.rhs_dilation)]
   ctx.builder.gp_convolution(out.ap(), form.lhs(lhs).ap(), form.rhs(rhs).ap(), window,
                              feature_groups=form.feature_groups,
                              batch_groups=form.batch_groups, debug=ctx.debug_id)
+
+
+def _as_u8(ctx: LoweringContext, place: Place) -> Place:
+  """A dense u8 copy (0 or 1 per element) of a pred place."""
+  copy = Place.dense(ctx.builder.tensor("temporary", DType.U8, place.shape,
+                                        name=f"t{len(ctx.builder.tensors)}"),
+                     place.shape, DType.U8)
+  ctx.builder.gp_copy(copy.ap(), place.ap(), debug=ctx.debug_id)
+  return copy
