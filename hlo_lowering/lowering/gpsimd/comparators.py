@@ -75,6 +75,22 @@ def _same_operands(op: Op, a, b) -> bool:
 
 # --- argmax / argmin ------------------------------------------------------------------------
 
+def _arg_reduce_body(op: Op):
+  """The parts both arg-reduce forms share: reduce(values, indices) whose body returns two
+  selects. (block, (acc, acc_i, x, x_i), value select, index select), or None."""
+  b = _Block(op)
+  if b.block is None or len(op.operands) != 4 or len(b.block.args) != 4:
+    return None
+  returned = b.returned()
+  if len(returned) != 2:
+    return None
+  value_select = b.op(returned[0], "stablehlo.select")
+  index_select = b.op(returned[1], "stablehlo.select")
+  if value_select is None or index_select is None:
+    return None
+  return b, tuple(b.block.args), value_select, index_select
+
+
 def arg_reduce_kind(op: Op) -> str | None:
   """"max" or "min" when `op` is reduce(values, indices) with JAX's argmax/argmin body:
 
@@ -84,17 +100,10 @@ def arg_reduce_kind(op: Op) -> str | None:
 
   where (acc, acc_i) are the body's first two arguments.
   """
-  b = _Block(op)
-  if b.block is None or len(op.operands) != 4 or len(b.block.args) != 4:
+  body = _arg_reduce_body(op)
+  if body is None:
     return None
-  acc, acc_i, x, x_i = b.block.args
-  returned = b.returned()
-  if len(returned) != 2:
-    return None
-  value_select = b.op(returned[0], "stablehlo.select")
-  index_select = b.op(returned[1], "stablehlo.select")
-  if value_select is None or index_select is None:
-    return None
+  b, (acc, acc_i, x, x_i), value_select, index_select = body
   keep, on_true, on_false = value_select.operands
   if (on_true, on_false) != (acc, x) or list(index_select.operands[1:]) != [acc_i, x_i]:
     return None
@@ -132,17 +141,10 @@ def select_arg_reduce_kind(op: Op) -> str | None:
 
   where (acc, acc_i) are the body's first two arguments.
   """
-  b = _Block(op)
-  if b.block is None or len(op.operands) != 4 or len(b.block.args) != 4:
+  body = _arg_reduce_body(op)
+  if body is None:
     return None
-  acc, acc_i, x, x_i = b.block.args
-  returned = b.returned()
-  if len(returned) != 2:
-    return None
-  value_select = b.op(returned[0], "stablehlo.select")
-  index_select = b.op(returned[1], "stablehlo.select")
-  if value_select is None or index_select is None:
-    return None
+  b, (acc, acc_i, x, x_i), value_select, index_select = body
   keep, on_true, on_false = value_select.operands
   better = b.compare(keep, "GE", "LE")
   if (on_true, on_false) != (acc, x) or better is None or not _same_operands(better, acc, x):
