@@ -68,8 +68,6 @@ def test_sync_waits_follow_regions():
 @pytest.mark.parametrize("make, message", [
     (lambda: TileAP.dense(Memory.SBUF, DType.F32, 16, 32, 0, (4,)), "must start at"),
     (lambda: TileAP.dense(Memory.SBUF, DType.F32, 32, 64, 0, (4,)), "must start at"),
-    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 0, 129, 0, (4,)), "out of range"),
-    (lambda: TileAP.dense(Memory.PSUM, DType.F32, 0, 1, 16380, (4,)), "PSUM"),
     (lambda: TileAP.dense(Memory.SBUF, DType.F64, 0, 1, 0, (4,)), "f64"),
 ])
 def test_builder_rejects_bad_tiles(make, message):
@@ -88,13 +86,31 @@ def test_builder_rejects_bad_instructions():
     b.dma_copy(0, HbmAP.dense(x, (128, 64)), _sbuf(0))
   with pytest.raises(ValueError, match="needs integer data"):
     b.tensor_tensor(Alu.AND, _sbuf(0), _sbuf(256), _sbuf(512))
-  with pytest.raises(ValueError, match="cross a 2 KiB PSUM bank"):
-    b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 1024, (512,)), _sbuf(0, free=(64,)),
-             _sbuf(4096, free=(512,)))
   with pytest.raises(ValueError, match="not a reduction"):
     b.tensor_reduce(Alu.SUB, _sbuf(0, free=(1,)), _sbuf(256))
   with pytest.raises(ValueError, match="PSUM is not a DMA endpoint"):
     b.dma_copy(0, TileAP.dense(Memory.PSUM, DType.F32, 0, 128, 0, (64,)), HbmAP.dense(x, (128, 64)))
+
+
+@pytest.mark.parametrize("emit, message", [
+    (lambda b: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F32, 0, 129, 0, (4,)),
+                             _sbuf(0, partitions=1, free=(516,))),
+     r"partitions must lie in 0\.\.127"),
+    (lambda b: b.tensor_copy(TileAP.dense(Memory.PSUM, DType.F32, 0, 1, 16380, (4,)),
+                             _sbuf(0, partitions=1, free=(4,))), r"PSUM .* outside \[0, 16384\)"),
+    (lambda b: b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 1024, (512,)),
+                        _sbuf(0, free=(64,)), _sbuf(4096, free=(512,))), "cross a PSUM bank"),
+    (lambda b: b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 0, (1024,)),
+                        _sbuf(0, free=(64,)), _sbuf(4096, free=(1024,))),
+     "moving free size 1024 exceeds 512 on trn2"),
+])
+def test_loader_checks_the_targets_figures(emit, message):
+  """Partition counts, PSUM capacity and banks, TensorE's free size limits: figures of the
+  target (target_spec.cc), checked by the loader alone."""
+  b = ProgramBuilder()
+  emit(b)
+  with pytest.raises(ValueError, match=message):
+    _native.program_info(b.serialize())
 
 
 def _expect_invalid(data, message):

@@ -7,8 +7,6 @@ next tile overlap the compute of this one (double-buffering) instead of waiting 
 
 from __future__ import annotations
 
-from hlo_lowering.program.enums import NUM_DMA_QUEUES, PSUM_BANK_BYTES, PSUM_BANKS
-
 SBUF_SLOT_BYTES = 16 * 1024
 
 
@@ -35,29 +33,28 @@ class SbufSlots:
 
 
 class PsumBanks:
-  """The 8 PSUM banks of 2 KiB per partition, handed out in rotation (one per matmul group)."""
+  """The target's PSUM banks (`count` of `bank_bytes` per partition), handed out in rotation
+  (one per matmul group)."""
 
-  bank_bytes = PSUM_BANK_BYTES
-  count = PSUM_BANKS
-
-  def __init__(self):
+  def __init__(self, bank_bytes: int, count: int):
+    self.bank_bytes, self.count = bank_bytes, count
     self._next = 0
 
   def take(self) -> int:
-    offset = self._next * PSUM_BANK_BYTES
-    self._next = (self._next + 1) % PSUM_BANKS
+    offset = self._next * self.bank_bytes
+    self._next = (self._next + 1) % self.count
     return offset
 
 
 class DmaQueues:
-  """Round-robin DMA queue selection, so independent transfers run on different queues."""
+  """Round-robin selection among the target's `count` DMA queues, so independent transfers run
+  on different queues."""
 
-  count = NUM_DMA_QUEUES
-
-  def __init__(self):
+  def __init__(self, count: int):
+    self.count = count
     self._next = 0
 
   def take(self) -> int:
     queue = self._next
-    self._next = (self._next + 1) % NUM_DMA_QUEUES
+    self._next = (self._next + 1) % self.count
     return queue

@@ -23,8 +23,8 @@ class LoweringContext:
     self.target_spec = target_spec
     self.partitions = int(target_spec["partitions"])
     self.sbuf = SbufSlots(int(target_spec["sbuf_bytes_per_partition"]))
-    self.psum = PsumBanks()
-    self.dma_queues = DmaQueues()
+    self.psum = PsumBanks(int(target_spec["psum_bank_bytes"]), int(target_spec["psum_banks"]))
+    self.dma_queues = DmaQueues(int(target_spec["dma_queues"]))
     self.op: Op | None = None
     self.debug_id: int | None = None
     self._places: dict[Value, Place] = {}

@@ -7,15 +7,14 @@ import math
 
 import numpy as np
 
-from .enums import (ARG_REDUCE_SELECT, Alu, ControlOp, DType, Memory, Opcode, PSUM_BANK_BYTES,
-                    REDUCE_OPS, SCATTER_CLAMP, SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind,
+from .enums import (ARG_REDUCE_SELECT, Alu, ControlOp, DType, Memory, Opcode, REDUCE_OPS,
+                    SCATTER_CLAMP, SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind,
                     WINDOW_SELECT_OPS)
 from .instructions import (Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
 from .operands import HbmAP, Scalar, TileAP
 from .sync import WaitTracker
 from .writer import serialize
 
-TARGETS = ("trn1", "trn2", "trn3")
 MATMUL_DTYPES = (DType.F32, DType.BF16, DType.F16, DType.F8E4M3FN, DType.F8E5M2)
 
 
@@ -83,10 +82,10 @@ def _scalar_operand(value, src: TileAP, where: str):
 
 
 class ProgramBuilder:
-  def __init__(self, target: str = "trn2", source: str = ""):
-    if target not in TARGETS:
-      raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
-    self.target = target
+  def __init__(self, target: str | dict = "trn2", source: str = ""):
+    """`target`: the target's name or its description (jax_trn._native.target_spec); the loader
+    rejects a name it does not know."""
+    self.target = target["name"] if isinstance(target, dict) else str(target)
     self.source = source
     self.tensors = []
     self.debug_entries = []
@@ -213,13 +212,9 @@ class ProgramBuilder:
       raise ValueError(f"{where}: stationary has K={stationary.partition_count} partitions, "
                        f"moving K={moving.partition_count}")
     m, n = stationary.free_size, moving.free_size
-    if m > 128:
-      raise ValueError(f"{where}: stationary free size {m} exceeds 128")
     if dst.partition_count != m or dst.free_size != n:
       raise ValueError(f"{where}: dst is {list(dst.shape)}, expected [{m} partitions, {n}]")
-    low, high = dst.byte_range()
-    if low // PSUM_BANK_BYTES != (high - 1) // PSUM_BANK_BYTES:
-      raise ValueError(f"{where}: dst bytes [{low}, {high}) cross a 2 KiB PSUM bank")
+    # The target's free size limits and PSUM banks: the loader checks them.
     flags = (MATMUL_START if start else 0) | (MATMUL_STOP if stop else 0)
     self._emit(Opcode.MATMUL, Stream.PE, debug, dst=dst, stationary=stationary, moving=moving,
                flags=flags)
@@ -229,8 +224,8 @@ class ProgramBuilder:
     dst, src = _tile(dst, where), _tile(src, where)
     if dst.memory != Memory.PSUM:
       raise ValueError(f"{where}: dst must be in PSUM, got {dst}")
-    if len(src.free) != 1 or src.free_size > 128:
-      raise ValueError(f"{where}: src must be [P, F <= 128] with one free dim, got {src}")
+    if len(src.free) != 1:
+      raise ValueError(f"{where}: src must be [P, F] with one free dim, got {src}")
     if dst.partition_count != src.free_size or dst.free_size != src.partition_count:
       raise ValueError(f"{where}: dst is {list(dst.shape)}, expected "
                        f"[{src.free_size}, {src.partition_count}]")

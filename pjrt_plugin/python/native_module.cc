@@ -124,7 +124,7 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
 
 nb::dict TargetSpecDict(const std::string& name) {
   const TargetSpec* t = FindTarget(name);
-  if (t == nullptr) throw nb::value_error(("unknown target \"" + name + "\" (expected trn1, trn2 or trn3)").c_str());
+  if (t == nullptr) throw nb::value_error(("unknown target \"" + name + "\" (expected one of " + KnownTargets() + ")").c_str());
   nb::dict d;
   d["name"] = t->name;
   d["core_version"] = t->core_version;
@@ -143,10 +143,46 @@ nb::dict TargetSpecDict(const std::string& name) {
   d["hbm_bytes_per_chip"] = t->hbm_bytes_per_chip;
   d["hbm_bytes_per_ns_per_chip"] = t->hbm_bytes_per_ns_per_chip;
   d["dma_engines_per_core"] = t->dma_engines_per_core;
+  d["dma_queues"] = t->dma_queues;
   d["dma_bytes_per_ns_per_engine"] = t->dma_bytes_per_ns_per_engine;
   d["dma_fixed_latency_ns"] = t->dma_fixed_latency_ns;
   d["chip_link_bytes_per_ns"] = t->chip_link_bytes_per_ns;
   return d;
+}
+
+// isa.def's tables as the C++ side compiled them, named by its name functions (DTypeName,
+// AluOpName, OpcodeName, StreamName): tests/test_isa_table.py compares them with Python's enums.
+nb::dict IsaTables() {
+  nb::dict dtypes, dtype_sizes, alu_ops, alu_arities, opcodes, control_ops, memories, tensor_kinds,
+      endpoint_kinds, scalar_kinds, streams;
+#define TRN_DTYPE(Camel, snake, code, size, cls)                       \
+  dtypes[DTypeName(DType::k##Camel).c_str()] = static_cast<int>(DType::k##Camel); \
+  dtype_sizes[#snake] = DTypeSize(DType::k##Camel);
+#define TRN_ALU_OP(Camel, snake, code, arity, data)                       \
+  alu_ops[AluOpName(AluOp::k##Camel).c_str()] = static_cast<int>(AluOp::k##Camel); \
+  alu_arities[#snake] = AluArity(static_cast<uint8_t>(AluOp::k##Camel));
+#define TRN_OPCODE(Camel, snake, code) \
+  opcodes[OpcodeName(static_cast<uint16_t>(Opcode::k##Camel)).c_str()] = static_cast<int>(Opcode::k##Camel);
+#define TRN_CONTROL_OP(Camel, snake, code) control_ops[#snake] = static_cast<int>(ControlOp::k##Camel);
+#define TRN_MEMORY(Camel, snake, code) memories[#snake] = static_cast<int>(Memory::k##Camel);
+#define TRN_TENSOR_KIND(Camel, snake, code) tensor_kinds[#snake] = static_cast<int>(TensorKind::k##Camel);
+#define TRN_ENDPOINT_KIND(Camel, snake, code) endpoint_kinds[#snake] = static_cast<int>(EndpointKind::k##Camel);
+#define TRN_SCALAR_KIND(Camel, snake, code) scalar_kinds[#snake] = static_cast<int>(ScalarKind::k##Camel);
+#include "sim/isa.def"
+  for (int s = 0; s < kNumStreams; ++s) streams[StreamName(s).c_str()] = s;
+  nb::dict tables;
+  tables["dtypes"] = dtypes;
+  tables["dtype_sizes"] = dtype_sizes;
+  tables["alu_ops"] = alu_ops;
+  tables["alu_arities"] = alu_arities;
+  tables["opcodes"] = opcodes;
+  tables["control_ops"] = control_ops;
+  tables["memories"] = memories;
+  tables["tensor_kinds"] = tensor_kinds;
+  tables["endpoint_kinds"] = endpoint_kinds;
+  tables["scalar_kinds"] = scalar_kinds;
+  tables["streams"] = streams;
+  return tables;
 }
 
 nb::tuple RunProgram(nb::bytes program, nb::list inputs, bool record_timeline) {
@@ -232,6 +268,8 @@ NB_MODULE(_native, m) {
   using namespace trn::sim;
   m.doc() = "jax-trn runtime bindings: target table, direct program execution, profiles";
   m.def("target_spec", &TargetSpecDict, nb::arg("name"), "The per-generation hardware constants of a target.");
+  m.def("target_names", &TargetNames, "Every target's name (the target table's order).");
+  m.def("isa_tables", &IsaTables, "isa.def's tables (name -> code) as the C++ side compiled them.");
   m.def("run_program", &RunProgram, nb::arg("program"), nb::arg("inputs"), nb::arg("record_timeline") = false,
         "Loads and runs program bytes on one simulated NeuronCore; returns (outputs, profile).");
   m.def("program_info", &ProgramInfo, nb::arg("program"), "Validates program bytes and describes their tensors.");

@@ -296,8 +296,8 @@ TileAP Parser::ReadTile() {
   if (!in_.ok()) return ap;
   const int start = ap.partition_start, count = ap.partition_count;
   std::string rule;
-  if (count < 1 || start + count > 128) {
-    rule = "partitions must lie in 0..127";
+  if (count < 1 || start + count > program_->target->partitions) {
+    rule = "partitions must lie in 0.." + std::to_string(program_->target->partitions - 1);
   } else if (count > 64 && start != 0) {
     rule = "a tile of more than 64 partitions starts at 0";
   } else if (count > 32 && count <= 64 && start != 0 && start != 64) {
@@ -367,8 +367,12 @@ ScalarOperand Parser::ReadScalarOperand() {
   ScalarOperand s{};
   const size_t at = in_.offset();
   const uint8_t kind = in_.Read<uint8_t>("scalar operand kind");
-  if (in_.ok() && kind > 1) in_.Fail(at, "scalar operand kind " + std::to_string(kind) + " (expected 0 immediate or 1 tile)");
-  s.is_tile = kind == 1;
+  const auto immediate = static_cast<uint8_t>(ScalarKind::kImmediate), tile = static_cast<uint8_t>(ScalarKind::kTile);
+  if (in_.ok() && kind != immediate && kind != tile) {
+    in_.Fail(at, "scalar operand kind " + std::to_string(kind) + " (expected " + std::to_string(immediate) + " immediate or " +
+                     std::to_string(tile) + " tile)");
+  }
+  s.is_tile = kind == tile;
   if (s.is_tile) {
     s.tile = ReadTile();
   } else {
@@ -381,8 +385,12 @@ Endpoint Parser::ReadEndpoint() {
   Endpoint e{};
   const size_t at = in_.offset();
   const uint8_t kind = in_.Read<uint8_t>("DMA endpoint kind");
-  if (in_.ok() && kind > 1) in_.Fail(at, "DMA endpoint kind " + std::to_string(kind) + " (expected 0 HBM or 1 tile)");
-  e.is_tile = kind == 1;
+  const auto hbm = static_cast<uint8_t>(EndpointKind::kHbm), tile = static_cast<uint8_t>(EndpointKind::kTile);
+  if (in_.ok() && kind != hbm && kind != tile) {
+    in_.Fail(at, "DMA endpoint kind " + std::to_string(kind) + " (expected " + std::to_string(hbm) + " HBM or " +
+                     std::to_string(tile) + " tile)");
+  }
+  e.is_tile = kind == tile;
   if (e.is_tile) {
     e.tile = ReadTile();
   } else {

@@ -29,7 +29,7 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   const std::string target = in_.String("target name");
   if (in_.ok()) {
     program_->target = FindTarget(target);
-    if (program_->target == nullptr) in_.Fail(target_at, "unknown target \"" + target + "\" (expected trn1, trn2 or trn3)");
+    if (program_->target == nullptr) in_.Fail(target_at, "unknown target \"" + target + "\" (expected one of " + KnownTargets() + ")");
   }
   ParseTensors();
   if (version == 1) {

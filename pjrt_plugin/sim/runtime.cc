@@ -119,9 +119,11 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
 }
 
 std::string StreamName(int stream) {
-  static const char* const kEngines[] = {"SP", "ACT", "PE", "DVE", "POOL"};
-  if (stream >= 0 && stream < 5) return kEngines[stream];
-  if (stream >= 5 && stream < kNumStreams) return "DMA" + std::to_string(stream - 5);
+  switch (stream) {
+#define TRN_ENGINE_STREAM(NAME, code) case code: return #NAME;
+#include "isa.def"
+  }
+  if (stream >= kFirstDmaStream && stream < kNumStreams) return "DMA" + std::to_string(stream - kFirstDmaStream);
   return "stream(" + std::to_string(stream) + ")";
 }
 
