@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "sim/execution_index.h"
 #include "sim/program.h"
 #include "sim/runtime.h"
 
@@ -255,10 +256,12 @@ nb::dict ProgramInfo(nb::bytes program) {
   return d;
 }
 
+// The latest completed execution on a device of the live PJRT client (execution_index.h).
 nb::object LastExecutionDict(int device_id) {
-  ExecutionProfile profile;
-  if (!LastExecution(device_id, &profile)) return nb::none();
-  return ProfileDict(profile);
+  const std::shared_ptr<const ExecutionIndex> index = ExecutionIndex::Current();
+  const std::shared_ptr<const ExecutionProfile> profile = index ? index->Latest(device_id) : nullptr;
+  if (profile == nullptr) return nb::none();
+  return ProfileDict(*profile);
 }
 
 }  // namespace

@@ -1,11 +1,9 @@
-// LoadedProgram and Execute (runtime.h): binding caller buffers to the HBM tensor table,
-// allocating temporaries, and keeping each device's last profile.
+// LoadedProgram and Execute (runtime.h): binding caller buffers to the HBM tensor table and
+// allocating temporaries.
 #include "runtime.h"
 
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 
 #include "executor.h"
 #include "machine.h"
@@ -16,16 +14,6 @@ namespace trn::sim {
 namespace {
 
 TensorInfo InfoOf(const Tensor& t) { return {t.name, t.dtype, t.shape, t.byte_size}; }
-
-std::mutex& LastExecutionMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-std::map<int, ExecutionProfile>& LastExecutions() {
-  static std::map<int, ExecutionProfile> profiles;
-  return profiles;
-}
 
 }  // namespace
 
@@ -125,24 +113,6 @@ std::string StreamName(int stream) {
   }
   if (stream >= kFirstDmaStream && stream < kNumStreams) return "DMA" + std::to_string(stream - kFirstDmaStream);
   return "stream(" + std::to_string(stream) + ")";
-}
-
-void RecordLastExecution(int device_id, const ExecutionProfile& profile) {
-  std::lock_guard<std::mutex> lock(LastExecutionMutex());
-  LastExecutions()[device_id] = profile;
-}
-
-void RecordLastExecution(int device_id, ExecutionProfile&& profile) {
-  std::lock_guard<std::mutex> lock(LastExecutionMutex());
-  LastExecutions()[device_id] = std::move(profile);
-}
-
-bool LastExecution(int device_id, ExecutionProfile* profile) {
-  std::lock_guard<std::mutex> lock(LastExecutionMutex());
-  auto it = LastExecutions().find(device_id);
-  if (it == LastExecutions().end()) return false;
-  *profile = it->second;
-  return true;
 }
 
 namespace {

@@ -107,11 +107,6 @@ TRN_API std::string StreamName(int stream);
 #include "isa.def"
 constexpr int kNumStreams = kFirstDmaStream + kNumDmaStreams;
 
-// The profile of the most recent execution on each device, kept for jax_trn.profile.
-TRN_API void RecordLastExecution(int device_id, const ExecutionProfile& profile);
-TRN_API void RecordLastExecution(int device_id, ExecutionProfile&& profile);  // no timeline copy
-TRN_API bool LastExecution(int device_id, ExecutionProfile* profile);
-
 // Whether executions should record their per-instruction timeline: TRN_PROFILE is set, or a
 // caller turned it on (jax_trn.profile.trace()). SetRecordTimeline nests: each `true` needs a
 // matching `false`.
