@@ -29,8 +29,10 @@ def native():
 
 
 def compile_fn(f, *args, target: str = "trn2") -> bytes:
-  native()
-  return driver.compile_for_pjrt(artifact(f, *args), "mlir", b"", target)
+  """The program, validated by the C++ loader (as the plugin's compile path does)."""
+  program = driver.compile_for_pjrt(artifact(f, *args), "mlir", b"", target)
+  native().program_info(program)
+  return program
 
 
 def run_program(program: bytes, args) -> list[np.ndarray]:

@@ -1,19 +1,12 @@
 """Instruction operands: access patterns over HBM tensors and over SBUF/PSUM tiles, and
-immediates. Each knows its element count and the memory region it touches (for sync.py)."""
+immediates. Each knows its element count and the memory region it touches (for sync.py). Their
+validity (dim counts, partition rules, memory bounds, tile dtypes) is the C++ loader's to check."""
 
 import dataclasses
 import math
 from typing import Sequence
 
 from .enums import DType, Memory
-
-
-def _check_dims(dims, what: str, max_dims: int):
-  if not 1 <= len(dims) <= max_dims:
-    raise ValueError(f"{what}: {len(dims)} dims; expected 1..{max_dims}")
-  for stride, count in dims:
-    if count < 1:
-      raise ValueError(f"{what}: dim count {count} must be >= 1 (dims={list(dims)})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +18,6 @@ class HbmAP:
 
   def __post_init__(self):
     object.__setattr__(self, "dims", tuple((int(s), int(c)) for s, c in self.dims))
-    _check_dims(self.dims, f"HbmAP over tensor {self.tensor}", 8)
 
   @classmethod
   def dense(cls, tensor: int, shape: Sequence[int], offset: int = 0) -> "HbmAP":
@@ -67,13 +59,6 @@ class TileAP:
     object.__setattr__(self, "memory", Memory(self.memory))
     object.__setattr__(self, "dtype", DType(self.dtype))
     object.__setattr__(self, "free", tuple((int(s), int(c)) for s, c in self.free))
-    _check_dims(self.free, f"TileAP {self}", 4)
-    check_partitions(self.partition_start, self.partition_count)
-    if self.dtype == DType.F64:
-      raise ValueError("f64 is not a tile dtype (GpSimd general-purpose ops only)")
-    low, high = self.byte_range()
-    if low < 0:
-      raise ValueError(f"TileAP addresses byte {low} before the start of its partition: {self}")
 
   @classmethod
   def dense(cls, memory: Memory, dtype: DType, partition_start: int, partition_count: int,
@@ -109,20 +94,6 @@ class TileAP:
     high = sum(s * (c - 1) for s, c in self.free if s > 0)
     return self.byte_offset + low * size, self.byte_offset + (high + 1) * size
 
-
-def check_partitions(start: int, count: int):
-  """The partition rules of docs/program-format.md (the loader checks the range against the
-  target's partition count)."""
-  if count < 1:
-    raise ValueError(f"partition count {count} must be >= 1")
-  if count > 64:
-    allowed = (0,)
-  elif count > 32:
-    allowed = (0, 64)
-  else:
-    allowed = (0, 32, 64, 96)
-  if start not in allowed:
-    raise ValueError(f"a tile of {count} partitions must start at one of {allowed}, not {start}")
 
 
 @dataclasses.dataclass(frozen=True)

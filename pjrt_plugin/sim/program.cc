@@ -14,6 +14,23 @@ std::string OpcodeName(uint16_t opcode) {
   return "opcode(" + std::to_string(opcode) + ")";
 }
 
+std::string DescribeDebug(const Program& program, uint32_t debug_id) {
+  if (debug_id >= program.debug.size()) return "; debug id " + std::to_string(debug_id);
+  const DebugInfo& debug = program.debug[debug_id];
+  std::string text;
+  if (!debug.op.empty() || !debug.name.empty()) text += "; " + debug.op + " \"" + debug.name + "\"";
+  if (!debug.location.empty()) text += " at " + debug.location;
+  return text;
+}
+
+std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index) {
+  const Instruction& inst = program.blocks[block].streams[stream][index];
+  std::string text = (program.blocks.size() > 1 ? "block " + std::to_string(block) + " " : std::string()) +
+                     StreamName(stream) + " instruction " + std::to_string(index) + " (" +
+                     OpcodeName(static_cast<uint16_t>(inst.opcode));
+  return text + DescribeDebug(program, inst.debug_id) + ")";
+}
+
 int64_t TileAP::free_size() const {
   int64_t n = 1;
   for (int d = 0; d < num_free; ++d) n *= free[d].count;

@@ -203,6 +203,13 @@ struct Block {
   BlockExit exit;
 };
 
+// For error messages: "; stablehlo.add \"jit(f)/add\" at f.py:3:4" (what is known of the entry).
+std::string DescribeDebug(const Program& program, uint32_t debug_id);
+
+// "DVE instruction 3 (tensor_tensor; stablehlo.add \"jit(f)/add\" at f.py:3:4)", prefixed with
+// "block B " in a program of several blocks.
+std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index);
+
 struct Program {
   const TargetSpec* target = nullptr;
   std::vector<Tensor> tensors;

@@ -25,7 +25,7 @@ class Parser {
   void ParseStreams(Block& block);
   void ParseExit(Block& block);
   Status CheckBlocks() const;
-  Instruction ParseInstruction(int stream);
+  Instruction ParseInstruction(int stream, const std::string& where);  // where: "DVE instruction 3"
   Operands ParseOperands(Opcode opcode);
   DType ReadDType(const char* what, bool allow_f64);
   AluOp ReadAluOp();
