@@ -162,7 +162,7 @@ nb::dict IsaTables() {
 #define TRN_ALU_OP(Camel, snake, code, arity, data)                       \
   alu_ops[AluOpName(AluOp::k##Camel).c_str()] = static_cast<int>(AluOp::k##Camel); \
   alu_arities[#snake] = AluArity(static_cast<uint8_t>(AluOp::k##Camel));
-#define TRN_OPCODE(Camel, snake, code) \
+#define TRN_OPCODE(Camel, snake, code, engine) \
   opcodes[OpcodeName(static_cast<uint16_t>(Opcode::k##Camel)).c_str()] = static_cast<int>(Opcode::k##Camel);
 #define TRN_CONTROL_OP(Camel, snake, code) control_ops[#snake] = static_cast<int>(ControlOp::k##Camel);
 #define TRN_MEMORY(Camel, snake, code) memories[#snake] = static_cast<int>(Memory::k##Camel);

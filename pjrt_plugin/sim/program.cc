@@ -4,7 +4,7 @@ namespace trn::sim {
 
 std::string OpcodeName(uint16_t opcode) {
   switch (opcode) {
-#define TRN_OPCODE(Camel, snake, code) case code: return #snake;
+#define TRN_OPCODE(Camel, snake, code, engine) case code: return #snake;
 #include "isa.def"
     // Block exits share the opcode space (docs/program-format.md); `end` is no instruction.
     case static_cast<uint16_t>(ControlOp::kJump): return "jump";

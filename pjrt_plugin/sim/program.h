@@ -39,7 +39,7 @@ enum class ScalarKind : uint8_t {
 };
 
 enum class Opcode : uint16_t {
-#define TRN_OPCODE(Camel, snake, code) k##Camel = code,
+#define TRN_OPCODE(Camel, snake, code, engine) k##Camel = code,
 #include "isa.def"
 };
 

@@ -1,6 +1,7 @@
 #include "program_loader.h"
 
 #include <string>
+#include <string_view>
 
 #include "program_parser.h"
 
@@ -224,16 +225,16 @@ void Parser::ParseStreams(Block& block) {
   }
 }
 
+// isa.def's `engine` column: DMA runs on every DMA queue's stream, the others on their engine's.
 bool OpcodeRunsOn(uint16_t opcode, int stream) {
-  if (opcode == static_cast<uint16_t>(Opcode::kDmaCopy)) return stream >= kFirstDmaStream;
-  if (opcode == 16 || opcode == 17) return stream == kStreamPE;
-  if (opcode >= 32 && opcode <= 37) return stream == kStreamDVE;
-  if (opcode == 48) return stream == kStreamACT;
-  if (opcode == static_cast<uint16_t>(Opcode::kGpConvolution)) return stream == kStreamPOOL;
-  if (opcode == static_cast<uint16_t>(Opcode::kGpReduceWindow) || opcode == static_cast<uint16_t>(Opcode::kGpSelectAndScatter)) {
-    return stream == kStreamPOOL;
+  const auto runs_on = [stream](std::string_view engine) {
+    return engine == "DMA" ? stream >= kFirstDmaStream : StreamName(stream) == engine;
+  };
+  switch (opcode) {
+#define TRN_OPCODE(Camel, snake, code, engine) case code: return runs_on(#engine);
+#include "isa.def"
   }
-  return opcode >= 64 && opcode <= 74 && stream == kStreamPOOL;
+  return false;
 }
 
 Instruction Parser::ParseInstruction(int stream, const std::string& where) {
