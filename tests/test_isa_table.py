@@ -4,7 +4,8 @@ C++ side compiled from the same file (codes, names, dtype sizes, ALU arities, st
 
 import pytest
 
-from hlo_lowering.program import enums, gen_isa
+from hlo_lowering import gen_isa
+from hlo_lowering.program import enums, isa_table
 from hlo_lowering.program.enums import (Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
                                         ScalarKind, Stream, TensorKind, stream_name)
 
@@ -14,7 +15,7 @@ _native = pytest.importorskip("jax_trn._native")
 def test_generated_table_is_current():
   committed = gen_isa.OUTPUT.read_text()
   assert committed == gen_isa.render(gen_isa.DEF_FILE.read_text()), (
-      "hlo_lowering/program/isa_table.py is stale: run `python -m hlo_lowering.program.gen_isa`")
+      "hlo_lowering/program/isa_table.py is stale: run `python -m hlo_lowering.gen_isa`")
 
 
 @pytest.mark.parametrize("enum_type, table", [
@@ -30,6 +31,15 @@ def test_dtype_sizes_and_alu_arities_match():
   tables = _native.isa_tables()
   assert {d.name.lower(): d.itemsize for d in DType} == tables["dtype_sizes"]
   assert {op.name.lower(): op.arity for op in Alu} == tables["alu_arities"]
+
+
+def test_format_constants_match():
+  native = _native.isa_tables()["constants"]
+  assert native == {name: getattr(isa_table, name) for name in native}
+  for name in ("MATMUL_START", "MATMUL_STOP", "SCATTER_CLAMP", "SORT_FLOAT_CANONICAL",
+               "ARG_REDUCE_SELECT", "NUM_DMA_STREAMS"):
+    assert getattr(enums, name) == native[name]
+  assert Stream.DMA0 == native["FIRST_DMA_STREAM"]
 
 
 def test_streams_match():

@@ -8,8 +8,9 @@ are appended."""
 
 import numpy as np
 
-from .enums import Alu, ControlOp, DType, Opcode, SORT_FLOAT_CANONICAL, Stream, TensorKind
-from .instructions import (Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
+from .enums import (ARG_REDUCE_COMPARATOR, MATMUL_START, MATMUL_STOP, SORT_FLOAT_CANONICAL, Alu,
+                    ControlOp, DType, Opcode, Stream, TensorKind)
+from .instructions import Block, DebugEntry, Exit, Instruction, Tensor, accesses
 from .operands import HbmAP, Scalar, TileAP
 from .sync import WaitTracker
 from .writer import serialize
@@ -227,7 +228,7 @@ class ProgramBuilder:
                updates=updates, indices=indices)
 
   def gp_arg_reduce(self, op, dst_value, dst_index, src_value, src_index, reduced, init_value,
-                    init_index, body=0, debug=None):
+                    init_index, body=ARG_REDUCE_COMPARATOR, debug=None):
     aps = (_hbm(ap, "gp_arg_reduce") for ap in (dst_value, dst_index, src_value, src_index))
     dst_value, dst_index, src_value, src_index = aps
     self._emit(Opcode.GP_ARG_REDUCE, Stream.POOL, debug, op=Alu(op), body=body,

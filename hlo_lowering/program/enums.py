@@ -121,14 +121,17 @@ Alu = _make(_Alu, "Alu", isa_table.ALU_OPS)
 REDUCE_OPS = frozenset({Alu.ADD, Alu.MAX, Alu.MIN, Alu.MUL, Alu.AND, Alu.OR, Alu.XOR})
 # gp_scatter combines an update with the element it lands on by one of these (copy: replace).
 SCATTER_OPS = frozenset({Alu.COPY, Alu.ADD, Alu.MAX, Alu.MIN, Alu.MUL})
-# gp_scatter's bounds modes, and gp_sort's float key orders (docs/program-format.md).
-SCATTER_SKIP_OUT_OF_BOUNDS = 0
-SCATTER_CLAMP = 1
-SORT_FLOAT_TOTAL_ORDER = 0
-SORT_FLOAT_CANONICAL = 1
-# gp_arg_reduce body: 0 JAX's argmax/argmin comparator; 1 XLA's select form (torch_xla), which
-# keeps the accumulator on >= / <= and takes the smaller index of equal values.
-ARG_REDUCE_SELECT = 1
+# gp_scatter's bounds modes, gp_sort's float key orders, gp_arg_reduce's bodies and matmul's
+# flags bits (docs/program-format.md). XLA's select form of arg-reduce (torch_xla) keeps the
+# accumulator on >= / <= and takes the smaller index of equal values.
+SCATTER_SKIP_OUT_OF_BOUNDS = isa_table.SCATTER_SKIP_OUT_OF_BOUNDS
+SCATTER_CLAMP = isa_table.SCATTER_CLAMP
+SORT_FLOAT_TOTAL_ORDER = isa_table.SORT_FLOAT_TOTAL_ORDER
+SORT_FLOAT_CANONICAL = isa_table.SORT_FLOAT_CANONICAL
+ARG_REDUCE_COMPARATOR = isa_table.ARG_REDUCE_COMPARATOR
+ARG_REDUCE_SELECT = isa_table.ARG_REDUCE_SELECT
+MATMUL_START = isa_table.MATMUL_START
+MATMUL_STOP = isa_table.MATMUL_STOP
 # gp_select_and_scatter's selectors: keep the current pick while select(current, candidate).
 WINDOW_SELECT_OPS = frozenset({Alu.GE, Alu.GT, Alu.LE, Alu.LT})
 

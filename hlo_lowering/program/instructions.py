@@ -3,7 +3,7 @@ the reader both follow), and the memory each instruction reads and writes (for s
 
 import dataclasses
 
-from .enums import ControlOp, Opcode
+from .enums import MATMUL_START, ControlOp, Opcode
 from .operands import HbmAP, TileAP
 
 
@@ -97,8 +97,6 @@ OPERAND_LAYOUT = {
 # gp_scatter combines into what its destination holds.
 _READS_DST = frozenset({Opcode.GP_SCATTER})
 
-MATMUL_START = 1
-MATMUL_STOP = 2
 
 
 def region(operand):

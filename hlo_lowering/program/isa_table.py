@@ -1,4 +1,4 @@
-"""GENERATED from pjrt_plugin/sim/isa.def by `python -m hlo_lowering.program.gen_isa`:
+"""GENERATED from pjrt_plugin/sim/isa.def by `python -m hlo_lowering.gen_isa`:
 do not edit. The program format's numbered vocabularies; enums.py builds its IntEnums
 from them."""
 
@@ -138,3 +138,11 @@ ENGINE_STREAMS = {
 
 FIRST_DMA_STREAM = 5
 NUM_DMA_STREAMS = 16
+MATMUL_START = 1
+MATMUL_STOP = 2
+SCATTER_SKIP_OUT_OF_BOUNDS = 0
+SCATTER_CLAMP = 1
+SORT_FLOAT_TOTAL_ORDER = 0
+SORT_FLOAT_CANONICAL = 1
+ARG_REDUCE_COMPARATOR = 0
+ARG_REDUCE_SELECT = 1

@@ -5,9 +5,9 @@ what it needs to parse."""
 import dataclasses
 import struct
 
-from .enums import (Alu, ControlOp, DType, EndpointKind, Memory, Opcode, ScalarKind, TensorKind,
-                    stream_name)
-from .instructions import Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, OPERAND_LAYOUT, Tensor
+from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
+                    ScalarKind, TensorKind, stream_name)
+from .instructions import Block, DebugEntry, Exit, Instruction, OPERAND_LAYOUT, Tensor
 from .operands import HbmAP, Scalar, TileAP
 from .writer import MAGIC, VERSION
 

@@ -59,9 +59,11 @@ Operands Parser::ParseOperands(Opcode opcode) {
       m.stationary = ReadTile();
       m.moving = ReadTile();
       const uint8_t flags = in_.Read<uint8_t>("matmul flags");
-      if (in_.ok() && flags > 3) in_.Fail("matmul flags " + std::to_string(flags) + " (only bits 0 and 1 are defined)");
-      m.start = flags & 1;
-      m.stop = flags & 2;
+      if (in_.ok() && (flags & ~(kMatmulStart | kMatmulStop)) != 0) {
+        in_.Fail("matmul flags " + std::to_string(flags) + " (only the start and stop bits are defined)");
+      }
+      m.start = flags & kMatmulStart;
+      m.stop = flags & kMatmulStop;
       return m;
     }
     case Opcode::kTranspose: {
@@ -185,7 +187,7 @@ Operands Parser::ParseOperands(Opcode opcode) {
     case Opcode::kGpScatter: {
       GpScatter g;
       g.op = ReadAluOp();
-      g.clamp = ReadFlag("scatter bounds mode");
+      g.clamp = ReadFlag("scatter bounds mode") == kScatterClamp;
       g.dst = ReadHbm();
       g.updates = ReadHbm();
       g.indices = ReadHbm();
@@ -194,7 +196,7 @@ Operands Parser::ParseOperands(Opcode opcode) {
     case Opcode::kGpArgReduce: {
       GpArgReduce g;
       g.op = ReadAluOp();
-      g.select_form = ReadFlag("arg-reduce body");
+      g.select_form = ReadFlag("arg-reduce body") == kArgReduceSelect;
       for (HbmAP* ap : {&g.dst_value, &g.dst_index, &g.src_value, &g.src_index}) *ap = ReadHbm();
       g.reduced = in_.Read<uint8_t>("reduced dim count");
       g.init_value = ReadScalar();
@@ -204,8 +206,8 @@ Operands Parser::ParseOperands(Opcode opcode) {
     case Opcode::kGpSort: {
       GpSort g;
       g.num_keys = in_.Read<uint8_t>("sort key count");
-      g.descending = ReadFlag("sort direction");
-      g.canonical_floats = ReadFlag("sort float order");
+      g.descending = ReadFlag("sort direction") == 1;
+      g.canonical_floats = ReadFlag("sort float order") == kSortFloatCanonical;
       g.dsts = ReadHbmList();
       g.srcs = ReadHbmList();
       return g;
@@ -406,12 +408,12 @@ std::vector<HbmAP> Parser::ReadHbmList() {
   return list;
 }
 
-// A u8 that must be 0 or 1.
-bool Parser::ReadFlag(const char* what) {
+// A u8 that must be 0 or 1 (a two-valued mode of isa.def, or a yes/no).
+uint8_t Parser::ReadFlag(const char* what) {
   const size_t at = in_.offset();
   const uint8_t value = in_.Read<uint8_t>(what);
   if (in_.ok() && value > 1) in_.Fail(at, std::string(what) + " " + std::to_string(value) + " (expected 0 or 1)");
-  return value == 1;
+  return value;
 }
 
 }  // namespace trn::sim::loader

@@ -35,7 +35,7 @@ class Parser {
   ScalarOperand ReadScalarOperand();
   Endpoint ReadEndpoint();
   std::vector<HbmAP> ReadHbmList();
-  bool ReadFlag(const char* what);
+  uint8_t ReadFlag(const char* what);
 
   Cursor in_;
   std::string block_name_;  // "block 3 " while parsing blocks of a multi-block program

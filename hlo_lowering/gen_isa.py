@@ -1,14 +1,15 @@
-"""Generates isa_table.py from pjrt_plugin/sim/isa.def, the one definition of the program
-format's numbered vocabularies (opcodes, ALU ops, dtypes, memories, tensor and operand kinds,
-streams). Run `python -m hlo_lowering.program.gen_isa` after editing isa.def;
-tests/test_isa_table.py fails while the committed isa_table.py is stale."""
+"""Generates hlo_lowering/program/isa_table.py from pjrt_plugin/sim/isa.def, the one definition
+of the program format's numbered vocabularies (opcodes, ALU ops, dtypes, memories, tensor and
+operand kinds, streams, format constants). Run `python -m hlo_lowering.gen_isa` after editing
+isa.def; tests/test_isa_table.py fails while the committed isa_table.py is stale. (Outside
+hlo_lowering.program, which cannot be imported while its table is being regenerated.)"""
 
 import pathlib
 import re
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEF_FILE = ROOT / "pjrt_plugin" / "sim" / "isa.def"
-OUTPUT = pathlib.Path(__file__).with_name("isa_table.py")
+OUTPUT = ROOT / "hlo_lowering" / "program" / "isa_table.py"
 
 # isa.def's row macros -> the Python table each becomes.
 TABLES = {
@@ -57,7 +58,7 @@ def parse(text: str) -> tuple[dict, dict]:
 
 def render(text: str) -> str:
   tables, constants = parse(text)
-  out = [f'"""GENERATED from pjrt_plugin/sim/isa.def by `python -m hlo_lowering.program.gen_isa`:',
+  out = [f'"""GENERATED from pjrt_plugin/sim/isa.def by `python -m hlo_lowering.gen_isa`:',
          'do not edit. The program format\'s numbered vocabularies; enums.py builds its IntEnums',
          'from them."""', ""]
   for name, rows in tables.items():
