@@ -25,15 +25,15 @@ def _info(_: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-  from hlo_lowering import driver
   from hlo_lowering.errors import CompileError
+  from jax_trn import compilation
   try:
-    program = driver.compile_text(pathlib.Path(args.source).read_text(), target=args.target)
+    program = compilation.compile_text(pathlib.Path(args.source).read_text(), target=args.target)
   except CompileError as e:
     print(f"jax-trn: {e}", file=sys.stderr)
     return 1
   pathlib.Path(args.output).write_bytes(program)
-  print(driver.last_report())
+  print(compilation.last_report())
   return 0
 
 

@@ -207,13 +207,10 @@ class ExecutionProfile:
     inside a trn.fusion), joined by (op, JAX name, location) from the newest compile report of
     this process that holds every op of this program; {} when there is none (e.g. a
     deserialized executable)."""
-    try:
-      from hlo_lowering import driver
-    except ImportError:
-      return {}
+    from jax_trn import compilation
     keys = [(d.op, d.name, d.location) for d in self.debug]
     wanted = {k for k in keys if k[0].startswith(("stablehlo.", "chlo.", "trn."))}
-    for report in reversed(driver.reports()):
+    for report in reversed(compilation.reports()):
       if report.target and self.target and report.target != self.target:
         continue
       kinds: dict[tuple, list[str]] = collections.defaultdict(list)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cpu_reference import assert_close
-from hlo_lowering import driver
+from jax_trn import compilation, config
 
 
 def artifact(f, *args) -> bytes:
@@ -28,9 +28,15 @@ def native():
                              exc_type=ImportError)
 
 
+def compile_code(code: bytes, fmt: str = "mlir", target: str = "trn2", **options) -> bytes:
+  """Compiles program bytes through the plugin's compile service as PJRT_Client_Compile does;
+  `options` are parsed compile options (num_replicas=4)."""
+  return compilation.compile_for_pjrt(code, fmt, options, config.target_spec(target))
+
+
 def compile_fn(f, *args, target: str = "trn2") -> bytes:
   native()
-  return driver.compile_for_pjrt(artifact(f, *args), "mlir", b"", target)
+  return compile_code(artifact(f, *args), target=target)
 
 
 def run_program(program: bytes, args) -> list[np.ndarray]:

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 
 import compiler_harness as harness
-from hlo_lowering import driver
+from jax_trn import compilation
 
 ROOT = pathlib.Path(__file__).parent.parent
 DOC = ROOT / "docs" / "adding-an-op.md"
@@ -32,5 +32,5 @@ def test_steps_3_and_4_compile_report_and_run():
   f = lambda x, y: jax.lax.optimization_barrier((x * 2, y))
   x = np.arange(390, dtype=np.float32).reshape(3, 130)
   harness.compile_fn(f, x, x)
-  assert driver.last_report().summary()["stablehlo.optimization_barrier"] == {"native": 1}
+  assert compilation.last_report().summary()["stablehlo.optimization_barrier"] == {"native": 1}
   harness.check(f, x, x)

@@ -14,8 +14,8 @@ import pytest
 from jax import lax
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder, Scalar
+from jax_trn import compilation
 
 DTYPES = [np.float32, ml_dtypes.bfloat16, np.int32]
 
@@ -52,7 +52,7 @@ def _avg_pool(window, strides, padding, layout):
 
 
 def _gpsimd(op_name):
-  assert driver.last_report().summary()[op_name] == {"gpsimd": 1}
+  assert compilation.last_report().summary()[op_name] == {"gpsimd": 1}
 
 
 POOLS = [(2, 2, "VALID"), (3, 1, "SAME"), (3, 2, "SAME")]
