@@ -1,6 +1,6 @@
 """PJRT_Client_Compile's call into the Python compiler (pjrt_plugin/compiler_bridge.cc): what
-reaches jax_trn.compilation.compile_for_pjrt (the plugin's compile service), and how its results and
-PJRT errors. The compiler is replaced by stand-ins; the plugin is the real one."""
+reaches jax_trn.compilation.compile_for_pjrt (the plugin's compile service), and how its results
+and exceptions come back as PJRT errors. The compiler is replaced by stand-ins; the plugin is the real one."""
 
 import pytest
 from pypjrt import errors

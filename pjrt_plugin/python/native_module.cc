@@ -115,6 +115,8 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
       entry["op"] = d.op;
       entry["name"] = d.name;
       entry["location"] = d.location;
+      entry["lowering"] = d.lowering;
+      entry["rule"] = d.rule;
       debug.append(entry);
     }
   }
