@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import pathlib
 
-from jax_trn import _compat
+from jax_trn import _compat, _jax_private
 
 logger = logging.getLogger(__name__)
 
@@ -25,16 +25,14 @@ def library_path() -> pathlib.Path:
 
 def initialize() -> None:
   _compat.check_jaxlib_version()
-  from jax._src import xla_bridge
-
   from jax_trn import config
 
-  if PLATFORM in xla_bridge._backend_factories:
+  if _jax_private.plugin_registered(PLATFORM):
     return  # registered already: by the entry point, or by an explicit call before it
   path = library_path()
   if not path.exists():
     raise RuntimeError(f"jax-trn's PJRT plugin is missing at {path}: reinstall jax-trn")
-  xla_bridge.register_plugin(
+  _jax_private.register_plugin(
       PLATFORM, priority=PRIORITY, library_path=str(path),
       options=lambda: config.current().client_options())
   logger.debug("registered PJRT plugin %s from %s", PLATFORM, path)

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from cpu_reference import assert_close
+from hlo_lowering import jaxlib_private
 from jax_trn import compilation, config
 
 
 def artifact(f, *args) -> bytes:
   """The portable artifact JAX would hand a plugin for jit(f)(*args)."""
-  from jax._src.lib import _jax
   from jaxlib.mlir.dialects import stablehlo
   text = jax.jit(f).lower(*args).as_text(debug_info=True)
-  return _jax.mlir.serialize_portable_artifact(text, stablehlo.get_current_version(), False)
+  return jaxlib_private.serialize_portable_artifact(text, stablehlo.get_current_version())
 
 
 def native():
