@@ -10,6 +10,9 @@ Every other module of jax_trn uses public API only; a test (tests/test_import_gr
   and an explicit `jax_trn.plugin.initialize()` may both run).
 - `jax._src.xla_bridge._backends`: whether the trn backend has started (the configuration is read
   then, so `jax_trn.configure` must refuse afterwards).
+- `jax._src.xla_bridge.register_backend_factory(..., fail_quietly=False)`: a backend whose
+  creation fails with our message; JAX raises it from the first `jax.devices()`, where an
+  exception out of a plugin's import or `initialize()` is only logged (jax_trn/_libraries.py).
 
 Imported when first used, so importing jax_trn does not import JAX's internals.
 """
@@ -34,3 +37,12 @@ def register_plugin(platform: str, *, priority: int, library_path: str,
   from jax._src import xla_bridge
   xla_bridge.register_plugin(platform, priority=priority, library_path=library_path,
                              options=options)
+
+
+def register_failing_backend(platform: str, *, priority: int, message: str) -> None:
+  from jax._src import xla_bridge
+
+  def fail():
+    raise RuntimeError(message)
+
+  xla_bridge.register_backend_factory(platform, fail, priority=priority, fail_quietly=False)

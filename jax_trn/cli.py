@@ -53,6 +53,11 @@ def _coverage(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+  from jax_trn import _libraries
+  problem = _libraries.missing()
+  if problem is not None:
+    print(f"jax-trn: {problem}", file=sys.stderr)
+    return 2
   parser = argparse.ArgumentParser(prog="jax-trn", description=__doc__.splitlines()[0])
   commands = parser.add_subparsers(dest="command", required=True)
   commands.add_parser("info", help="configuration and hardware figures").set_defaults(run=_info)
