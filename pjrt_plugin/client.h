@@ -35,7 +35,7 @@ class Client : public PJRT_Client {
   // NOT_FOUND naming the id and the valid range.
   StatusOr<Device*> LookupDevice(int id) const;
 
-  // Compiles `code` ("mlir" or "hlo", see the compiler entry point in docs/team-brief.md) with
+  // Compiles `code` ("mlir" or "hlo"; docs/compiler.md describes the compile entry point) with
   // the trn compiler and loads it on the device the compile options assign.
   StatusOr<std::unique_ptr<LoadedExecutable>> Compile(std::string_view code,
                                                       std::string_view format,

@@ -44,8 +44,9 @@ def run_program(program: bytes, args) -> list[np.ndarray]:
   return outputs
 
 
-def check(f, *args, scale: float = 1.0, target: str = "trn2"):
-  """Compiles f, runs it on the simulator and compares with f on the JAX CPU backend."""
+def check(f, *args, scale: float = 1.0, target: str = "trn2", bounds=None):
+  """Compiles f, runs it on the simulator and compares with f on the JAX CPU backend
+  (cpu_reference.assert_close: per-dtype tolerances times `scale`, or per-element `bounds`)."""
   program = compile_fn(f, *args, target=target)
   cpu = jax.devices("cpu")[0]
   expected = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
@@ -54,5 +55,5 @@ def check(f, *args, scale: float = 1.0, target: str = "trn2"):
   inputs = [np.array(jax.device_put(a, cpu)) for a in jax.tree_util.tree_leaves(args)]
   actual = run_program(program, inputs)
   assert_close(list(actual), [np.asarray(e) for e in expected_leaves], scale=scale,
-               err_msg=getattr(f, "__name__", "f"))
+               err_msg=getattr(f, "__name__", "f"), bounds=bounds)
   return program

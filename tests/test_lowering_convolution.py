@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
+from cpu_reference import sum_of_products_bounds
 from jax_trn import compilation
 
 conv = jax.lax.conv_general_dilated
@@ -27,9 +28,9 @@ def _data(shape, dtype, seed):
 
 
 def _check(f, *args, contraction: int, kind: str, count: int = 1):
-  """Compares with CPU (tolerance grows with the contraction length: fp32 accumulation in
-  another order) and checks which rule lowered every convolution."""
-  harness.check(f, *args, scale=4 * max(1.0, math.sqrt(contraction)))
+  """Compares with CPU within the error bound of a `contraction`-term fp32 sum (integers exactly)
+  and checks which rule lowered every convolution."""
+  harness.check(f, *args, bounds=sum_of_products_bounds(f, *args, terms=contraction))
   assert compilation.last_report().summary()["stablehlo.convolution"] == {kind: count}
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
+from cpu_reference import sum_of_products_bounds
 from hlo_lowering import importer, ir_printer, pipeline, verifier
 from hlo_lowering.passes import fold_transpose_into_dot
 from jax_trn import compilation
@@ -246,6 +247,6 @@ def test_transposed_products_match_cpu(name, dtype):
   rng = np.random.default_rng(1)
   a = rng.standard_normal(lhs_shape).astype(dtype)
   b = rng.standard_normal(rhs_shape).astype(dtype)
-  harness.check(f, a, b, scale=np.sqrt(k))
+  harness.check(f, a, b, bounds=sum_of_products_bounds(f, a, b, terms=k))
   transposes = [o for o in compilation.last_report().gpsimd_ops() if o.op == "stablehlo.transpose"]
   assert len(transposes) == gpsimd_transposes, compilation.last_report().format()
