@@ -318,7 +318,8 @@ def _flax_mlp_step():
   return train_step, (params, opt_state, x, y)
 
 
-@pytest.mark.parametrize("case", ["adamw update", "flax_mlp train_step"])
+@pytest.mark.parametrize("case", ["adamw update",
+                                  pytest.param("flax_mlp train_step", marks=pytest.mark.slow)])
 def test_modeled_device_time_drops(case, monkeypatch):
   f, args = _adamw_update([(256, 300), (300,)]) if case == "adamw update" else _flax_mlp_step()
   harness.native()
