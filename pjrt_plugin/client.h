@@ -10,6 +10,7 @@
 
 #include "buffer.h"
 #include "client_options.h"
+#include "compile_options.h"
 #include "device.h"
 #include "loaded_executable.h"
 #include "pjrt_c_api.h"
@@ -60,7 +61,7 @@ class Client : public PJRT_Client {
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) const;
 
  private:
-  StatusOr<Device*> AssignedDevice(std::string_view compile_options) const;
+  StatusOr<Device*> AssignedDevice(const CompileOptions& options) const;
   StatusOr<std::unique_ptr<LoadedExecutable>> LoadProgram(std::string_view program,
                                                           Device* device) const;
 

@@ -14,9 +14,9 @@ import pytest
 from jax import lax
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.errors import CompileError
 from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder, Scalar
+from jax_trn import compilation
 
 DTYPES = [np.float32, ml_dtypes.bfloat16, np.int32]
 
@@ -53,7 +53,7 @@ def _avg_pool(window, strides, padding, layout):
 
 
 def _gpsimd(op_name):
-  assert driver.last_report().summary()[op_name] == {"gpsimd": 1}
+  assert compilation.last_report().summary()[op_name] == {"gpsimd": 1}
 
 
 POOLS = [(2, 2, "VALID"), (3, 1, "SAME"), (3, 2, "SAME")]
@@ -248,4 +248,4 @@ def test_reduce_window_empty_padding_of_a_rank_1_operand_is_a_compile_error():
   harness.native()
   with pytest.raises(CompileError, match=r"reduce_window: attribute padding has shape \[0, 2\], "
                      r"expected \[1, 2\] for a rank-1 operand, at r.py:3"):
-    driver.compile_text(_REDUCE_WINDOW_PADDING.replace("PADDING", "dense<0> : tensor<0x2xi64>"))
+    compilation.compile_text(_REDUCE_WINDOW_PADDING.replace("PADDING", "dense<0> : tensor<0x2xi64>"))

@@ -125,8 +125,8 @@ class ProgramBuilder:
     self.tensors.append(Tensor(name, TensorKind.CONSTANT, 0, dtype, shape, bytes(data)))
     return len(self.tensors) - 1
 
-  def debug(self, op="", name="", location="") -> int:
-    self.debug_entries.append(DebugEntry(op, name, location))
+  def debug(self, op="", name="", location="", lowering="", rule="") -> int:
+    self.debug_entries.append(DebugEntry(op, name, location, lowering, rule))
     return len(self.debug_entries) - 1
 
   # --- DMA and TensorE ----------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace trn::sim {
@@ -42,5 +43,16 @@ __attribute__((visibility("default"))) std::vector<std::string> TargetNames();
 
 // "trn1, trn2, trn3": for error messages naming the known targets.
 __attribute__((visibility("default"))) std::string KnownTargets();
+
+// One figure of a target, by the name the compiler reads it under.
+struct TargetFigure {
+  const char* name;
+  std::variant<int64_t, double, const char*> value;
+};
+
+// Every field of `target`, in declaration order: the target description the compiler receives
+// (compiler_bridge.cc) and jax_trn._native.target_spec() returns, built from this one list.
+__attribute__((visibility("default"))) std::vector<TargetFigure> TargetFigures(
+    const TargetSpec& target);
 
 }  // namespace trn::sim
