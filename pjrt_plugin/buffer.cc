@@ -1,6 +1,7 @@
 #include "buffer.h"
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <unordered_set>
 
@@ -27,12 +28,21 @@ std::unordered_set<const PJRT_Buffer*>& LiveBuffers() {
 
 }  // namespace
 
-Buffer::Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation)
+Buffer::Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation,
+               std::shared_ptr<Completion> ready)
     : memory_(allocation->memory()),
       dtype_(dtype),
       dims_(std::move(dims)),
       byte_size_(allocation->size()),
-      allocation_(std::move(allocation)) {
+      ready_(std::move(ready)),
+      storage_(std::make_shared<Storage>()) {
+  storage_->allocation = std::move(allocation);
+  ready_->OnReady([storage = storage_](const Status& status) {
+    if (status.ok()) return;
+    std::shared_ptr<Allocation> released;
+    std::lock_guard<std::mutex> lock(storage->mu);
+    released.swap(storage->allocation);
+  });
   std::lock_guard<std::mutex> lock(LiveBuffersMutex());
   LiveBuffers().insert(this);
 }
@@ -63,27 +73,28 @@ StatusOr<std::unique_ptr<Buffer>> Buffer::FromHost(const void* data, sim::DType 
 }
 
 StatusOr<std::shared_ptr<Allocation>> Buffer::allocation() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (allocation_ == nullptr) {
+  std::lock_guard<std::mutex> lock(storage_->mu);
+  if (storage_->allocation == nullptr && !storage_->deleted) return ready_->Await();  // failed
+  if (storage_->allocation == nullptr) {
     return FailedPrecondition("the " +
                               ShapeString(element_type(), dims_) + " buffer on " +
                               memory_->debug_string() + " has been deleted or donated");
   }
-  return allocation_;
+  return storage_->allocation;
 }
 
 void Buffer::Delete() {
   std::shared_ptr<Allocation> released;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    released = std::move(allocation_);
-    allocation_ = nullptr;
+    std::lock_guard<std::mutex> lock(storage_->mu);
+    released.swap(storage_->allocation);
+    storage_->deleted = true;
   }
 }
 
 bool Buffer::is_deleted() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return allocation_ == nullptr;
+  std::lock_guard<std::mutex> lock(storage_->mu);
+  return storage_->deleted;
 }
 
 namespace {
@@ -99,6 +110,22 @@ StatusOr<std::vector<int64_t>> NonNegativeStrides(const PJRT_Buffer_MemoryLayout
   return strides;
 }
 
+// Runs `copy` once `ready` completes (at once if it has) and returns the completion of the copy:
+// `ready`'s error if it failed. The caller's lambda holds what it copies (allocations, strides).
+std::shared_ptr<Completion> CopyWhenReady(const std::shared_ptr<Completion>& ready,
+                                          std::function<void()> copy) {
+  if (ready->is_ready() && ready->Await().ok()) {
+    copy();
+    return Completion::Done();
+  }
+  auto copied = Completion::Pending();
+  ready->OnReady([copied, copy = std::move(copy)](const Status& status) {
+    if (status.ok()) copy();
+    copied->Complete(status);
+  });
+  return copied;
+}
+
 }  // namespace
 
 StatusOr<int64_t> Buffer::HostByteSize(const PJRT_Buffer_MemoryLayout* host_layout) const {
@@ -108,7 +135,8 @@ StatusOr<int64_t> Buffer::HostByteSize(const PJRT_Buffer_MemoryLayout* host_layo
   return StridedExtent(dims_, *strides, element_size);
 }
 
-Status Buffer::ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) const {
+StatusOr<std::shared_ptr<Completion>> Buffer::ToHost(
+    void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) const {
   StatusOr<std::shared_ptr<Allocation>> allocation = this->allocation();
   if (!allocation.ok()) return allocation.status();
   const int64_t element_size = ElementSize(dtype_);
@@ -121,12 +149,15 @@ Status Buffer::ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout
                            std::to_string(needed));
   }
   if (dst == nullptr && needed > 0) return InvalidArgument("destination is NULL");
-  CopyStrided((*allocation)->data(), DenseByteStrides(dims_, element_size),
-              static_cast<uint8_t*>(dst), *strides, dims_, element_size);
-  return Status::Ok();
+  return CopyWhenReady(ready_, [source = std::move(*allocation), dims = dims_,
+                                strides = std::move(*strides), dst, element_size] {
+    CopyStrided(source->data(), DenseByteStrides(dims, element_size), static_cast<uint8_t*>(dst),
+                strides, dims, element_size);
+  });
 }
 
-Status Buffer::CopyRawToHost(void* dst, int64_t offset, int64_t size) const {
+StatusOr<std::shared_ptr<Completion>> Buffer::CopyRawToHost(void* dst, int64_t offset,
+                                                            int64_t size) const {
   StatusOr<std::shared_ptr<Allocation>> allocation = this->allocation();
   if (!allocation.ok()) return allocation.status();
   if (offset < 0 || size < 0 || offset > byte_size_ || size > byte_size_ - offset) {
@@ -134,8 +165,9 @@ Status Buffer::CopyRawToHost(void* dst, int64_t offset, int64_t size) const {
                            std::to_string(offset) + " is outside the " +
                            std::to_string(byte_size_) + "-byte buffer");
   }
-  if (size > 0) std::memcpy(dst, (*allocation)->data() + offset, size);
-  return Status::Ok();
+  return CopyWhenReady(ready_, [source = std::move(*allocation), dst, offset, size] {
+    if (size > 0) std::memcpy(dst, source->data() + offset, size);
+  });
 }
 
 StatusOr<std::unique_ptr<Buffer>> Buffer::CopyTo(Memory* memory) const {
@@ -143,8 +175,11 @@ StatusOr<std::unique_ptr<Buffer>> Buffer::CopyTo(Memory* memory) const {
   if (!source.ok()) return source.status();
   StatusOr<std::shared_ptr<Allocation>> copy = Allocation::Create(memory, byte_size_);
   if (!copy.ok()) return copy.status();
-  std::memcpy((*copy)->data(), (*source)->data(), byte_size_);
-  return std::make_unique<Buffer>(dtype_, dims_, std::move(*copy));
+  std::shared_ptr<Completion> copied =
+      CopyWhenReady(ready_, [source = std::move(*source), target = *copy, size = byte_size_] {
+        std::memcpy(target->data(), source->data(), size);
+      });
+  return std::make_unique<Buffer>(dtype_, dims_, std::move(*copy), std::move(copied));
 }
 
 void Buffer::IncreaseExternalReferenceCount() {

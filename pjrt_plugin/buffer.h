@@ -1,6 +1,8 @@
 // PJRT_Buffer: an array in one memory space of one device, held as dense row-major host bytes
-// (an Allocation counted against the memory's capacity). Deleting a buffer frees its bytes at
-// once unless an execution still reads them; the handle stays valid until destroyed.
+// (an Allocation counted against the memory's capacity). Its bytes are defined when its ready
+// completion completes (an execution's output: when the execution ends; with its error if it
+// failed, which every read then reports). Reads wait for it. Deleting a buffer frees its bytes
+// at once unless an execution still reads or writes them; the handle stays valid until destroyed.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "event.h"
 #include "memory.h"
 #include "pjrt_c_api.h"
 #include "sim/dtype.h"
@@ -21,7 +24,9 @@ class Device;
 
 class Buffer : public PJRT_Buffer {
  public:
-  Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation);
+  // `ready`: completes when the bytes are defined (default: they already are).
+  Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation,
+         std::shared_ptr<Completion> ready = Completion::Done());
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -42,6 +47,7 @@ class Buffer : public PJRT_Buffer {
   PJRT_Buffer_Type element_type() const { return static_cast<PJRT_Buffer_Type>(dtype_); }
   const std::vector<int64_t>& dims() const { return dims_; }
   int64_t byte_size() const { return byte_size_; }
+  const std::shared_ptr<Completion>& ready() const { return ready_; }
 
   // The bytes, kept alive for as long as the caller holds them; FAILED_PRECONDITION once the
   // buffer is deleted.
@@ -51,10 +57,16 @@ class Buffer : public PJRT_Buffer {
 
   // Bytes a host copy in `host_layout` (NULL: dense) spans.
   StatusOr<int64_t> HostByteSize(const PJRT_Buffer_MemoryLayout* host_layout) const;
+  // The copies below check their arguments now and copy once the buffer is ready (now, if it
+  // is); the completion they return completes after the copy, or with the buffer's error. `dst`
+  // must stay valid until then.
   // Copies the array to `dst` (at least `dst_size` bytes) in `host_layout` (NULL: dense).
-  Status ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) const;
+  StatusOr<std::shared_ptr<Completion>> ToHost(void* dst, size_t dst_size,
+                                               const PJRT_Buffer_MemoryLayout* host_layout) const;
   // Copies `size` raw bytes starting at `offset` of the dense device representation.
-  Status CopyRawToHost(void* dst, int64_t offset, int64_t size) const;
+  StatusOr<std::shared_ptr<Completion>> CopyRawToHost(void* dst, int64_t offset,
+                                                      int64_t size) const;
+  // A new buffer in `memory`, ready once the copy is made.
   StatusOr<std::unique_ptr<Buffer>> CopyTo(Memory* memory) const;
 
   void IncreaseExternalReferenceCount();
@@ -65,10 +77,19 @@ class Buffer : public PJRT_Buffer {
   const sim::DType dtype_;
   const std::vector<int64_t> dims_;
   const int64_t byte_size_;
+  const std::shared_ptr<Completion> ready_;
+
+  // The bytes, shared with the callback that frees them when the buffer's producer fails (its
+  // bytes then mean nothing, and an abandoned failed output must not hold HBM).
+  struct Storage {
+    std::mutex mu;
+    std::shared_ptr<Allocation> allocation;  // guarded by mu; NULL once deleted or failed
+    bool deleted = false;                    // guarded by mu
+  };
+  const std::shared_ptr<Storage> storage_;
 
   mutable std::mutex mu_;
-  std::shared_ptr<Allocation> allocation_;  // guarded by mu_; NULL once deleted
-  int64_t external_references_ = 0;         // guarded by mu_
+  int64_t external_references_ = 0;  // guarded by mu_
 };
 
 }  // namespace trn::pjrt

@@ -24,17 +24,18 @@ PJRT_Error* PJRT_Event_IsReady(PJRT_Event_IsReady_Args* args) {
   });
 }
 
+// Clients call it on ready events; on one that is not ready yet it waits, like Await.
 PJRT_Error* PJRT_Event_Error(PJRT_Event_Error_Args* args) {
   return TRN_HANDLE(PJRT_Event_Error, event) {
     TRN_UNWRAP(Event, event, args->event);
-    return event->status();
+    return event->Await();
   });
 }
 
 PJRT_Error* PJRT_Event_Await(PJRT_Event_Await_Args* args) {
   return TRN_HANDLE(PJRT_Event_Await, event) {
     TRN_UNWRAP(Event, event, args->event);
-    return event->status();
+    return event->Await();
   });
 }
 
@@ -182,8 +183,8 @@ PJRT_Error* PJRT_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args) {
       args->dst_size = static_cast<size_t>(size);
       return Status::Ok();
     }
-    TRN_RETURN_IF_ERROR(buffer->ToHost(args->dst, args->dst_size, args->host_layout));
-    args->event = new Event();
+    TRN_ASSIGN_OR_RETURN(copied, buffer->ToHost(args->dst, args->dst_size, args->host_layout));
+    args->event = new Event(std::move(copied));
     return Status::Ok();
   });
 }
@@ -192,8 +193,9 @@ PJRT_Error* PJRT_Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args* args) {
   return TRN_HANDLE(PJRT_Buffer_CopyRawToHost, event) {
     TRN_UNWRAP(Buffer, buffer, args->buffer);
     if (args->dst == nullptr && args->transfer_size > 0) return InvalidArgument("dst is NULL");
-    TRN_RETURN_IF_ERROR(buffer->CopyRawToHost(args->dst, args->offset, args->transfer_size));
-    args->event = new Event();
+    TRN_ASSIGN_OR_RETURN(copied,
+                         buffer->CopyRawToHost(args->dst, args->offset, args->transfer_size));
+    args->event = new Event(std::move(copied));
     return Status::Ok();
   });
 }
@@ -208,7 +210,7 @@ PJRT_Error* PJRT_Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args* args) {
 PJRT_Error* PJRT_Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args* args) {
   return TRN_HANDLE(PJRT_Buffer_ReadyEvent, event) {
     TRN_UNWRAP(Buffer, buffer, args->buffer);
-    args->event = new Event();
+    args->event = new Event(buffer->ready());
     return Status::Ok();
   });
 }

@@ -268,10 +268,14 @@ PJRT_Error* PJRT_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* ar
       device = static_cast<Device*>(args->execute_device);
     }
     // Donation is not honoured: inputs stay valid and outputs get fresh memory.
-    TRN_ASSIGN_OR_RETURN(outputs,
+    TRN_ASSIGN_OR_RETURN(execution,
                          executable->Execute(device, args->argument_lists[0], args->num_args));
-    for (size_t i = 0; i < outputs.size(); ++i) args->output_lists[0][i] = outputs[i].release();
-    if (args->device_complete_events != nullptr) args->device_complete_events[0] = new Event();
+    for (size_t i = 0; i < execution.outputs.size(); ++i) {
+      args->output_lists[0][i] = execution.outputs[i].release();
+    }
+    if (args->device_complete_events != nullptr) {
+      args->device_complete_events[0] = new Event(std::move(execution.done));
+    }
     return Status::Ok();
   });
 }

@@ -29,6 +29,10 @@ Client::Client(const ClientOptions& options) : options_(options) {
   }
 }
 
+Client::~Client() {
+  for (const auto& device : devices_) device->queue()->Stop();
+}
+
 StatusOr<Device*> Client::LookupDevice(int id) const {
   if (id < 0 || id >= static_cast<int>(devices_.size())) {
     return Status(StatusCode::kNotFound, "no trn device with id " + std::to_string(id) +

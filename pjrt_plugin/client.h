@@ -23,6 +23,8 @@ namespace trn::pjrt {
 class Client : public PJRT_Client {
  public:
   explicit Client(const ClientOptions& options);
+  // Stops every device's queue first, so no execution waits on a device already gone.
+  ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 

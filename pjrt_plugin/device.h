@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "device_description.h"
+#include "execution_queue.h"
 #include "memory.h"
 #include "pjrt_c_api.h"
 #include "sim/execution_index.h"
@@ -32,6 +33,7 @@ class Device : public PJRT_Device {
   Memory* hbm() { return hbm_.get(); }
   Memory* pinned_host() { return pinned_host_.get(); }
   const std::vector<PJRT_Memory*>& memories() const { return memories_; }
+  ExecutionQueue* queue() { return &queue_; }
   // Makes `profile` (a completed execution's, immutable) this device's latest execution.
   void PublishExecution(std::shared_ptr<const sim::ExecutionProfile> profile) {
     executions_->Publish(id(), std::move(profile));
@@ -43,6 +45,8 @@ class Device : public PJRT_Device {
   std::unique_ptr<Memory> pinned_host_;  // owned; created with the device
   std::vector<PJRT_Memory*> memories_;   // {hbm_, pinned_host_}
   sim::ExecutionIndex* executions_;      // not owned; the client's
+  // Declared last, so it is destroyed first: its jobs hold allocations in the memories above.
+  ExecutionQueue queue_;
 };
 
 }  // namespace trn::pjrt

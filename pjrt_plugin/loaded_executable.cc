@@ -1,10 +1,13 @@
 #include "loaded_executable.h"
 
 #include <cstdlib>
+#include <exception>
+#include <new>
 
 #include "compile_options.h"
 #include "device.h"
 #include "element_type.h"
+#include "interrupt.h"
 
 namespace trn::pjrt {
 namespace {
@@ -32,6 +35,70 @@ Status CheckArgument(size_t index, const Buffer* argument, const sim::TensorInfo
                            " memory");
   }
   return Status::Ok();
+}
+
+// One queued run: everything it touches is held here, so the buffers and the executable may be
+// deleted or destroyed while it waits or runs.
+struct QueuedExecution {
+  std::shared_ptr<const sim::LoadedProgram> program;
+  Device* device = nullptr;  // not owned; its queue runs this
+  std::vector<std::shared_ptr<Allocation>> inputs, outputs;
+  std::vector<std::shared_ptr<Completion>> inputs_ready;
+  bool record_timeline = false;
+  uint64_t interrupts = 0;  // InterruptCount() at submission: a later SIGINT cancels this run
+  std::shared_ptr<Completion> done;
+};
+
+Status Simulate(const QueuedExecution& run) {
+  for (size_t i = 0; i < run.inputs_ready.size(); ++i) {
+    // On the same device the producer ran before (queue order); elsewhere this waits for it.
+    const Status& input = run.inputs_ready[i]->Await();
+    if (!input.ok()) {
+      return Status(input.code(), "argument " + std::to_string(i) +
+                                      " comes from an operation that failed: " + input.message());
+    }
+  }
+  const sim::LoadedProgram& program = *run.program;
+  StatusOr<Reservation> temporaries = run.device->hbm()->Reserve(program.temporary_bytes());
+  if (!temporaries.ok()) {
+    return Status(temporaries.status().code(),
+                  "reserving the program's temporaries: " + temporaries.status().message());
+  }
+  std::vector<const void*> input_data;
+  for (const auto& input : run.inputs) input_data.push_back(input->data());
+  std::vector<void*> output_data;
+  for (const auto& output : run.outputs) output_data.push_back(output->data());
+
+  sim::ExecuteOptions options;
+  options.record_timeline = run.record_timeline;
+  const ExecutionQueue* queue = run.device->queue();
+  options.cancelled = [&run, queue] {
+    return InterruptCount() != run.interrupts || queue->stopping();
+  };
+  auto profile = std::make_shared<sim::ExecutionProfile>();
+  const Status status = sim::Execute(program, input_data, output_data, options, profile.get());
+  if (status.code() == StatusCode::kCancelled) {
+    return Status(StatusCode::kCancelled,
+                  (queue->stopping() ? "the client was destroyed: " : "interrupted (SIGINT): ") +
+                      status.message());
+  }
+  TRN_RETURN_IF_ERROR(status);
+  profile->program = run.program;
+  run.device->PublishExecution(std::move(profile));  // complete: immutable from here on
+  return Status::Ok();
+}
+
+// Simulate on the queue's thread, where nothing may escape.
+Status RunQueued(const QueuedExecution& run) {
+  try {
+    return Simulate(run);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("the host ran out of memory while simulating the program");
+  } catch (const std::exception& e) {
+    return Internal(std::string("simulating the program: ") + e.what());
+  } catch (...) {
+    return Internal("simulating the program: unknown exception");
+  }
 }
 
 }  // namespace
@@ -62,7 +129,7 @@ void LoadedExecutable::Delete() {
   deleted_.store(true);
 }
 
-StatusOr<std::vector<std::unique_ptr<Buffer>>> LoadedExecutable::Execute(
+StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
     Device* device, PJRT_Buffer* const* arguments, size_t num_arguments) const {
   if (is_deleted()) return FailedPrecondition("the executable has been deleted");
   const sim::LoadedProgram& program = executable_.program();
@@ -73,9 +140,9 @@ StatusOr<std::vector<std::unique_ptr<Buffer>>> LoadedExecutable::Execute(
   }
   if (num_arguments > 0 && arguments == nullptr) return InvalidArgument("argument list is NULL");
 
-  // Holding the allocations keeps the bytes alive even if a buffer is deleted meanwhile.
-  std::vector<std::shared_ptr<Allocation>> inputs;
-  std::vector<const void*> input_data;
+  QueuedExecution run;
+  run.program = executable_.shared_program();
+  run.device = device;
   for (size_t i = 0; i < num_arguments; ++i) {
     const Buffer* argument = Buffer::FromHandle(arguments[i]);
     if (argument == nullptr && arguments[i] != nullptr) {
@@ -89,42 +156,39 @@ StatusOr<std::vector<std::unique_ptr<Buffer>>> LoadedExecutable::Execute(
       return Status(allocation.status().code(),
                     "argument " + std::to_string(i) + ": " + allocation.status().message());
     }
-    input_data.push_back((*allocation)->data());
-    inputs.push_back(std::move(*allocation));
+    run.inputs.push_back(std::move(*allocation));
+    run.inputs_ready.push_back(argument->ready());
   }
-
-  StatusOr<Reservation> temporaries = device->hbm()->Reserve(program.temporary_bytes());
-  if (!temporaries.ok()) {
-    return Status(temporaries.status().code(),
-                  "reserving the program's temporaries: " + temporaries.status().message());
-  }
-  std::vector<std::shared_ptr<Allocation>> outputs;
-  std::vector<void*> output_data;
   for (const sim::TensorInfo& output : program.outputs()) {
     StatusOr<std::shared_ptr<Allocation>> allocation =
         Allocation::Create(device->hbm(), output.byte_size);
     if (!allocation.ok()) {
       return Status(allocation.status().code(), "allocating output " +
-                                                    std::to_string(outputs.size()) + ": " +
+                                                    std::to_string(run.outputs.size()) + ": " +
                                                     allocation.status().message());
     }
-    output_data.push_back((*allocation)->data());
-    outputs.push_back(std::move(*allocation));
+    run.outputs.push_back(std::move(*allocation));
   }
+  run.record_timeline = sim::RecordTimelineRequested();  // TRN_PROFILE or profile.trace()
+  run.interrupts = InterruptCount();
+  run.done = Completion::Pending();
 
-  sim::ExecuteOptions options;
-  options.record_timeline = sim::RecordTimelineRequested();  // TRN_PROFILE or profile.trace()
-  auto profile = std::make_shared<sim::ExecutionProfile>();
-  TRN_RETURN_IF_ERROR(sim::Execute(program, input_data, output_data, options, profile.get()));
-  profile->program = executable_.shared_program();
-  device->PublishExecution(std::move(profile));  // complete: immutable from here on
-
-  std::vector<std::unique_ptr<Buffer>> results;
-  for (size_t i = 0; i < outputs.size(); ++i) {
+  Execution execution;
+  execution.done = run.done;
+  for (size_t i = 0; i < run.outputs.size(); ++i) {
     const sim::TensorInfo& info = program.outputs()[i];
-    results.push_back(std::make_unique<Buffer>(info.dtype, info.shape, std::move(outputs[i])));
+    execution.outputs.push_back(
+        std::make_unique<Buffer>(info.dtype, info.shape, run.outputs[i], run.done));
   }
-  return results;
+  WatchInterrupts();
+  device->queue()->Submit([run = std::move(run)]() mutable {
+    const Status status = RunQueued(run);
+    // What the run held is released before anyone waiting on it wakes (HBM accounting).
+    const std::shared_ptr<Completion> done = std::move(run.done);
+    run = QueuedExecution{};
+    done->Complete(status);
+  });
+  return execution;
 }
 
 }  // namespace trn::pjrt

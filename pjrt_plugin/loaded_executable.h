@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "buffer.h"
+#include "event.h"
 #include "executable.h"
 #include "memory.h"
 #include "pjrt_c_api.h"
@@ -33,13 +34,18 @@ class LoadedExecutable : public PJRT_LoadedExecutable {
   void Delete();
   bool is_deleted() const { return deleted_.load(); }
 
-  // Runs the program once on `device` (this executable's device unless the caller names another
-  // one, as PJRT allows for portable executables). The outputs are new buffers in the device's
-  // HBM. Every argument is checked against the program's parameters first; a failure leaves
-  // every buffer and the executable as they were.
-  StatusOr<std::vector<std::unique_ptr<Buffer>>> Execute(Device* device,
-                                                         PJRT_Buffer* const* arguments,
-                                                         size_t num_arguments) const;
+  struct Execution {
+    std::vector<std::unique_ptr<Buffer>> outputs;  // new buffers in the device's HBM
+    std::shared_ptr<Completion> done;              // also the outputs' ready completion
+  };
+  // Queues one run of the program on `device` (this executable's device unless the caller names
+  // another one, as PJRT allows for portable executables) and returns at once. Every argument is
+  // checked against the program's parameters first, and the outputs are allocated: a failure
+  // there is returned and leaves every buffer and the executable as they were. What fails later
+  // (an argument whose producer failed, temporaries not fitting in HBM, a simulator error, an
+  // interrupt) completes `done` with the error, which the outputs then carry.
+  StatusOr<Execution> Execute(Device* device, PJRT_Buffer* const* arguments,
+                              size_t num_arguments) const;
 
  private:
   LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program, Device* device,

@@ -71,6 +71,16 @@ int64_t BlockEntryCap(const ExecuteOptions& options) {
   return kDefaultMaxBlockEntries;
 }
 
+// How often a long block polls ExecuteOptions::cancelled (blocks poll on entry too).
+constexpr size_t kInstructionsPerCancelCheck = 4096;
+
+bool Cancelled(const ExecuteOptions& options) { return options.cancelled && options.cancelled(); }
+
+Status CancelledIn(size_t block_index) {
+  return Status(StatusCode::kCancelled,
+                "the execution was cancelled in block " + std::to_string(block_index));
+}
+
 // Runs one block's streams to completion from `start_ns` (every stream free then, every
 // semaphore at 0). Returns the time the last stream finished.
 StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
@@ -86,6 +96,9 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
   }
   double finish_ns = start_ns;
   while (remaining > 0) {
+    if (remaining % kInstructionsPerCancelCheck == 0 && Cancelled(options)) {
+      return CancelledIn(block_index);
+    }
     int best = -1;
     double best_start = std::numeric_limits<double>::infinity();
     for (int s = 0; s < kNumStreams; ++s) {
@@ -168,6 +181,7 @@ Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProf
           " times: a loop runs past the iteration cap (set TRN_MAX_LOOP_ITERATIONS to raise it); the block ends in SP " +
           OpcodeName(static_cast<uint16_t>(exit.op)) + (exit.op == ControlOp::kEnd ? "" : DescribeDebug(program, exit.debug_id)));
     }
+    if (Cancelled(options)) return CancelledIn(current);
     auto finished = RunBlock(machine, current, now, options, profile);
     if (!finished.ok()) return finished.status();
     const BlockExit& exit = program.blocks[current].exit;

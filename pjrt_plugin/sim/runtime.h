@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +93,9 @@ struct ExecuteOptions {
   // The most times one block may be entered in an execution (a loop running past it is an
   // error, not a hang); 0: TRN_MAX_LOOP_ITERATIONS if set, else 10^7.
   int64_t max_block_entries = 0;
+  // Polled at every block entry and every few thousand instructions; once it returns true the
+  // execution stops with kCancelled (outputs undefined). Empty: never cancelled.
+  std::function<bool()> cancelled;
 };
 
 // Runs `program` once. `parameters[i]` points at parameter i's dense row-major bytes,
