@@ -113,7 +113,9 @@ def _compile(code: bytes, fmt: str, target: str, replicas: int = 1,
   _check_replicated(module, replicas)
   report = CompileReport(module=str(module.attrs.get("sym_name", "")), target=target)
   pipeline.run_pipeline(module, tag=tag)
-  builder = codegen.generate(module, target, _target_spec(target), report)
+  target_spec = _target_spec(target)
+  builder = codegen.generate(module, target, target_spec, report)
+  pipeline.run_backend(builder, target_spec, report, tag=tag)
   program = builder.serialize()
   with _lock:
     _reports.append(report)
@@ -121,7 +123,7 @@ def _compile(code: bytes, fmt: str, target: str, replicas: int = 1,
   return program, report
 
 
-_PIPELINE = (pipeline.run_pipeline, pipeline.PASSES)
+_PIPELINE = (pipeline.run_pipeline, pipeline.PASSES, pipeline.run_backend, pipeline.backend.STAGES)
 
 
 def _cacheable() -> bool:
@@ -132,7 +134,8 @@ def _cacheable() -> bool:
     return False
   if os.environ.get("TRN_DUMP_IR", "") or os.environ.get("TRN_VERIFY_IR", "") not in ("", "0"):
     return False
-  return (pipeline.run_pipeline, pipeline.PASSES) == _PIPELINE
+  return (pipeline.run_pipeline, pipeline.PASSES, pipeline.run_backend,
+          pipeline.backend.STAGES) == _PIPELINE
 
 
 def compile_for_pjrt(code: bytes, fmt: str, compile_options: bytes, target: str) -> bytes:

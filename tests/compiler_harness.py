@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from cpu_reference import assert_close
-from hlo_lowering import driver
+from hlo_lowering import driver, pipeline
+from hlo_lowering.program import ProgramBuilder
+from hlo_lowering.report import CompileReport
 
 
 def artifact(f, *args) -> bytes:
@@ -31,6 +33,18 @@ def native():
 def compile_fn(f, *args, target: str = "trn2") -> bytes:
   native()
   return driver.compile_for_pjrt(artifact(f, *args), "mlir", b"", target)
+
+
+def through_backend(builder: ProgramBuilder) -> ProgramBuilder:
+  """A hand-written program after the back-end stages, as a compiled one: its semaphore waits
+  derived (its explicit DMA queues and absolute tile offsets kept), ready to serialize."""
+  pipeline.run_backend(builder, native().target_spec(builder.target), CompileReport())
+  return builder
+
+
+def finish(builder: ProgramBuilder) -> bytes:
+  """`through_backend(builder)`, serialized."""
+  return through_backend(builder).serialize()
 
 
 def run_program(program: bytes, args) -> list[np.ndarray]:

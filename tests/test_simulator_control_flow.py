@@ -9,6 +9,7 @@ import pytest
 
 from hlo_lowering.program import (Alu, ControlOp, DType, HbmAP, ProgramBuilder, Scalar,
                                   disassemble, read_program)
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -36,7 +37,7 @@ def _counting_loop():
 
 
 def _run(b, *inputs, **kwargs):
-  return _native.run_program(b.serialize(), [np.asarray(x) for x in inputs], **kwargs)
+  return _native.run_program(finish(b), [np.asarray(x) for x in inputs], **kwargs)
 
 
 def test_loop_runs_until_its_predicate_is_false():
@@ -46,7 +47,7 @@ def test_loop_runs_until_its_predicate_is_false():
 
 
 def test_round_trip_and_disassembly_of_blocks():
-  data = _counting_loop().serialize()
+  data = finish(_counting_loop())
   assert struct.unpack_from("<I", data, 8)[0] == 2
   program = read_program(data)
   assert [blk.exit.op for blk in program.blocks] == [ControlOp.JUMP, ControlOp.BRANCH,
@@ -136,7 +137,7 @@ def _switch_program():
   for block in targets:
     b.set_block(block)
     b.gp_fill(_scalar(out), Scalar(DType.S32, 1))
-  return b.serialize()
+  return finish(b)
 
 
 def _expect_invalid(data, match):
@@ -165,7 +166,7 @@ def test_loader_rejects_malformed_exits():
 
 def test_loader_rejects_an_empty_block_list_and_control_opcodes_in_streams():
   b = ProgramBuilder()
-  data = b.serialize()
+  data = finish(b)
   empty = data[:12] + struct.pack("<I", 4) + b"trn2" + struct.pack("<III", 0, 0, 0) + \
       struct.pack("<I", 0)
   _expect_invalid(empty, "at least one block")
@@ -181,7 +182,7 @@ def test_version_1_programs_still_load():
   x = b.tensor("parameter", DType.S32, (1,), index=0)
   y = b.tensor("output", DType.S32, (1,), index=0)
   b.gp_copy(_scalar(y), _scalar(x))
-  v2 = b.serialize()
+  v2 = finish(b)
   program = read_program(v2)
   # Version 1: the same bytes without the block count and the exit.
   head = 12 + 4 + 4

@@ -1,18 +1,21 @@
 """ProgramBuilder: the compiler's way to write a NeuronCore program. One method per instruction;
 arguments are validated here (partition rules, element counts, engine constraints) so a compiler
-bug surfaces with a ValueError at build time instead of as a loader error later. Waits are derived
-by sync.py as instructions are appended."""
+bug surfaces with a ValueError at build time instead of as a loader error later.
+
+Instructions are appended in program order; the back end (hlo_lowering.backend) then places the
+symbolic SBUF/PSUM buffers (`new_buffer`), gives every DMA without a queue its queue and derives
+every semaphore wait, before `serialize`."""
 
 import math
 
 import numpy as np
 
+from .buffers import Buffer
 from .enums import (ARG_REDUCE_SELECT, Alu, ControlOp, DType, Memory, Opcode, PSUM_BANK_BYTES,
                     REDUCE_OPS, SCATTER_CLAMP, SCATTER_OPS, SORT_FLOAT_CANONICAL, Stream, TensorKind,
                     WINDOW_SELECT_OPS)
-from .instructions import (Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, Tensor, accesses)
+from .instructions import Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, Tensor
 from .operands import HbmAP, Scalar, TileAP
-from .sync import WaitTracker
 from .writer import serialize
 
 TARGETS = ("trn1", "trn2", "trn3")
@@ -91,11 +94,13 @@ class ProgramBuilder:
     self.tensors = []
     self.debug_entries = []
     self.instructions = []  # program order, every block
-    # Execution starts at blocks[0]; instructions go to blocks[self.block]. Each block has its
-    # own semaphore counts (they restart at 0 on entry), so its own wait tracker.
+    # Execution starts at blocks[0]; instructions go to blocks[self.block].
     self.blocks = [Block()]
     self.block = 0
-    self._syncs = [WaitTracker()]
+    self.buffers = []  # [Buffer], in the order they were asked for
+    # Buffer -> (address, first, last instruction index using it): filled by the back end's
+    # plan-memory stage, read by its verifier.
+    self.memory_plan = {}
     self._default_debug = None
 
   @property
@@ -108,7 +113,6 @@ class ProgramBuilder:
   def new_block(self) -> int:
     """A new empty block (ending the program until given an exit); returns its index."""
     self.blocks.append(Block())
-    self._syncs.append(WaitTracker())
     return len(self.blocks) - 1
 
   def set_block(self, index: int) -> None:
@@ -182,6 +186,12 @@ class ProgramBuilder:
     self.tensors.append(Tensor(name, TensorKind.CONSTANT, 0, dtype, shape, bytes(data)))
     return len(self.tensors) - 1
 
+  def new_buffer(self, memory, size: int, placement: str) -> Buffer:
+    """A symbolic SBUF/PSUM buffer of `size` bytes per partition, placed by plan-memory."""
+    buffer = Buffer(len(self.buffers), Memory(memory), int(size), placement)
+    self.buffers.append(buffer)
+    return buffer
+
   def debug(self, op="", name="", location="") -> int:
     self.debug_entries.append(DebugEntry(op, name, location))
     return len(self.debug_entries) - 1
@@ -189,6 +199,7 @@ class ProgramBuilder:
   # --- DMA and TensorE ----------------------------------------------------------------------
 
   def dma_copy(self, queue, dst, src, debug=None):
+    """queue None: the back end's assign-dma-queues stage chooses it."""
     where = "dma_copy"
     for ap in (dst, src):
       if isinstance(ap, TileAP) and ap.memory == Memory.PSUM:
@@ -196,7 +207,8 @@ class ProgramBuilder:
     self._check_hbm(dst, where, writes=True)
     self._check_hbm(src, where)
     _same_count(where, dst, src)
-    self._emit(Opcode.DMA_COPY, Stream.dma(queue), debug, dst=dst, src=src)
+    stream = None if queue is None else Stream.dma(queue)
+    self._emit(Opcode.DMA_COPY, stream, debug, dst=dst, src=src)
 
   def matmul(self, dst, stationary, moving, start=True, stop=True, debug=None):
     where = "matmul"
@@ -515,6 +527,10 @@ class ProgramBuilder:
   # --- output -------------------------------------------------------------------------------
 
   def serialize(self) -> bytes:
+    """The program bytes; the back end's stages must have run (hlo_lowering.backend)."""
+    for inst in self.instructions:
+      if inst.stream is None:
+        raise ValueError("serialize: a DMA has no queue (run hlo_lowering.backend's stages)")
     for kind in (TensorKind.PARAMETER, TensorKind.OUTPUT):
       indices = sorted(t.index for t in self.tensors if t.kind == kind)
       if indices != list(range(len(indices))):
@@ -534,11 +550,9 @@ class ProgramBuilder:
 
   def _emit(self, opcode, stream, debug, **operands):
     debug = self._debug_id(debug, opcode.name)
-    inst = Instruction(opcode, int(stream), debug, operands)
-    reads, writes = accesses(inst)
-    inst.waits = self._syncs[self.block].add(inst.stream, reads, writes)
+    inst = Instruction(opcode, None if stream is None else int(stream), debug, operands)
     self.instructions.append(inst)
-    self.streams.setdefault(inst.stream, []).append(inst)
+    self.blocks[self.block].instructions.append(inst)
     return inst
 
   def _tensor(self, index, where: str) -> Tensor:
