@@ -2,7 +2,8 @@
 
 Per op name: how many ops were lowered natively (tiled on the engines / views with no data
 movement) or by GpSimd general-purpose instructions, and at which source lines. Logged at INFO
-after every compile; kept by the driver (`driver.last_report()`, `driver.reports()`).
+after every compile by the plugin's compile service, which keeps every report
+(`jax_trn.compile_report()`, `jax_trn.compilation.reports()`); the compiler itself keeps none.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from jax_trn import _native
+from jax_trn import _jax_private, _native
 
 TARGETS = ("trn1", "trn2", "trn3")
 
@@ -99,5 +99,4 @@ def current() -> TrnConfig:
 
 
 def _backend_started() -> bool:
-  from jax._src import xla_bridge
-  return "trn" in getattr(xla_bridge, "_backends", {})
+  return _jax_private.backend_started("trn")

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <unordered_set>
 
 #include "device.h"
 #include "element_type.h"
@@ -9,12 +10,42 @@
 
 namespace trn::pjrt {
 
+namespace {
+
+// The addresses of every live Buffer: a handle is looked up here before it is cast, so a
+// PJRT_Buffer of another plugin is refused without being dereferenced.
+std::mutex& LiveBuffersMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::unordered_set<const PJRT_Buffer*>& LiveBuffers() {
+  // Leaked on purpose: buffers still alive at exit are destroyed after static objects.
+  static auto* live = new std::unordered_set<const PJRT_Buffer*>;
+  return *live;
+}
+
+}  // namespace
+
 Buffer::Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation)
     : memory_(allocation->memory()),
       dtype_(dtype),
       dims_(std::move(dims)),
       byte_size_(allocation->size()),
-      allocation_(std::move(allocation)) {}
+      allocation_(std::move(allocation)) {
+  std::lock_guard<std::mutex> lock(LiveBuffersMutex());
+  LiveBuffers().insert(this);
+}
+
+Buffer::~Buffer() {
+  std::lock_guard<std::mutex> lock(LiveBuffersMutex());
+  LiveBuffers().erase(this);
+}
+
+const Buffer* Buffer::FromHandle(const PJRT_Buffer* handle) {
+  std::lock_guard<std::mutex> lock(LiveBuffersMutex());
+  return LiveBuffers().count(handle) ? static_cast<const Buffer*>(handle) : nullptr;
+}
 
 StatusOr<std::unique_ptr<Buffer>> Buffer::FromHost(const void* data, sim::DType dtype,
                                                    std::vector<int64_t> dims,

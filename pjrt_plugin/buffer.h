@@ -22,6 +22,13 @@ class Device;
 class Buffer : public PJRT_Buffer {
  public:
   Buffer(sim::DType dtype, std::vector<int64_t> dims, std::shared_ptr<Allocation> allocation);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  // `handle` as a trn Buffer, or NULL when this plugin did not create it (a buffer of another
+  // PJRT client) or has destroyed it.
+  static const Buffer* FromHandle(const PJRT_Buffer* handle);
 
   // A new buffer in `memory`, copied from host bytes laid out with `byte_strides`.
   static StatusOr<std::unique_ptr<Buffer>> FromHost(const void* data, sim::DType dtype,

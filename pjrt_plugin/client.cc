@@ -35,12 +35,9 @@ StatusOr<Device*> Client::LookupDevice(int id) const {
   return devices_[id].get();
 }
 
-StatusOr<Device*> Client::AssignedDevice(std::string_view compile_options) const {
-  if (compile_options.empty()) return devices_.front().get();
-  StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
-  if (!options.ok()) return options.status();
-  if (options->assigned_devices.empty()) return devices_.front().get();
-  StatusOr<Device*> device = LookupDevice(static_cast<int>(options->assigned_devices.front()));
+StatusOr<Device*> Client::AssignedDevice(const CompileOptions& options) const {
+  if (options.assigned_devices.empty()) return devices_.front().get();
+  StatusOr<Device*> device = LookupDevice(static_cast<int>(options.assigned_devices.front()));
   if (!device.ok()) {
     return InvalidArgument("compile options assign a device that does not exist: " +
                            device.status().message());
@@ -64,10 +61,11 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::LoadProgram(std::string_view
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view code,
                                                             std::string_view format,
                                                             std::string_view compile_options) {
-  StatusOr<Device*> device = AssignedDevice(compile_options);
+  StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
+  if (!options.ok()) return options.status();
+  StatusOr<Device*> device = AssignedDevice(*options);
   if (!device.ok()) return device.status();
-  StatusOr<std::string> program =
-      CompileInPython(code, format, compile_options, options_.target->name);
+  StatusOr<std::string> program = CompileInPython(code, format, *options, *options_.target);
   if (!program.ok()) return program.status();
   StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, *device);
   if (!executable.ok() && executable.status().code() == StatusCode::kInvalidArgument) {
@@ -80,7 +78,9 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view cod
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::DeserializeAndLoad(
     std::string_view program, std::string_view compile_options) {
-  StatusOr<Device*> device = AssignedDevice(compile_options);
+  StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
+  if (!options.ok()) return options.status();
+  StatusOr<Device*> device = AssignedDevice(*options);
   if (!device.ok()) return device.status();
   return LoadProgram(program, *device);
 }

@@ -10,6 +10,7 @@
 
 #include "buffer.h"
 #include "client_options.h"
+#include "compile_options.h"
 #include "device.h"
 #include "loaded_executable.h"
 #include "pjrt_c_api.h"
@@ -34,7 +35,7 @@ class Client : public PJRT_Client {
   // NOT_FOUND naming the id and the valid range.
   StatusOr<Device*> LookupDevice(int id) const;
 
-  // Compiles `code` ("mlir" or "hlo", see the compiler entry point in docs/team-brief.md) with
+  // Compiles `code` ("mlir" or "hlo"; docs/compiler.md describes the compile entry point) with
   // the trn compiler and loads it on the device the compile options assign.
   StatusOr<std::unique_ptr<LoadedExecutable>> Compile(std::string_view code,
                                                       std::string_view format,
@@ -60,7 +61,7 @@ class Client : public PJRT_Client {
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) const;
 
  private:
-  StatusOr<Device*> AssignedDevice(std::string_view compile_options) const;
+  StatusOr<Device*> AssignedDevice(const CompileOptions& options) const;
   StatusOr<std::unique_ptr<LoadedExecutable>> LoadProgram(std::string_view program,
                                                           Device* device) const;
 

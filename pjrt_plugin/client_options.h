@@ -1,5 +1,5 @@
 // PJRT_Client_Create's create_options (set by jax_trn/plugin.py): which simulated machine to
-// build. docs/team-brief.md lists the options; absent ones take the generation's defaults.
+// build. docs/pjrt-surface.md lists the options; absent ones take the generation's defaults.
 #pragma once
 
 #include <cstdint>

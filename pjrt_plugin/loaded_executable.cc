@@ -77,7 +77,12 @@ StatusOr<std::vector<std::unique_ptr<Buffer>>> LoadedExecutable::Execute(
   std::vector<std::shared_ptr<Allocation>> inputs;
   std::vector<const void*> input_data;
   for (size_t i = 0; i < num_arguments; ++i) {
-    const Buffer* argument = static_cast<const Buffer*>(arguments[i]);
+    const Buffer* argument = Buffer::FromHandle(arguments[i]);
+    if (argument == nullptr && arguments[i] != nullptr) {
+      return InvalidArgument("argument " + std::to_string(i) +
+                             " is not a buffer of this trn client (an array of another backend, "
+                             "e.g. the CPU?): move it to a trn device first (jax.device_put)");
+    }
     TRN_RETURN_IF_ERROR(CheckArgument(i, argument, parameters[i], device));
     StatusOr<std::shared_ptr<Allocation>> allocation = argument->allocation();
     if (!allocation.ok()) {

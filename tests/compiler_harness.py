@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 
 from cpu_reference import assert_close
-from hlo_lowering import driver, pipeline
+from hlo_lowering import jaxlib_private, pipeline
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.report import CompileReport
+from jax_trn import compilation, config
 
 
 def artifact(f, *args) -> bytes:
   """The portable artifact JAX would hand a plugin for jit(f)(*args)."""
-  from jax._src.lib import _jax
   from jaxlib.mlir.dialects import stablehlo
   text = jax.jit(f).lower(*args).as_text(debug_info=True)
-  return _jax.mlir.serialize_portable_artifact(text, stablehlo.get_current_version(), False)
+  return jaxlib_private.serialize_portable_artifact(text, stablehlo.get_current_version())
 
 
 def native():
@@ -30,15 +30,21 @@ def native():
                              exc_type=ImportError)
 
 
+def compile_code(code: bytes, fmt: str = "mlir", target: str = "trn2", **options) -> bytes:
+  """Compiles program bytes through the plugin's compile service as PJRT_Client_Compile does;
+  `options` are parsed compile options (num_replicas=4)."""
+  return compilation.compile_for_pjrt(code, fmt, options, config.target_spec(target))
+
+
 def compile_fn(f, *args, target: str = "trn2") -> bytes:
   native()
-  return driver.compile_for_pjrt(artifact(f, *args), "mlir", b"", target)
+  return compile_code(artifact(f, *args), target=target)
 
 
 def through_backend(builder: ProgramBuilder) -> ProgramBuilder:
   """A hand-written program after the back-end stages, as a compiled one: its semaphore waits
   derived (its explicit DMA queues and absolute tile offsets kept), ready to serialize."""
-  pipeline.run_backend(builder, native().target_spec(builder.target), CompileReport())
+  pipeline.run_backend(builder, config.target_spec(builder.target), CompileReport())
   return builder
 
 
@@ -52,8 +58,9 @@ def run_program(program: bytes, args) -> list[np.ndarray]:
   return outputs
 
 
-def check(f, *args, scale: float = 1.0, target: str = "trn2"):
-  """Compiles f, runs it on the simulator and compares with f on the JAX CPU backend."""
+def check(f, *args, scale: float = 1.0, target: str = "trn2", bounds=None):
+  """Compiles f, runs it on the simulator and compares with f on the JAX CPU backend
+  (cpu_reference.assert_close: per-dtype tolerances times `scale`, or per-element `bounds`)."""
   program = compile_fn(f, *args, target=target)
   cpu = jax.devices("cpu")[0]
   expected = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
@@ -62,5 +69,5 @@ def check(f, *args, scale: float = 1.0, target: str = "trn2"):
   inputs = [np.array(jax.device_put(a, cpu)) for a in jax.tree_util.tree_leaves(args)]
   actual = run_program(program, inputs)
   assert_close(list(actual), [np.asarray(e) for e in expected_leaves], scale=scale,
-               err_msg=getattr(f, "__name__", "f"))
+               err_msg=getattr(f, "__name__", "f"), bounds=bounds)
   return program

@@ -4,7 +4,7 @@ verifier, and TRN_DUMP_IR's program dumps after each stage."""
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import backend, driver, pipeline
+from hlo_lowering import backend, compiler, pipeline
 from hlo_lowering.backend import (assign_dma_queues, insert_semaphores, plan_memory,
                                   verifier as backend_verifier)
 from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES, PsumBanks, SbufSlots
@@ -12,6 +12,20 @@ from hlo_lowering.program import (DType, HbmAP, Memory, ProgramBuilder, Stream, 
                                   disassemble)
 from hlo_lowering.program.buffers import Address
 from hlo_lowering.report import CompileReport
+from jax_trn import config
+
+MATMUL = b"""
+func.func public @main(%a: tensor<128x64xf32>, %b: tensor<64x32xf32>) -> tensor<128x32xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<128x64xf32>, tensor<64x32xf32>) -> tensor<128x32xf32>
+  return %0 : tensor<128x32xf32>
+}"""
+
+
+def _compile_matmul():
+  harness.native()
+  return compiler.compile_program(MATMUL, "mlir", compiler.CompileOptions(),
+                                  config.target_spec("trn2"), dump_tag="t")
 
 
 @pytest.fixture(scope="module")
@@ -146,19 +160,12 @@ def test_verifier_finds_a_dma_without_queue_and_an_unplaced_tile(spec):
 
 
 def test_dump_ir_writes_the_program_after_every_stage(tmp_path, monkeypatch):
-  harness.native()
   monkeypatch.setenv("TRN_DUMP_IR", str(tmp_path))
   monkeypatch.setenv("TRN_VERIFY_IR", "1")
-  program = driver.compile_text("""
-  func.func public @main(%a: tensor<128x64xf32>, %b: tensor<64x32xf32>) -> tensor<128x32xf32> {
-    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
-        : (tensor<128x64xf32>, tensor<64x32xf32>) -> tensor<128x32xf32>
-    return %0 : tensor<128x32xf32>
-  }""")
+  program, _ = _compile_matmul()
   dumps = sorted(p.name for p in tmp_path.glob("*.disasm"))
-  tag = dumps[0].split("-")[0]
   first = len(pipeline.PASSES) + 1
-  assert dumps == [f"{tag}-{first + i:02d}-{name}.disasm" for i, name in
+  assert dumps == [f"t-{first + i:02d}-{name}.disasm" for i, name in
                    enumerate([pipeline.LOWERED] + [s.name for s in backend.STAGES])]
   lowered = (tmp_path / dumps[0]).read_text()
   assert "stream DMA?:" in lowered and "@sbuf" in lowered and "wait[" not in lowered
@@ -166,14 +173,7 @@ def test_dump_ir_writes_the_program_after_every_stage(tmp_path, monkeypatch):
 
 
 def test_compile_report_has_on_chip_peaks():
-  harness.native()
-  driver.compile_text("""
-  func.func public @main(%a: tensor<128x64xf32>, %b: tensor<64x32xf32>) -> tensor<128x32xf32> {
-    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
-        : (tensor<128x64xf32>, tensor<64x32xf32>) -> tensor<128x32xf32>
-    return %0 : tensor<128x32xf32>
-  }""")
-  report = driver.last_report()
+  _, report = _compile_matmul()
   spec = harness.native().target_spec("trn2")
   # The matmul carves all of SBUF into its rings; of the PSUM banks it takes, its one output
   # tile uses one (a bank no instruction touches is never live).

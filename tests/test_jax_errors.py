@@ -41,3 +41,13 @@ def test_float64_programs_are_refused(trn):
   with jax.enable_x64(True):
     with pytest.raises(Exception, match="float64"):
       jax.jit(lambda v: v * 2)(jax.device_put(np.ones(3, np.float64), trn))
+
+
+def test_a_buffer_of_another_client_is_refused_not_dereferenced(trn, cpu):
+  x = jax.device_put(np.ones(4, np.float32), trn)
+  executable = jax.jit(lambda a, b: a + b).lower(x, x).compile()._executable.xla_executable
+  foreign = jax.device_put(np.ones(4, np.float32), cpu)
+  with pytest.raises(Exception, match="INVALID_ARGUMENT: argument 0 is not a buffer of this trn "
+                     r"client .*jax.device_put"):
+    executable.execute_sharded([foreign, x])
+  np.testing.assert_array_equal(jax.jit(lambda a: a * 2)(x), np.full(4, 2, np.float32))

@@ -3,6 +3,7 @@ elementwise arithmetic and math, compare/select/convert, broadcast_in_dim, dot_g
 over dtypes and shapes that include sizes not divisible by 128 and above 128 in every dimension."""
 
 import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cpu_reference import assert_matches_cpu
+from cpu_reference import assert_matches_cpu, sum_of_products_bounds
 
 BF16 = ml_dtypes.bfloat16
 FLOATS = (np.float32, BF16, np.float16)
@@ -104,17 +105,13 @@ def test_broadcast_in_dim(dtype, trn, cpu):
                      _data((), dtype, 10), trn=trn, cpu=cpu)
 
 
-# Sums over K fp32 products: the reordering error grows like sqrt(K) ulps.
-def _matmul_scale(k):
-  return max(1.0, 4 * np.sqrt(k))
-
-
 @pytest.mark.parametrize("m,k,n", ((1, 1, 1), (7, 129, 3), (128, 128, 128), (129, 200, 300),
                                    (300, 513, 129), (64, 1, 257)))
 @pytest.mark.parametrize("dtype", (np.float32, BF16))
 def test_dot(m, k, n, dtype, trn, cpu):
-  assert_matches_cpu(jnp.matmul, _data((m, k), dtype, 11, -1, 1), _data((k, n), dtype, 12, -1, 1),
-                     trn=trn, cpu=cpu, scale=_matmul_scale(k))
+  a, b = _data((m, k), dtype, 11, -1, 1), _data((k, n), dtype, 12, -1, 1)
+  assert_matches_cpu(jnp.matmul, a, b, trn=trn, cpu=cpu,
+                     bounds=sum_of_products_bounds(jnp.matmul, a, b, terms=k))
 
 
 @pytest.mark.parametrize("spec,lhs,rhs", (
@@ -125,8 +122,11 @@ def test_dot(m, k, n, dtype, trn, cpu):
 ))
 def test_dot_general_forms(spec, lhs, rhs, trn, cpu):
   f = lambda a, b: jnp.einsum(spec, a, b)
-  assert_matches_cpu(f, _data(lhs, np.float32, 13, -1, 1), _data(rhs, np.float32, 14, -1, 1),
-                     trn=trn, cpu=cpu, scale=_matmul_scale(max(lhs)))
+  a, b = _data(lhs, np.float32, 13, -1, 1), _data(rhs, np.float32, 14, -1, 1)
+  inputs, output = spec.split("->")
+  terms = math.prod(lhs[inputs.split(",")[0].index(c)] for c in set(inputs.split(",")[0])
+                    if c in inputs.split(",")[1] and c not in output)
+  assert_matches_cpu(f, a, b, trn=trn, cpu=cpu, bounds=sum_of_products_bounds(f, a, b, terms=terms))
 
 
 REDUCTIONS = {"sum": jnp.sum, "max": jnp.max, "min": jnp.min}

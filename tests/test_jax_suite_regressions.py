@@ -68,3 +68,13 @@ def test_pred_convolution(dimension_numbers, lhs_shape, rhs_shape, kwargs):
   compiler_harness.check(
       lambda x, y: lax.conv_general_dilated(x, y, dimension_numbers=dimension_numbers, **kwargs),
       lhs, rhs)
+
+
+@pytest.mark.parametrize("f", [jax.numpy.sqrt, lax.rsqrt], ids=["sqrt", "rsqrt"])
+def test_signed_zero_through_sqrt_and_rsqrt(f):
+  # IEEE 754: sqrt(-0) = -0, rsqrt(-0) = -inf. ScalarE's `+ bias` with a zero bias made it +0.
+  x = np.array([-0.0, 0.0, 4.0], np.float32)
+  (actual,) = compiler_harness.run_program(compiler_harness.compile_fn(f, x), [x])
+  expected = np.asarray(jax.jit(f)(jax.device_put(x, jax.devices("cpu")[0])))
+  np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))
+  np.testing.assert_array_equal(actual, expected)

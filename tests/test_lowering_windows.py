@@ -14,8 +14,9 @@ import pytest
 from jax import lax
 
 import compiler_harness as harness
-from hlo_lowering import driver
+from hlo_lowering.errors import CompileError
 from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder, Scalar
+from jax_trn import compilation
 
 DTYPES = [np.float32, ml_dtypes.bfloat16, np.int32]
 
@@ -52,7 +53,7 @@ def _avg_pool(window, strides, padding, layout):
 
 
 def _gpsimd(op_name):
-  assert driver.last_report().summary()[op_name] == {"gpsimd": 1}
+  assert compilation.last_report().summary()[op_name] == {"gpsimd": 1}
 
 
 POOLS = [(2, 2, "VALID"), (3, 1, "SAME"), (3, 2, "SAME")]
@@ -227,3 +228,24 @@ def test_select_and_scatter_rejects_bad_selector_and_dilation():
   bad = _patch_window_values(program, [2, 2, 1, 1, 0, 0], [2, 2, 2, 1, 0, 0])
   with pytest.raises(ValueError, match="no dilation"):
     harness.run_program(bad, [np.zeros(4, np.float32), np.zeros(2, np.float32)])
+
+
+_REDUCE_WINDOW_PADDING = """
+func.func public @main(%x: tensor<8xf32>) -> tensor<7xf32> {
+  %c = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = "stablehlo.reduce_window"(%x, %c) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {window_dimensions = array<i64: 2>, padding = PADDING} : (tensor<8xf32>, tensor<f32>) -> tensor<7xf32> loc("r.py":3:1)
+  return %0 : tensor<7xf32>
+}
+"""
+
+
+def test_reduce_window_empty_padding_of_a_rank_1_operand_is_a_compile_error():
+  """StableHLO's verifier lets an empty [0, 2] padding through (it checks only non-empty ones)."""
+  harness.native()
+  with pytest.raises(CompileError, match=r"reduce_window: attribute padding has shape \[0, 2\], "
+                     r"expected \[1, 2\] for a rank-1 operand, at r.py:3"):
+    compilation.compile_text(_REDUCE_WINDOW_PADDING.replace("PADDING", "dense<0> : tensor<0x2xi64>"))

@@ -1,6 +1,6 @@
 """The profiler through JAX on trn: timeline recording under profile.trace(), attribution of every
 instruction to its StableHLO op and this file's source lines, per-engine waits, the critical path,
-the compile report's lowering joined in, and the Perfetto export."""
+the lowering of each op read from the program's debug table, and the Perfetto export."""
 
 import json
 import os
@@ -77,7 +77,8 @@ def test_the_matmul_dominates_tensor_engine_time(traced):
   assert dot.streams.get("PE", 0.0) >= 0.9 * traced.engine_busy_ns("PE")
   assert max(ops, key=lambda o: o.streams.get("PE", 0.0)) is dot
   assert dot.flops == traced.matmul_flops
-  assert dot.lowering == "native"  # joined from this process's compile report
+  assert dot.lowering == "native"  # from the program's debug table
+  assert traced.debug_entry(dot.debug_ids[0]).rule == "matmul.lower_dot_general"
 
 
 def test_stream_activity_and_critical_path_account_for_device_time(traced):

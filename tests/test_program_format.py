@@ -4,10 +4,11 @@ insert-semaphores), reader round trip, and the C++ loader rejecting malformed by
 
 import struct
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from compiler_harness import through_backend
+import compiler_harness as harness
 from hlo_lowering.backend import insert_semaphores
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, Opcode, ProgramBuilder, Scalar,
                                   Stream, TileAP, disassemble, read_program)
@@ -29,7 +30,7 @@ def _copy_program():
   b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64)), debug=d)
   b.tensor_scalar(Alu.MUL, _sbuf(256), _sbuf(0), Scalar(DType.F32, 2.0), debug=d)
   b.dma_copy(1, HbmAP.dense(y, (128, 64)), _sbuf(256), debug=d)
-  return through_backend(b)
+  return harness.through_backend(b)
 
 
 def test_round_trip_and_disassembly():
@@ -49,6 +50,31 @@ def test_round_trip_and_disassembly():
   x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
   (y,), _ = _native.run_program(data, [x])
   np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_debug_entries_carry_the_lowering_to_the_runtime():
+  """Format version 3: each debug entry says how its op was lowered and by which rule, through
+  the writer, the Python reader, the disassembly and the C++ loader (what the profiler reads)."""
+  b = _copy_program()
+  b.debug_entries[0].lowering, b.debug_entries[0].rule = "native", "elementwise.lower_multiply"
+  data = b.serialize()
+  entry = read_program(data).debug[0]
+  assert (entry.lowering, entry.rule) == ("native", "elementwise.lower_multiply")
+  assert "# stablehlo.multiply jit(f)/mul f.py:3:4 [native elementwise.lower_multiply]" in \
+      disassemble(data)
+  _, profile = _native.run_program(data, [np.zeros((128, 64), np.float32)])
+  assert profile["debug"][0] == {"op": "stablehlo.multiply", "name": "jit(f)/mul",
+                                 "location": "f.py:3:4", "lowering": "native",
+                                 "rule": "elementwise.lower_multiply"}
+
+
+def test_compiled_programs_record_each_ops_lowering():
+  x = np.ones((4, 8), np.float32)
+  program = read_program(harness.compile_fn(lambda v: jnp.sort(jnp.exp(v) @ x.T, axis=0), x))
+  kinds = {(d.op, d.lowering, d.rule) for d in program.debug if d.op.startswith("stablehlo.")}
+  assert ("stablehlo.dot_general", "native", "matmul.lower_dot_general") in kinds, kinds
+  assert any(op == "stablehlo.sort" and lowering == "gpsimd" and rule.startswith("gpsimd.")
+             for op, lowering, rule in kinds), kinds
 
 
 def test_insert_semaphores_waits_follow_regions():

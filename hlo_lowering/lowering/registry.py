@@ -49,6 +49,12 @@ class LoweringRule:
     return "; ".join(docs)
 
   @property
+  def name(self) -> str:
+    """The rule's function by module under hlo_lowering.lowering ("matmul.lower_dot_general"):
+    what the program's debug table records for the instructions it emitted."""
+    return f"{self.fn.__module__.removeprefix('hlo_lowering.lowering.')}.{self.fn.__name__}"
+
+  @property
   def conditional(self) -> bool:
     return self.when is not None or self.when_placed is not None
 

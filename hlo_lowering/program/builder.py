@@ -192,8 +192,8 @@ class ProgramBuilder:
     self.buffers.append(buffer)
     return buffer
 
-  def debug(self, op="", name="", location="") -> int:
-    self.debug_entries.append(DebugEntry(op, name, location))
+  def debug(self, op="", name="", location="", lowering="", rule="") -> int:
+    self.debug_entries.append(DebugEntry(op, name, location, lowering, rule))
     return len(self.debug_entries) - 1
 
   # --- DMA and TensorE ----------------------------------------------------------------------

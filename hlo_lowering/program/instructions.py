@@ -23,6 +23,8 @@ class DebugEntry:
   op: str
   name: str
   location: str
+  lowering: str = ""  # "native" | "gpsimd" | "fused" | "empty" | "" (not an op's instructions)
+  rule: str = ""      # the lowering rule, "matmul.lower_dot_general" (may be empty)
 
 
 @dataclasses.dataclass

@@ -94,8 +94,8 @@ def read_program(data: bytes) -> Program:
   if r.bytes(8) != MAGIC:
     raise ValueError("not a NeuronCore program (bad magic)")
   version = r.unpack("I")
-  if version not in (1, VERSION):
-    raise ValueError(f"program format version {version}; this reader knows 1 and {VERSION}")
+  if not 1 <= version <= VERSION:
+    raise ValueError(f"program format version {version}; this reader knows 1 to {VERSION}")
   target = r.str()
   tensors = []
   for _ in range(r.unpack("I")):
@@ -108,7 +108,9 @@ def read_program(data: bytes) -> Program:
     blocks = [Block(_read_streams(r))]
   else:
     blocks = [Block(_read_streams(r), _read_exit(r)) for _ in range(r.unpack("I"))]
-  debug = [DebugEntry(r.str(), r.str(), r.str()) for _ in range(r.unpack("I"))]
+  # Version 3 added each entry's lowering and rule.
+  fields = 5 if version >= 3 else 3
+  debug = [DebugEntry(*(r.str() for _ in range(fields))) for _ in range(r.unpack("I"))]
   source = r.str()
   if r.pos != len(r.data):
     raise ValueError(f"{len(r.data) - r.pos} trailing bytes after the program")
@@ -208,7 +210,15 @@ def _format_exit(program: Program, exit_: Exit) -> str:
     text += " -> " + ", ".join(f"block {t}" for t in exit_.targets)
   debug = _debug_entry(program, exit_.debug_id)
   if debug and debug.op and exit_.op != ControlOp.END:
-    text += f"  # {debug.op} {debug.name} {debug.location}".rstrip()
+    text += _format_debug(debug)
+  return text
+
+
+def _format_debug(debug: DebugEntry) -> str:
+  """"  # stablehlo.add jit(f)/add f.py:3:4 [native elementwise.lower_elementwise]"."""
+  text = f"  # {debug.op} {debug.name} {debug.location}".rstrip()
+  if debug.lowering:
+    text += f" [{debug.lowering} {debug.rule}]" if debug.rule else f" [{debug.lowering}]"
   return text
 
 
@@ -221,7 +231,7 @@ def _disassemble_streams(program: Program, streams: dict, indent: str) -> list:
       args = " ".join(f"{name}={_format_value(name, inst.operands[name], program.tensors)}"
                       for name, _ in OPERAND_LAYOUT[inst.opcode])
       debug = _debug_entry(program, inst.debug_id)
-      note = f"  # {debug.op} {debug.name} {debug.location}".rstrip() if debug and debug.op else ""
+      note = _format_debug(debug) if debug and debug.op else ""
       wait_text = f" wait[{waits}]" if waits else ""
       lines.append(f"{indent}  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")
   return lines

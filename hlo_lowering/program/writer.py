@@ -7,7 +7,7 @@ from .instructions import OPERAND_LAYOUT
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
-VERSION = 2
+VERSION = 3
 
 ENDPOINT_HBM = 0
 ENDPOINT_TILE = 1
@@ -149,5 +149,7 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
     w.str(entry.op)
     w.str(entry.name)
     w.str(entry.location)
+    w.str(entry.lowering)
+    w.str(entry.rule)
   w.str(source)
   return bytes(w.out)

@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <variant>
 
 #include "sim/program.h"
 #include "sim/runtime.h"
@@ -114,6 +115,8 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
       entry["op"] = d.op;
       entry["name"] = d.name;
       entry["location"] = d.location;
+      entry["lowering"] = d.lowering;
+      entry["rule"] = d.rule;
       debug.append(entry);
     }
   }
@@ -126,26 +129,9 @@ nb::dict TargetSpecDict(const std::string& name) {
   const TargetSpec* t = FindTarget(name);
   if (t == nullptr) throw nb::value_error(("unknown target \"" + name + "\" (expected trn1, trn2 or trn3)").c_str());
   nb::dict d;
-  d["name"] = t->name;
-  d["core_version"] = t->core_version;
-  d["physical_cores_per_chip"] = t->physical_cores_per_chip;
-  d["default_lnc"] = t->default_lnc;
-  d["partitions"] = t->partitions;
-  d["sbuf_bytes_per_partition"] = t->sbuf_bytes_per_partition;
-  d["psum_banks"] = t->psum_banks;
-  d["psum_bank_bytes"] = t->psum_bank_bytes;
-  d["matmul_moving_free_max"] = t->matmul_moving_free_max;
-  d["matmul_stationary_free_max"] = t->matmul_stationary_free_max;
-  d["tensor_clock_ghz"] = t->tensor_clock_ghz;
-  d["vector_clock_ghz"] = t->vector_clock_ghz;
-  d["scalar_clock_ghz"] = t->scalar_clock_ghz;
-  d["gpsimd_clock_ghz"] = t->gpsimd_clock_ghz;
-  d["hbm_bytes_per_chip"] = t->hbm_bytes_per_chip;
-  d["hbm_bytes_per_ns_per_chip"] = t->hbm_bytes_per_ns_per_chip;
-  d["dma_engines_per_core"] = t->dma_engines_per_core;
-  d["dma_bytes_per_ns_per_engine"] = t->dma_bytes_per_ns_per_engine;
-  d["dma_fixed_latency_ns"] = t->dma_fixed_latency_ns;
-  d["chip_link_bytes_per_ns"] = t->chip_link_bytes_per_ns;
+  for (const TargetFigure& figure : TargetFigures(*t)) {
+    std::visit([&](auto value) { d[figure.name] = value; }, figure.value);
+  }
   return d;
 }
 

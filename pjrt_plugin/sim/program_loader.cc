@@ -11,7 +11,7 @@ namespace {
 constexpr char kMagic[8] = {'T', 'R', 'N', 'P', 'R', 'O', 'G', '\0'};
 // Version 2 added blocks and control flow; a version 1 program (one stream list) still loads, as
 // one block that ends the program.
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kOldestVersion = 1;
 
 }  // namespace
@@ -38,12 +38,18 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   } else {
     ParseBlocks();
   }
-  const uint32_t debug_count = in_.Count("debug table length", 12);
+  // Version 3 added each entry's lowering and rule (two more strings).
+  const bool has_lowering = version >= 3;
+  const uint32_t debug_count = in_.Count("debug table length", has_lowering ? 20 : 12);
   for (uint32_t i = 0; i < debug_count && in_.ok(); ++i) {
     DebugInfo entry;
     entry.op = in_.String("debug op");
     entry.name = in_.String("debug name");
     entry.location = in_.String("debug location");
+    if (has_lowering) {
+      entry.lowering = in_.String("debug lowering");
+      entry.rule = in_.String("debug rule");
+    }
     program_->debug.push_back(std::move(entry));
   }
   program_->source = in_.String("source text");

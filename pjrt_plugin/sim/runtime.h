@@ -28,6 +28,8 @@ struct DebugInfo {
   std::string op;        // "stablehlo.dot_general"
   std::string name;      // "jit(f)/dot_general"
   std::string location;  // "file.py:36:15"
+  std::string lowering;  // "native", "gpsimd", "fused", "empty" or "" (format version 3 on)
+  std::string rule;      // the compiler's lowering rule, "matmul.lower_dot_general" (may be "")
 };
 
 class Program;  // defined in program.h; opaque to users of the runtime

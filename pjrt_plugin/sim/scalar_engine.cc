@@ -1,4 +1,5 @@
-// ScalarE: dst = func(src * scale + bias), computed in fp32 whatever the tile dtypes.
+// ScalarE: dst = func(src * scale + bias), computed in fp32 whatever the tile dtypes; an
+// immediate bias of zero is no addition (signed zeros pass through).
 #include "elementwise.h"
 #include "engines.h"
 
@@ -19,9 +20,12 @@ void RunActivation(Machine& machine, const Activation& a) {
     if (a.bias.is_tile) {
       const Values b = RepeatEach(bias, row_length, first, n);
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale + b.f32[i];
-    } else {
+    } else if (bias.f32[0] != 0.0f) {
       const float b = bias.f32[0];
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale + b;
+    } else {
+      // A zero bias adds nothing: x + 0 would turn -0 into +0 (sqrt(-0) must stay -0).
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale;
     }
     ApplyUnary(a.func, DType::kF32, x);
     ScatterRange(x, dst, first);

@@ -28,4 +28,29 @@ const TargetSpec* FindTarget(std::string_view name) {
   return nullptr;
 }
 
+std::vector<TargetFigure> TargetFigures(const TargetSpec& t) {
+  return {
+      {"name", t.name},
+      {"core_version", t.core_version},
+      {"physical_cores_per_chip", int64_t{t.physical_cores_per_chip}},
+      {"default_lnc", int64_t{t.default_lnc}},
+      {"partitions", int64_t{t.partitions}},
+      {"sbuf_bytes_per_partition", t.sbuf_bytes_per_partition},
+      {"psum_banks", int64_t{t.psum_banks}},
+      {"psum_bank_bytes", t.psum_bank_bytes},
+      {"matmul_moving_free_max", int64_t{t.matmul_moving_free_max}},
+      {"matmul_stationary_free_max", int64_t{t.matmul_stationary_free_max}},
+      {"tensor_clock_ghz", t.tensor_clock_ghz},
+      {"vector_clock_ghz", t.vector_clock_ghz},
+      {"scalar_clock_ghz", t.scalar_clock_ghz},
+      {"gpsimd_clock_ghz", t.gpsimd_clock_ghz},
+      {"hbm_bytes_per_chip", t.hbm_bytes_per_chip},
+      {"hbm_bytes_per_ns_per_chip", t.hbm_bytes_per_ns_per_chip},
+      {"dma_engines_per_core", int64_t{t.dma_engines_per_core}},
+      {"dma_bytes_per_ns_per_engine", t.dma_bytes_per_ns_per_engine},
+      {"dma_fixed_latency_ns", t.dma_fixed_latency_ns},
+      {"chip_link_bytes_per_ns", t.chip_link_bytes_per_ns},
+  };
+}
+
 }  // namespace trn::sim

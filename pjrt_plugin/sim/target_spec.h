@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 namespace trn::sim {
 
@@ -33,5 +35,16 @@ struct TargetSpec {
 
 // Returns nullptr for an unknown name.
 __attribute__((visibility("default"))) const TargetSpec* FindTarget(std::string_view name);
+
+// One figure of a target, by the name the compiler reads it under.
+struct TargetFigure {
+  const char* name;
+  std::variant<int64_t, double, const char*> value;
+};
+
+// Every field of `target`, in declaration order: the target description the compiler receives
+// (compiler_bridge.cc) and jax_trn._native.target_spec() returns, built from this one list.
+__attribute__((visibility("default"))) std::vector<TargetFigure> TargetFigures(
+    const TargetSpec& target);
 
 }  // namespace trn::sim

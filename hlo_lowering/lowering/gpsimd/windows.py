@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlo_lowering.errors import INVALID_ARGUMENT, CompileError
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.gpsimd.comparators import unrecognised_region
@@ -28,11 +29,20 @@ _SWAPPED = {"GE": "LE", "GT": "LT", "LE": "GE", "LT": "GT"}
 _SCATTER_COMBINERS = ("add", "max", "min", "mul")
 
 
+def _malformed(op: Op, name: str, value: np.ndarray, expected: list[int]) -> CompileError:
+  where = op.loc.position or "an unknown source line"
+  return CompileError(f"{op.name}: attribute {name} has shape {list(value.shape)}, expected "
+                      f"{expected} for a rank-{expected[0]} operand, at {where}", INVALID_ARGUMENT)
+
+
 def _attr(op: Op, name: str, rank: int, default: int) -> list[int]:
   value = op.attrs.get(name)
   if value is None:
     return [default] * rank
-  return [int(v) for v in np.asarray(value).reshape(-1)]
+  value = np.asarray(value)
+  if value.shape != (rank,):
+    raise _malformed(op, name, value, [rank])
+  return [int(v) for v in value]
 
 
 def _window(op: Op, rank: int) -> list[tuple]:
@@ -42,8 +52,9 @@ def _window(op: Op, rank: int) -> list[tuple]:
   base = _attr(op, "base_dilations", rank, 1)
   dilations = _attr(op, "window_dilations", rank, 1)
   padding = op.attrs.get("padding")
-  pads = (np.zeros((rank, 2), np.int64) if padding is None
-          else np.asarray(padding, np.int64).reshape(rank, 2))
+  pads = np.zeros((rank, 2), np.int64) if padding is None else np.asarray(padding, np.int64)
+  if pads.shape != (rank, 2):
+    raise _malformed(op, "padding", pads, [rank, 2])
   if (pads < 0).any():
     raise unrecognised_region(op, "negative window padding")
   return [(sizes[d], strides[d], base[d], dilations[d], int(pads[d, 0]), int(pads[d, 1]))

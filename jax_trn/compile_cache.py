@@ -1,16 +1,19 @@
 """A persistent, cross-process cache of compiled NeuronCore programs (and their compile reports).
 
 JAX's own persistent compilation cache is gated on platform names and does not serve "trn", so the
-compiler keeps its own: `driver.compile_for_pjrt` looks a program up here before compiling it.
+plugin keeps its own (the cache is the plugin's policy, not the compiler's: JAX keeps its cache in
+JAX, not in XLA): `jax_trn.compilation.compile_for_pjrt` looks a program up here before it calls
+the compiler.
 
 Key: sha256 over (the compiler fingerprint, code bytes, fmt, the compile options the compiler reads,
-target, the target's spec). The compile options enter as the driver's canonical summary of them
-(today `num_replicas`; partitioned programs are refused before any lookup), not as the serialized
-CompileOptionsProto: its DebugOptions hold protobuf maps that serialize in hash order, so the same
-options give different bytes in different processes. A compiler change that starts reading another
-option must add it to that summary. The compiler fingerprint is the program format version plus a hash of
-every source file of the `hlo_lowering` package, computed once per process, so any compiler change
-misses every older entry (older entries age out through eviction).
+target, the target description). The compile options enter as the parsed options the compiler
+reads (`hlo_lowering.compiler.CompileOptions` after `check_options`; partitioned programs are
+refused before any lookup), not as the serialized CompileOptionsProto: its DebugOptions hold
+protobuf maps that serialize in hash order, so the same options give different bytes in different
+processes. A compiler change that starts reading another option adds it to CompileOptions, and so
+to the key. The compiler fingerprint is the program format version plus a hash of every source
+file of the `hlo_lowering` package, computed once per process, so any compiler change (a program
+format change included) misses every older entry (older entries age out through eviction).
 
 Storage: `TRN_CACHE_DIR` (default `~/.cache/jax-trn`; empty or `0` disables the cache), one file
 `<key>.trnc` per entry, written to a temporary file in the same directory and renamed into place
@@ -37,6 +40,11 @@ import struct
 import tempfile
 import threading
 import time
+
+import hlo_lowering
+from hlo_lowering.program import writer
+from hlo_lowering.report import CompileReport, LoweredOp
+from jax_trn import _native
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +88,7 @@ def compiler_fingerprint() -> str:
   global _fingerprint
   with _fingerprint_lock:
     if _fingerprint is None:
-      from hlo_lowering.program import writer
-      root = os.path.dirname(os.path.abspath(__file__))
+      root = os.path.dirname(os.path.abspath(hlo_lowering.__file__))
       digest = hashlib.sha256(f"program-format-{writer.VERSION}\n".encode())
       paths = []
       for directory, dirs, files in os.walk(root):
@@ -117,8 +124,7 @@ def _report_to_json(report) -> bytes:
                     separators=(",", ":")).encode()
 
 
-def _report_from_json(data: bytes):
-  from hlo_lowering.report import CompileReport, LoweredOp
+def _report_from_json(data: bytes) -> CompileReport:
   doc = json.loads(data.decode())
   return CompileReport(module=doc["module"], target=doc["target"],
                        ops=[LoweredOp(**op) for op in doc["ops"]],
@@ -132,10 +138,6 @@ def _path(directory: str, key: str) -> str:
 
 
 def _validate_program(program: bytes) -> bool:
-  try:
-    from jax_trn import _native
-  except ImportError:  # the loader is not built: the checksum alone vouches for the entry
-    return True
   try:
     _native.program_info(program)
     return True
