@@ -15,8 +15,9 @@ overlaps the compute of this one. An arena buffer covers every slot from byte 0 
 rotation where it was (as taking every slot once would).
 
 Liveness: a buffer is live from the first to the last instruction that touches it, in program
-order (the order lowering emitted them, across blocks: a buffer belongs to the op that took it,
-and every op's instructions are contiguous in that order).
+order (the order lowering emitted them, across blocks). That is the whole story because no buffer
+outlives the rule that took it: values pass between ops through HBM, so a loop's back edge never
+carries a buffer's contents.
 """
 
 from __future__ import annotations
