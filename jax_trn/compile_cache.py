@@ -19,9 +19,11 @@ Storage: `TRN_CACHE_DIR` (default `~/.cache/jax-trn`; empty or `0` disables the 
 `<key>.trnc` per entry, written to a temporary file in the same directory and renamed into place
 (`os.replace`, atomic on POSIX), so concurrent processes and threads never see a partial entry; two
 writers of one key both write a complete, identical entry and the last rename wins. An entry holds
-the program bytes and the compile report (JSON) behind a magic header and a sha256 checksum of both;
-an entry that is truncated, corrupted, of another layout or whose program the loader refuses
-(`jax_trn._native.program_info`) is ignored (the program is recompiled and the entry rewritten).
+the key it was stored under, then the program bytes and the compile report (JSON), behind a magic
+header and a sha256 checksum of all three; an entry that is truncated, corrupted, of another layout,
+stored under another key (a file renamed or copied onto this name: served, it would run another
+program) or whose program the loader refuses (`jax_trn._native.program_info`) is ignored (the
+program is recompiled and the entry rewritten).
 
 Size cap: `TRN_CACHE_MAX_BYTES` (default 1 GiB). A hit refreshes the entry's mtime; after each
 store, the oldest entries by mtime are deleted until the directory is under the cap (an entry
@@ -51,9 +53,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_DIR = os.path.join("~", ".cache", "jax-trn")
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".trnc"
-_MAGIC = b"TRNCACHE1\n"
-# magic, program length, report length, sha256(program + report)
-_HEADER = struct.Struct(f"<{len(_MAGIC)}sQQ32s")
+_MAGIC = b"TRNCACHE2\n"
+# magic, the entry's key (sha256 digest), program length, report length,
+# sha256(key + program + report)
+_HEADER = struct.Struct(f"<{len(_MAGIC)}s32sQQ32s")
 _STALE_TMP_S = 3600.0
 
 _fingerprint: str | None = None
@@ -160,7 +163,7 @@ def load(key: str):
   except OSError as e:
     logger.warning("compile cache: cannot read %s: %s", path, e)
     return None
-  entry = _decode(data)
+  entry = _decode(data, key)
   if entry is None or not _validate_program(entry[0]):
     logger.warning("compile cache: ignoring corrupted entry %s", path)
     _remove(path)
@@ -172,14 +175,14 @@ def load(key: str):
   return entry
 
 
-def _decode(data: bytes):
+def _decode(data: bytes, key: str):
   if len(data) < _HEADER.size:
     return None
-  magic, program_len, report_len, checksum = _HEADER.unpack_from(data)
+  magic, stored_key, program_len, report_len, checksum = _HEADER.unpack_from(data)
   if magic != _MAGIC or _HEADER.size + program_len + report_len != len(data):
     return None
   body = data[_HEADER.size:]
-  if hashlib.sha256(body).digest() != checksum:
+  if stored_key != bytes.fromhex(key) or hashlib.sha256(stored_key + body).digest() != checksum:
     return None
   try:
     report = _report_from_json(body[program_len:])
@@ -188,10 +191,11 @@ def _decode(data: bytes):
   return bytes(body[:program_len]), report
 
 
-def _encode(program: bytes, report) -> bytes:
+def _encode(key: str, program: bytes, report) -> bytes:
   report_json = _report_to_json(report)
-  body = bytes(program) + report_json
-  return _HEADER.pack(_MAGIC, len(program), len(report_json), hashlib.sha256(body).digest()) + body
+  digest, body = bytes.fromhex(key), bytes(program) + report_json
+  return _HEADER.pack(_MAGIC, digest, len(program), len(report_json),
+                      hashlib.sha256(digest + body).digest()) + body
 
 
 def store(key: str, program: bytes, report) -> bool:
@@ -199,7 +203,7 @@ def store(key: str, program: bytes, report) -> bool:
   directory = cache_dir()
   if directory is None:
     return False
-  data = _encode(program, report)
+  data = _encode(key, program, report)
   limit = max_bytes()
   if len(data) > limit:
     logger.info("compile cache: %d-byte entry exceeds TRN_CACHE_MAX_BYTES=%d; not stored",

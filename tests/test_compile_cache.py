@@ -147,6 +147,30 @@ def test_corrupted_entries_are_recompiled_and_rewritten(cache):
   harness.check(_f, x)
 
 
+
+def _g(x):
+  return jnp.sin(x) + 1.0
+
+
+def test_entries_renamed_onto_each_other_are_not_served_as_each_other(cache):
+  """Two valid entries swapped by name: each is refused (it records its own key) and recompiled,
+  never served as the other program (that would be a wrong result)."""
+  x = np.linspace(-2, 2, 200, dtype=np.float32).reshape(2, 100)
+  program_f = harness.compile_fn(_f, x)
+  (entry_f,) = _entries(cache)
+  program_g = harness.compile_fn(_g, x)
+  (entry_g,) = [e for e in _entries(cache) if e != entry_f]
+  path_f, path_g = cache / entry_f, cache / entry_g
+  bytes_f, bytes_g = path_f.read_bytes(), path_g.read_bytes()
+  path_f.write_bytes(bytes_g)
+  path_g.write_bytes(bytes_f)
+  misses = compilation.cache_stats()["misses"]
+  assert harness.compile_fn(_f, x) == program_f
+  assert harness.compile_fn(_g, x) == program_g
+  assert compilation.cache_stats()["misses"] == misses + 2
+  assert path_f.read_bytes() == bytes_f and path_g.read_bytes() == bytes_g
+  harness.check(_g, x)
+
 def test_every_key_part_changes_the_key(monkeypatch):
   base = dict(code=b"module", fmt="mlir", compile_options=b"num_replicas=1", target="trn2",
               target_spec={"cores": 8})
