@@ -131,7 +131,8 @@ def _report_from_json(data: bytes) -> CompileReport:
   doc = json.loads(data.decode())
   return CompileReport(module=doc["module"], target=doc["target"],
                        ops=[LoweredOp(**op) for op in doc["ops"]],
-                       sbuf_peak_bytes=doc["sbuf_peak_bytes"], psum_peak_bytes=doc["psum_peak_bytes"])
+                       sbuf_peak_bytes=doc["sbuf_peak_bytes"],
+                       psum_peak_bytes=doc["psum_peak_bytes"])
 
 
 # --- entries -------------------------------------------------------------------------------------

@@ -82,9 +82,10 @@ def _check_overlaps(ranges: dict[Buffer, tuple[int, int]], addresses: dict[Buffe
     for other in live:
       if (other.memory == buffer.memory and addresses[other] < high
           and low < addresses[other] + other.size):
+        other_low = addresses[other]
         raise MemoryPlanError(
-            f"plan-memory: buffers {other} (bytes {addresses[other]}..{addresses[other] + other.size}"
-            f", instructions {ranges[other][0]}..{ranges[other][1]}) and {buffer} (bytes "
+            f"plan-memory: buffers {other} (bytes {other_low}..{other_low + other.size}, "
+            f"instructions {ranges[other][0]}..{ranges[other][1]}) and {buffer} (bytes "
             f"{low}..{high}, instructions {first}..{ranges[buffer][1]}) overlap while both live")
     live.append(buffer)
 
