@@ -12,7 +12,6 @@ import os
 
 from jax_trn import _jax_private, _native
 
-TARGETS = ("trn1", "trn2", "trn3")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +36,9 @@ class TrnConfig:
 
 
 def target_spec(target: str) -> dict:
-  if target not in TARGETS:
-    raise ValueError(f"unknown Trainium target {target!r}: expected one of {', '.join(TARGETS)}")
+  names = _native.target_names()
+  if target not in names:
+    raise ValueError(f"unknown Trainium target {target!r}: expected one of {', '.join(names)}")
   return _native.target_spec(target)
 
 

@@ -15,11 +15,14 @@ Client::Client(const ClientOptions& options) : options_(options) {
                       ", " + std::to_string(options.chips) + " chip" +
                       (options.chips == 1 ? "" : "s") + ", LNC=" + std::to_string(options.lnc) +
                       ", " + std::to_string(per_chip) + " devices per chip, simulated)";
+  executions_ = std::make_shared<sim::ExecutionIndex>(options.chips * per_chip);
+  sim::ExecutionIndex::Register(executions_);
   for (int chip = 0; chip < options.chips; ++chip) {
     for (int core = 0; core < per_chip; ++core) {
       const int id = chip * per_chip + core;
       devices_.push_back(std::make_unique<Device>(id, chip, core, *options.target, options.lnc,
-                                                  options.hbm_bytes_per_device, 2 * id));
+                                                  options.hbm_bytes_per_device, 2 * id,
+                                                  executions_.get()));
       device_handles_.push_back(devices_.back().get());
       for (PJRT_Memory* memory : devices_.back()->memories()) memory_handles_.push_back(memory);
     }

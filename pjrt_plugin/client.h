@@ -68,6 +68,8 @@ class Client : public PJRT_Client {
   ClientOptions options_;
   std::string platform_name_ = "trn";
   std::string platform_version_;
+  // Each device's latest completed execution; declared before devices_, which point at it.
+  std::shared_ptr<sim::ExecutionIndex> executions_;
   std::vector<std::unique_ptr<Device>> devices_;  // owned; created with the client, by id
   std::vector<PJRT_Device*> device_handles_;
   std::vector<PJRT_Memory*> memory_handles_;  // every device's memories, by id

@@ -37,8 +37,10 @@ def compile_code(code: bytes, fmt: str = "mlir", target: str = "trn2", **options
 
 
 def compile_fn(f, *args, target: str = "trn2") -> bytes:
-  native()
-  return compile_code(artifact(f, *args), target=target)
+  """The program, validated by the C++ loader (as the plugin's compile path does)."""
+  program = compile_code(artifact(f, *args), target=target)
+  native().program_info(program)
+  return program
 
 
 def through_backend(builder: ProgramBuilder) -> ProgramBuilder:

@@ -102,6 +102,24 @@ def test_a_program_the_runtime_rejects_is_internal(client, monkeypatch):
     client.compile(TEXT)
 
 
+def _program_breaking_a_rule() -> bytes:
+  """What a compiler bug could emit: an integer-only ALU op on f32 tiles."""
+  from hlo_lowering.program import Alu, DType, Memory, ProgramBuilder, TileAP
+  b = ProgramBuilder("trn2")
+  debug = b.debug("stablehlo.and", "jit(f)/and", "model.py:12:8")
+  tile = TileAP.dense(Memory.SBUF, DType.F32, 0, 128, 0, (64,))
+  b.tensor_tensor(Alu.AND, tile, tile, tile, debug=debug)
+  return b.serialize()
+
+
+def test_a_compiler_bug_names_the_instruction_and_its_source_line(client, monkeypatch):
+  monkeypatch.setattr(compilation, "compile_for_pjrt", lambda *_: _program_breaking_a_rule())
+  expected = (r"invalid program: .*DVE instruction 0 \(tensor_tensor; stablehlo.and "
+              r"\"jit\(f\)/and\" at model.py:12:8\): ALU op and needs integer data")
+  with pytest.raises(errors.Internal, match=expected):
+    client.compile(TEXT)
+
+
 def test_the_client_compiles_again_after_failures(client, monkeypatch):
   monkeypatch.setattr(compilation, "compile_for_pjrt", lambda *_: b"garbage")
   with pytest.raises(errors.Internal):

@@ -1,6 +1,7 @@
-"""The program format from both sides: builder validation, derived waits (the back end's
-insert-semaphores), reader round trip, and the C++ loader rejecting malformed bytes with errors
-(and the process surviving them)."""
+"""The program format from both sides: derived waits (the back end's insert-semaphores), reader
+round trip, and the C++ loader (the one checker of every validity rule) rejecting malformed
+programs with errors that name the instruction and its debug entry (and the process surviving
+them)."""
 
 import struct
 
@@ -97,36 +98,73 @@ def test_insert_semaphores_waits_follow_regions():
       []]
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 16, 32, 0, (4,)), "must start at"),
-    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 32, 64, 0, (4,)), "must start at"),
-    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 0, 129, 0, (4,)), "out of range"),
-    (lambda: TileAP.dense(Memory.PSUM, DType.F32, 0, 1, 16380, (4,)), "PSUM"),
-    (lambda: TileAP.dense(Memory.SBUF, DType.F64, 0, 1, 0, (4,)), "f64"),
-])
-def test_builder_rejects_bad_tiles(make, message):
-  with pytest.raises(ValueError, match=message):
-    make()
-
-
-def test_builder_rejects_bad_instructions():
+def _one_instruction(emit) -> bytes:
+  """A program of one instruction, emitted by emit(builder, x, debug id) over parameter x."""
   b = ProgramBuilder()
-  x = b.tensor("parameter", DType.F32, (128, 64), index=0)
-  with pytest.raises(ValueError, match="element counts"):
-    b.dma_copy(0, _sbuf(0, free=(32,)), HbmAP.dense(x, (128, 64)))
-  with pytest.raises(ValueError, match="addresses elements"):
-    b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64), offset=1))
-  with pytest.raises(ValueError, match="writes parameter"):
-    b.dma_copy(0, HbmAP.dense(x, (128, 64)), _sbuf(0))
-  with pytest.raises(ValueError, match="needs integer data"):
-    b.tensor_tensor(Alu.AND, _sbuf(0), _sbuf(256), _sbuf(512))
-  with pytest.raises(ValueError, match="cross a 2 KiB PSUM bank"):
-    b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 1024, (512,)), _sbuf(0, free=(64,)),
-             _sbuf(4096, free=(512,)))
-  with pytest.raises(ValueError, match="not a reduction"):
-    b.tensor_reduce(Alu.SUB, _sbuf(0, free=(1,)), _sbuf(256))
-  with pytest.raises(ValueError, match="PSUM is not a DMA endpoint"):
-    b.dma_copy(0, TileAP.dense(Memory.PSUM, DType.F32, 0, 128, 0, (64,)), HbmAP.dense(x, (128, 64)))
+  x = b.tensor("parameter", DType.F32, (128, 64), index=0, name="x")
+  emit(b, x, b.debug("stablehlo.add", "jit(f)/add", "f.py:7:2"))
+  return b.serialize()
+
+
+@pytest.mark.parametrize("emit, message", [
+    (lambda b, x, d: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F32, 16, 32, 0, (4,)),
+                                   _sbuf(0, partitions=32, free=(4,)), debug=d),
+     "starts at 0, 32, 64 or 96"),
+    (lambda b, x, d: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F32, 32, 64, 0, (4,)),
+                                   _sbuf(0, partitions=64, free=(4,)), debug=d),
+     "starts at 0 or 64"),
+    (lambda b, x, d: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F64, 0, 1, 0, (4,)),
+                                   _sbuf(0, partitions=1, free=(4,)), debug=d), "f64"),
+    (lambda b, x, d: b.tensor_copy(TileAP(Memory.SBUF, DType.F32, 0, 1, 0, ((-1, 4),)),
+                                   _sbuf(0, partitions=1, free=(4,)), debug=d), "outside"),
+])
+def test_loader_rejects_bad_tiles(emit, message):
+  """An operand error names its instruction, opcode and debug id (the table comes later)."""
+  with pytest.raises(ValueError, match=rf"DVE instruction 0, tensor_copy, debug id 0\).*{message}"):
+    _native.program_info(_one_instruction(emit))
+
+
+@pytest.mark.parametrize("emit, message", [
+    (lambda b, x, d: b.dma_copy(0, _sbuf(0, free=(32,)), HbmAP.dense(x, (128, 64)), debug=d),
+     "dma_copy: element counts differ"),
+    (lambda b, x, d: b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64), offset=1), debug=d),
+     "covers elements"),
+    (lambda b, x, d: b.dma_copy(0, HbmAP.dense(x, (128, 64)), _sbuf(0), debug=d),
+     r"DMA0 instruction 0 \(dma_copy; stablehlo.add \"jit\(f\)/add\" at f.py:7:2\): "
+     r"writes parameter tensor 0 \(x\)"),
+    (lambda b, x, d: b.tensor_tensor(Alu.AND, _sbuf(0), _sbuf(256), _sbuf(512), debug=d),
+     r"DVE instruction 0 \(tensor_tensor; stablehlo.add \"jit\(f\)/add\" at f.py:7:2\): "
+     "ALU op and needs integer data"),
+    (lambda b, x, d: b.tensor_reduce(Alu.SUB, _sbuf(0, free=(1,)), _sbuf(256), debug=d),
+     "sub is not a reduction"),
+    (lambda b, x, d: b.dma_copy(0, TileAP.dense(Memory.PSUM, DType.F32, 0, 128, 0, (64,)),
+                                HbmAP.dense(x, (128, 64)), debug=d), "PSUM is not a DMA endpoint"),
+])
+def test_loader_rejects_bad_instructions(emit, message):
+  """A rule error names the instruction and its debug entry: StableHLO op and source line."""
+  with pytest.raises(ValueError, match=message):
+    _native.program_info(_one_instruction(emit))
+
+
+@pytest.mark.parametrize("emit, message", [
+    (lambda b: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F32, 0, 129, 0, (4,)),
+                             _sbuf(0, partitions=1, free=(516,))),
+     r"partitions must lie in 0\.\.127"),
+    (lambda b: b.tensor_copy(TileAP.dense(Memory.PSUM, DType.F32, 0, 1, 16380, (4,)),
+                             _sbuf(0, partitions=1, free=(4,))), r"PSUM .* outside \[0, 16384\)"),
+    (lambda b: b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 1024, (512,)),
+                        _sbuf(0, free=(64,)), _sbuf(4096, free=(512,))), "cross a PSUM bank"),
+    (lambda b: b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 0, (1024,)),
+                        _sbuf(0, free=(64,)), _sbuf(4096, free=(1024,))),
+     "moving free size 1024 exceeds 512 on trn2"),
+])
+def test_loader_checks_the_targets_figures(emit, message):
+  """Partition counts, PSUM capacity and banks, TensorE's free size limits: figures of the
+  target (target_spec.cc), checked by the loader alone."""
+  b = ProgramBuilder()
+  emit(b)
+  with pytest.raises(ValueError, match=message):
+    _native.program_info(b.serialize())
 
 
 def _expect_invalid(data, message):

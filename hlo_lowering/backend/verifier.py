@@ -4,8 +4,8 @@ Ensures promises (the IR passes have hlo_lowering/verifier.py).
 - plan-memory: no tile refers to a buffer; every tile lies inside its memory per partition; no
   two buffers of one memory whose live ranges meet overlap (pair by pair, from the plan the stage
   recorded in `builder.memory_plan`).
-- assign-dma-queues: every instruction has a stream; a DMA's is one of the DMA queues, any other
-  instruction's is not.
+- assign-dma-queues: every instruction has a stream; a DMA's is one of the target's DMA queues,
+  any other instruction's is not.
 - insert-semaphores: in each block, every instruction that conflicts with an earlier instruction
   of another stream (read-after-write, write-after-read, write-after-write on overlapping memory)
   starts after it completed, through its waits, its stream's earlier instructions and what the
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from hlo_lowering.backend.plan_memory import capacity
 from hlo_lowering.program import NUM_STREAMS, Opcode, ProgramBuilder, Stream, TileAP, stream_name
-from hlo_lowering.program.enums import NUM_DMA_QUEUES
 from hlo_lowering.program.instructions import accesses
 
 
@@ -52,8 +51,8 @@ def _check_plan_memory(builder: ProgramBuilder, target_spec: dict, where: str) -
         raise ProgramVerificationError(f"{where}: buffers {a} and {b} overlap while both live")
 
 
-def _check_dma_queues(builder: ProgramBuilder, where: str) -> None:
-  queues = range(Stream.DMA0, Stream.DMA0 + NUM_DMA_QUEUES)
+def _check_dma_queues(builder: ProgramBuilder, target_spec: dict, where: str) -> None:
+  queues = range(Stream.DMA0, Stream.DMA0 + int(target_spec["dma_queues"]))
   for index, inst in enumerate(builder.instructions):
     if inst.stream is None:
       raise ProgramVerificationError(f"{where}: {_where(builder, index)} has no stream")
@@ -120,6 +119,6 @@ def verify_program(builder: ProgramBuilder, after_stage: str, target_spec: dict)
   if after_stage == "plan-memory":
     _check_plan_memory(builder, target_spec, where)
   elif after_stage == "assign-dma-queues":
-    _check_dma_queues(builder, where)
+    _check_dma_queues(builder, target_spec, where)
   elif after_stage == "insert-semaphores":
     _check_semaphores(builder, where)

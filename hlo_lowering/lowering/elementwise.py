@@ -155,7 +155,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   for op, tiled, _, _ in plans:
     for v in tiled:
       first_user.setdefault(v, op)
-  for tile in tiles(places, max_free):
+  for tile in tiles(places, ctx.partitions, max_free):
     sbuf = {}
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)

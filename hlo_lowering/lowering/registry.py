@@ -37,6 +37,7 @@ class LoweringRule:
   when_placed: Callable | None = None
   reads_views: bool = False
   describe: str = ""
+  when_target: Callable | None = None
 
   @property
   def condition(self) -> str:
@@ -44,7 +45,8 @@ class LoweringRule:
     rule that takes every op of its name."""
     if self.describe:
       return self.describe
-    docs = [(p.__doc__ or "").strip().splitlines()[0] for p in (self.when, self.when_placed)
+    docs = [(p.__doc__ or "").strip().splitlines()[0]
+            for p in (self.when, self.when_target, self.when_placed)
             if p is not None and (p.__doc__ or "").strip()]
     return "; ".join(docs)
 
@@ -56,11 +58,15 @@ class LoweringRule:
 
   @property
   def conditional(self) -> bool:
-    return self.when is not None or self.when_placed is not None
+    return any(p is not None for p in (self.when, self.when_target, self.when_placed))
 
-  def accepts(self, op: Op, ctx=None) -> bool:
-    """Whether the rule takes `op`; a rule with `when_placed` takes nothing without a context."""
+  def accepts(self, op: Op, ctx=None, target_spec: dict | None = None) -> bool:
+    """Whether the rule takes `op`; a rule with `when_target` takes nothing without a target
+    description (`target_spec` or ctx's), one with `when_placed` nothing without a context."""
     if self.when is not None and not self.when(op):
+      return False
+    spec = ctx.target_spec if ctx is not None else target_spec
+    if self.when_target is not None and (spec is None or not self.when_target(spec, op)):
       return False
     return self.when_placed is None or (ctx is not None and self.when_placed(ctx, op))
 
@@ -70,15 +76,17 @@ _RULES: dict[str, list[LoweringRule]] = {}
 
 def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], bool] | None = None,
                       when_placed: Callable | None = None, reads_views: bool = False,
-                      describe: str = ""):
+                      describe: str = "", when_target: Callable | None = None):
   """Decorator: `fn` lowers ops named `op_name` ("stablehlo.add") when `when(op)` (and
-  `when_placed(ctx, op)`, if given) holds; `describe` states that condition in words."""
+  `when_target(target_spec, op)` and `when_placed(ctx, op)`, if given) holds; `describe` states
+  that condition in words."""
   if kind not in KINDS:
     raise ValueError(f"lowering kind {kind!r} is not one of {KINDS}")
 
   def decorate(fn):
     rules = _RULES.setdefault(op_name, [])
-    rules.append(LoweringRule(op_name, kind, fn, when, when_placed, reads_views, describe))
+    rules.append(LoweringRule(op_name, kind, fn, when, when_placed, reads_views, describe,
+                               when_target))
     rules.sort(key=lambda r: KINDS.index(r.kind))  # stable: registration order within a kind
     return fn
 
@@ -94,10 +102,11 @@ def rules_for(op_name: str) -> tuple[LoweringRule, ...]:
   return tuple(_RULES.get(op_name, ()))
 
 
-def first_rule(op: Op, ctx=None) -> LoweringRule | None:
-  """The first rule that accepts `op` (context-dependent rules only when `ctx` is given)."""
+def first_rule(op: Op, ctx=None, target_spec: dict | None = None) -> LoweringRule | None:
+  """The first rule that accepts `op` (target-dependent rules only with a target description,
+  context-dependent ones only when `ctx` is given)."""
   for rule in _RULES.get(op.name, ()):
-    if rule.accepts(op, ctx):
+    if rule.accepts(op, ctx, target_spec):
       return rule
   return None
 

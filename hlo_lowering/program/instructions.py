@@ -4,7 +4,7 @@ insert-semaphores stage and the verifier)."""
 
 import dataclasses
 
-from .enums import ControlOp, Opcode
+from .enums import MATMUL_START, ControlOp, Opcode
 from .operands import HbmAP, TileAP
 
 
@@ -110,8 +110,6 @@ OPERAND_LAYOUT = {
 # gp_scatter combines into what its destination holds.
 _READS_DST = frozenset({Opcode.GP_SCATTER})
 
-MATMUL_START = 1
-MATMUL_STOP = 2
 
 
 def region(operand):

@@ -5,10 +5,11 @@ what it needs to parse."""
 import dataclasses
 import struct
 
-from .enums import Alu, ControlOp, DType, Memory, Opcode, TensorKind, stream_name
-from .instructions import Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, OPERAND_LAYOUT, Tensor
+from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
+                    ScalarKind, TensorKind, stream_name)
+from .instructions import Block, DebugEntry, Exit, Instruction, OPERAND_LAYOUT, Tensor
 from .operands import HbmAP, Scalar, TileAP
-from .writer import ENDPOINT_HBM, MAGIC, SCALAR_IMMEDIATE, VERSION
+from .writer import MAGIC, VERSION
 
 
 @dataclasses.dataclass
@@ -81,11 +82,11 @@ class _Reader:
     if kind == "hbm_list":
       return [self.hbm() for _ in range(self.unpack("I"))]
     if kind == "endpoint":
-      return self.hbm() if self.unpack("B") == ENDPOINT_HBM else self.tile()
+      return self.hbm() if self.unpack("B") == EndpointKind.HBM else self.tile()
     if kind == "scalar":
       return self.scalar()
     if kind == "scalar_operand":
-      return self.scalar() if self.unpack("B") == SCALAR_IMMEDIATE else self.tile()
+      return self.scalar() if self.unpack("B") == ScalarKind.IMMEDIATE else self.tile()
     raise ValueError(f"unknown operand kind {kind!r}")
 
 

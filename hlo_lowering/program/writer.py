@@ -2,17 +2,12 @@
 
 import struct
 
-from .enums import ControlOp, Memory
+from .enums import ControlOp, EndpointKind, Memory, ScalarKind
 from .instructions import OPERAND_LAYOUT
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
 VERSION = 3
-
-ENDPOINT_HBM = 0
-ENDPOINT_TILE = 1
-SCALAR_IMMEDIATE = 0
-SCALAR_TILE = 1
 
 
 class _Writer:
@@ -78,19 +73,19 @@ class _Writer:
         self.hbm(ap)
     elif kind == "endpoint":
       if isinstance(value, HbmAP):
-        self.pack("B", ENDPOINT_HBM)
+        self.pack("B", EndpointKind.HBM)
         self.hbm(value)
       else:
-        self.pack("B", ENDPOINT_TILE)
+        self.pack("B", EndpointKind.TILE)
         self.tile(value)
     elif kind == "scalar":
       self.scalar(value)
     elif kind == "scalar_operand":
       if isinstance(value, Scalar):
-        self.pack("B", SCALAR_IMMEDIATE)
+        self.pack("B", ScalarKind.IMMEDIATE)
         self.scalar(value)
       else:
-        self.pack("B", SCALAR_TILE)
+        self.pack("B", ScalarKind.TILE)
         self.tile(value)
     else:
       raise ValueError(f"unknown operand kind {kind!r}")
