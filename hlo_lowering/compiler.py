@@ -2,7 +2,7 @@
 
     compile_program(code, fmt, options, target) -> (program bytes, CompileReport)
 
-bytes → importer → pass pipeline → codegen → serialized NeuronCore program. The caller passes
+bytes → importer → pass pipeline → codegen → back-end stages → serialized NeuronCore program. The caller passes
 everything the compile depends on: the program and its format, the compile options already
 parsed (`CompileOptions`; the plugin's C++ bridge is their one parser) and the target description
 (the per-generation figures the C++ side holds, `jax_trn._native.target_spec(name)`; an opaque
@@ -70,7 +70,7 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
                     *, dump_tag: str = "0") -> tuple[bytes, CompileReport]:
   """The NeuronCore program for `code` ("mlir" or "hlo") on `target` (a target description with
   at least "name"), and its compile report; CompileError with a user-ready message.
-  `dump_tag` names the IR dumps of this compile (TRN_DUMP_IR)."""
+  `dump_tag` names the IR and program dumps of this compile (TRN_DUMP_IR)."""
   options = check_options(options)
   module = importer.import_program(code, fmt)
   _check_replicated(module, options.num_replicas)
@@ -78,4 +78,5 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   report = CompileReport(module=str(module.attrs.get("sym_name", "")), target=target_name)
   pipeline.run_pipeline(module, tag=dump_tag)
   builder = codegen.generate(module, target_name, target, report)
+  pipeline.run_backend(builder, target, report, tag=dump_tag)
   return builder.serialize(), report

@@ -30,6 +30,9 @@ class CompileReport:
   module: str = ""
   target: str = ""
   ops: list[LoweredOp] = dataclasses.field(default_factory=list)
+  # Peak bytes per partition held by live SBUF / PSUM buffers (the back end's plan-memory).
+  sbuf_peak_bytes: int = 0
+  psum_peak_bytes: int = 0
 
   def add(self, lowered: LoweredOp) -> None:
     self.ops.append(lowered)
@@ -74,6 +77,8 @@ class CompileReport:
         if places:
           lines.append(f"    gpsimd at {', '.join(places[:8])}"
                        f"{' ...' if len(places) > 8 else ''}")
+    lines.append(f"  on-chip memory per partition: SBUF peak {self.sbuf_peak_bytes} bytes, "
+                 f"PSUM peak {self.psum_peak_bytes} bytes")
     return "\n".join(lines)
 
   def __str__(self) -> str:

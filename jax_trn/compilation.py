@@ -79,7 +79,12 @@ def _record(report: CompileReport) -> None:
   logger.info("%s", report)
 
 
-_PIPELINE = (pipeline.run_pipeline, pipeline.PASSES)
+def _pipeline() -> tuple:
+  """The passes and back-end stages as the compiler will run them (read at call time)."""
+  return pipeline.run_pipeline, pipeline.PASSES, pipeline.run_backend, pipeline.backend.STAGES
+
+
+_PIPELINE = _pipeline()
 
 
 def _cacheable() -> bool:
@@ -90,7 +95,7 @@ def _cacheable() -> bool:
     return False
   if os.environ.get("TRN_DUMP_IR", "") or os.environ.get("TRN_VERIFY_IR", "") not in ("", "0"):
     return False
-  return (pipeline.run_pipeline, pipeline.PASSES) == _PIPELINE
+  return _pipeline() == _PIPELINE
 
 
 def _options_key(options: compiler.CompileOptions) -> bytes:

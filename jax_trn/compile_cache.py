@@ -121,14 +121,18 @@ def make_key(code: bytes, fmt: str, compile_options: bytes, target: str,
 
 def _report_to_json(report) -> bytes:
   return json.dumps({"module": report.module, "target": report.target,
-                     "ops": [dataclasses.asdict(op) for op in report.ops]},
+                     "ops": [dataclasses.asdict(op) for op in report.ops],
+                     "sbuf_peak_bytes": report.sbuf_peak_bytes,
+                     "psum_peak_bytes": report.psum_peak_bytes},
                     separators=(",", ":")).encode()
 
 
 def _report_from_json(data: bytes) -> CompileReport:
   doc = json.loads(data.decode())
   return CompileReport(module=doc["module"], target=doc["target"],
-                       ops=[LoweredOp(**op) for op in doc["ops"]])
+                       ops=[LoweredOp(**op) for op in doc["ops"]],
+                       sbuf_peak_bytes=doc["sbuf_peak_bytes"],
+                       psum_peak_bytes=doc["psum_peak_bytes"])
 
 
 # --- entries -------------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from cpu_reference import assert_close
-from hlo_lowering import jaxlib_private
+from hlo_lowering import jaxlib_private, pipeline
+from hlo_lowering.program import ProgramBuilder
+from hlo_lowering.report import CompileReport
 from jax_trn import compilation, config
 
 
@@ -39,6 +41,18 @@ def compile_fn(f, *args, target: str = "trn2") -> bytes:
   program = compile_code(artifact(f, *args), target=target)
   native().program_info(program)
   return program
+
+
+def through_backend(builder: ProgramBuilder) -> ProgramBuilder:
+  """A hand-written program after the back-end stages, as a compiled one: its semaphore waits
+  derived (its explicit DMA queues and absolute tile offsets kept), ready to serialize."""
+  pipeline.run_backend(builder, config.target_spec(builder.target), CompileReport())
+  return builder
+
+
+def finish(builder: ProgramBuilder) -> bytes:
+  """`through_backend(builder)`, serialized."""
+  return through_backend(builder).serialize()
 
 
 def run_program(program: bytes, args) -> list[np.ndarray]:

@@ -177,7 +177,7 @@ def _window_program(window, out_shape=(3,), base_shape=(6,), op=Alu.ADD, dtype=D
   dst = b.tensor("output", dtype, out_shape, index=0, name="y")
   b.gp_reduce_window(op, HbmAP.dense(dst, out_shape), HbmAP.dense(src, base_shape),
                      Scalar(dtype, 0), window)
-  return b.serialize()
+  return harness.finish(b)
 
 
 def test_gp_reduce_window_runs_as_documented():
@@ -217,7 +217,7 @@ def test_select_and_scatter_rejects_bad_selector_and_dilation():
   y = b.tensor("output", DType.F32, (4,), index=0, name="y")
   b.gp_select_and_scatter(Alu.GE, Alu.ADD, HbmAP.dense(y, (4,)), HbmAP.dense(x, (4,)),
                           HbmAP.dense(s, (2,)), Scalar(DType.F32, 0), [(2, 2, 1, 1, 0, 0)])
-  program = b.serialize()
+  program = harness.finish(b)
   (out,) = harness.run_program(program, [np.array([1, 3, 2, 2], np.float32),
                                          np.array([10, 20], np.float32)])
   np.testing.assert_array_equal(out, [0, 10, 20, 0])

@@ -1,6 +1,7 @@
-"""The program format from both sides: derived waits, reader round trip, and the C++ loader (the
-one checker of every validity rule) rejecting malformed programs with errors that name the
-instruction and its debug entry (and the process surviving them)."""
+"""The program format from both sides: derived waits (the back end's insert-semaphores), reader
+round trip, and the C++ loader (the one checker of every validity rule) rejecting malformed
+programs with errors that name the instruction and its debug entry (and the process surviving
+them)."""
 
 import struct
 
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
-
+from hlo_lowering.backend import insert_semaphores
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, Opcode, ProgramBuilder, Scalar,
                                   Stream, TileAP, disassemble, read_program)
+from hlo_lowering.report import CompileReport
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -29,7 +31,7 @@ def _copy_program():
   b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64)), debug=d)
   b.tensor_scalar(Alu.MUL, _sbuf(256), _sbuf(0), Scalar(DType.F32, 2.0), debug=d)
   b.dma_copy(1, HbmAP.dense(y, (128, 64)), _sbuf(256), debug=d)
-  return b
+  return harness.through_backend(b)
 
 
 def test_round_trip_and_disassembly():
@@ -76,22 +78,24 @@ def test_compiled_programs_record_each_ops_lowering():
              for op, lowering, rule in kinds), kinds
 
 
-def test_sync_waits_follow_regions():
+def test_insert_semaphores_waits_follow_regions():
   b = ProgramBuilder()
   t = b.tensor("temporary", DType.F32, (128, 64))
   u = b.tensor("temporary", DType.F32, (128, 64))
   b.dma_copy(0, _sbuf(0), HbmAP.dense(t, (128, 64)))                 # DMA0 #1 writes [0,256)
   b.dma_copy(1, _sbuf(1024), HbmAP.dense(u, (128, 64)))              # DMA1 #1 writes [1024,1280)
   b.tensor_copy(_sbuf(4096), _sbuf(1024))                             # reads only DMA1's tile
-  assert b.instructions[-1].waits == [(Stream.DMA0 + 1, 1)]
   b.tensor_copy(_sbuf(8192, partitions=32, start=32), _sbuf(0, partitions=32, start=96))
-  assert b.instructions[-1].waits == [(Stream.DMA0, 1)]
   b.dma_copy(2, _sbuf(0), HbmAP.dense(u, (128, 64)))                 # WAW with DMA0, WAR with DVE
-  assert b.instructions[-1].waits == [(Stream.DVE, 2)]                # DVE #2 already waited on DMA0
   b.dma_copy(3, HbmAP.dense(t, (128, 64)), _sbuf(20000))              # same HBM tensor as DMA0 #1
-  assert b.instructions[-1].waits == [(Stream.DMA0, 1)]
   b.tensor_copy(_sbuf(30000), _sbuf(40000))                           # nothing touched these
-  assert b.instructions[-1].waits == []
+  insert_semaphores.run(b, _native.target_spec(b.target), CompileReport())
+  assert [inst.waits for inst in b.instructions[2:]] == [
+      [(Stream.DMA0 + 1, 1)],
+      [(Stream.DMA0, 1)],
+      [(Stream.DVE, 2)],  # DVE #2 already waited on DMA0
+      [(Stream.DMA0, 1)],
+      []]
 
 
 def _one_instruction(emit) -> bytes:

@@ -10,6 +10,7 @@ import pytest
 from hlo_lowering.program import (Alu, ControlOp, DType, HbmAP, ProgramBuilder, Scalar,
                                   disassemble, read_program)
 from hlo_lowering.program import writer
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -37,7 +38,7 @@ def _counting_loop():
 
 
 def _run(b, *inputs, **kwargs):
-  return _native.run_program(b.serialize(), [np.asarray(x) for x in inputs], **kwargs)
+  return _native.run_program(finish(b), [np.asarray(x) for x in inputs], **kwargs)
 
 
 def test_loop_runs_until_its_predicate_is_false():
@@ -47,7 +48,7 @@ def test_loop_runs_until_its_predicate_is_false():
 
 
 def test_round_trip_and_disassembly_of_blocks():
-  data = _counting_loop().serialize()
+  data = finish(_counting_loop())
   assert struct.unpack_from("<I", data, 8)[0] == writer.VERSION
   program = read_program(data)
   assert [blk.exit.op for blk in program.blocks] == [ControlOp.JUMP, ControlOp.BRANCH,
@@ -137,7 +138,7 @@ def _switch_program():
   for block in targets:
     b.set_block(block)
     b.gp_fill(_scalar(out), Scalar(DType.S32, 1))
-  return b.serialize()
+  return finish(b)
 
 
 def _expect_invalid(data, match):
@@ -166,7 +167,7 @@ def test_loader_rejects_malformed_exits():
 
 def test_loader_rejects_an_empty_block_list_and_control_opcodes_in_streams():
   b = ProgramBuilder()
-  data = b.serialize()
+  data = finish(b)
   empty = data[:12] + struct.pack("<I", 4) + b"trn2" + struct.pack("<III", 0, 0, 0) + \
       struct.pack("<I", 0)
   _expect_invalid(empty, "at least one block")
@@ -187,7 +188,7 @@ def test_versions_1_and_2_still_load():
   y = b.tensor("output", DType.S32, (1,), index=0)
   b.gp_copy(_scalar(y), _scalar(x), debug=b.debug("stablehlo.copy", "jit(f)/copy", "f.py:1:2",
                                                   "gpsimd", "gpsimd.copy"))
-  v3 = b.serialize()
+  v3 = finish(b)
   program = read_program(v3)
   head = 12 + 4 + 4
   tensors_end = head + 4 + sum(4 + len(t.name.encode()) + 1 + 4 + 1 + 4 + 8 * len(t.shape) + 8

@@ -6,6 +6,7 @@ import pytest
 
 from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder, Scalar, Stream
 from hlo_lowering.program.enums import SCATTER_CLAMP, SORT_FLOAT_CANONICAL
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -21,7 +22,7 @@ def _gather_program(src_shape, window, index_dtype=DType.S32, rows=3):
 
 
 def _run(b, *inputs):
-  outputs, profile = _native.run_program(b.serialize(), list(inputs))
+  outputs, profile = _native.run_program(finish(b), list(inputs))
   return outputs, profile
 
 
@@ -122,7 +123,7 @@ def test_arg_reduce_select_body(op, expected_index, expected_value):
 
 def _expect_invalid(b, message, *inputs):
   with pytest.raises(ValueError, match=message):
-    _native.run_program(b.serialize(), list(inputs))
+    _native.run_program(finish(b), list(inputs))
 
 
 def _force(b, **fields):

@@ -3,6 +3,7 @@ description (pjrt_plugin/sim/target_spec.cc through jax_trn._native.target_spec)
 Python literal; a different description gives a different program, and the Python side's view
 of every target agrees with the C++ table."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 import compiler_harness as harness
 from hlo_lowering import codegen, importer, pipeline
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.program import Memory, ProgramBuilder, TileAP, enums
+from hlo_lowering.program import Memory, Opcode, ProgramBuilder, Stream, TileAP, enums
 from hlo_lowering.report import CompileReport
 
 _native = harness.native()
@@ -23,7 +24,6 @@ def test_lowering_context_takes_every_figure_from_the_description(name):
   assert ctx.builder.target == name
   assert ctx.partitions == spec["partitions"]
   assert (ctx.psum.bank_bytes, ctx.psum.count) == (spec["psum_bank_bytes"], spec["psum_banks"])
-  assert ctx.dma_queues.count == spec["dma_queues"] <= enums.NUM_DMA_STREAMS
   assert ctx.sbuf.count * ctx.sbuf.slot_bytes <= spec["sbuf_bytes_per_partition"]
   assert _native.program_info(ctx.builder.serialize())["target"] == name
 
@@ -39,6 +39,7 @@ def _tiles(spec: dict, f, *args) -> list[TileAP]:
   module = importer.import_program(harness.artifact(f, *args), "mlir")
   pipeline.run_pipeline(module)
   builder = codegen.generate(module, spec["name"], spec, CompileReport())
+  pipeline.run_backend(builder, spec, CompileReport())
   return [ap for inst in builder.instructions for ap in inst.operands.values()
           if isinstance(ap, TileAP)]
 
@@ -58,3 +59,18 @@ def test_rules_follow_the_description_not_a_literal():
   assert max(t.partition_start + t.partition_count for t in narrow_tiles) == 64
   psum_end = max(t.byte_range()[1] for t in narrow_tiles if t.memory == Memory.PSUM)
   assert psum_end <= narrow["psum_banks"] * narrow["psum_bank_bytes"]
+
+
+def test_dma_queues_follow_the_description():
+  """assign-dma-queues round-robins over the target's queues (within the format's streams)."""
+  spec = _native.target_spec("trn2")
+  assert spec["dma_queues"] <= enums.NUM_DMA_STREAMS
+  few = dict(spec, dma_queues=3)
+  x = jax.ShapeDtypeStruct((4096, 1024), jnp.float32)  # several tiles: several loads, stores
+  module = importer.import_program(harness.artifact(jnp.tanh, x), "mlir")
+  pipeline.run_pipeline(module)
+  builder = codegen.generate(module, "trn2", few, CompileReport())
+  pipeline.run_backend(builder, few, CompileReport())
+  queues = [inst.stream - Stream.DMA0 for inst in builder.instructions
+            if inst.opcode == Opcode.DMA_COPY]
+  assert queues == [i % 3 for i in range(len(queues))] and len(queues) > 3

@@ -158,8 +158,7 @@ class _Convolution:
     self.rhs = _as_2d(form.rhs(ctx.place(op.operands[1])))
     self.out = _as_2d(form.out(ctx.new_result(op.result)))
     self.zero = ctx.constant_tensor(np.zeros((1,), self.lhs.dtype.numpy))
-    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
-    base = slots[0]
+    base = ctx.sbuf.take_arena()
     p = plan
     weights_bytes = len(p.cin_tiles) * p.taps * p.o * self.rhs.dtype.itemsize
     self.band_bytes = p.band_rows * p.band_width * self.lhs.dtype.itemsize
@@ -170,7 +169,7 @@ class _Convolution:
     self.bands = BufferRing([start + i * band_buffer for i in range(_BAND_BUFFERS)])
     start += _BAND_BUFFERS * band_buffer
     self.outputs = BufferRing([start + i * out_bytes for i in range(_OUTPUT_BUFFERS)])
-    if start + _OUTPUT_BUFFERS * out_bytes > base + ctx.sbuf.count * ctx.sbuf.slot_bytes:
+    if (start + _OUTPUT_BUFFERS * out_bytes).offset > ctx.sbuf.arena_bytes:
       raise AssertionError("convolution plan exceeds SBUF")  # fits() checked a smaller budget
     banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
     self.accumulators = BufferRing(banks[:_ACCUMULATION_BANKS])
@@ -267,7 +266,7 @@ class _Convolution:
     self.ctx.dma(HbmAP(out.tensor, out.offset + n * so_n + ot.start * so_c + rows.start * so_h
                        + cols.start * so_w, ((so_c, ot.count), (so_h, rows.count),
                                              (so_w, cols.count))),
-                 self._tile(out.dtype, ot.count, tile.byte_offset,
+                 self._tile(out.dtype, ot.count, tile.address,
                             ((cols.count, rows.count), (1, cols.count))))
 
 
@@ -278,6 +277,6 @@ class _Convolution:
                             "layout, stride, padding, rhs dilation): one matmul per kernel tap "
                             "and Cin tile into one PSUM bank")
 def lower_convolution(ctx: LoweringContext, op: Op) -> None:
-  budget = ctx.sbuf.count * ctx.sbuf.slot_bytes
+  budget = ctx.sbuf.arena_bytes
   plan = _plan(op, ctx.target_spec, min(budget, _SBUF_BUDGET))
   _Convolution(ctx, op, plan).emit()

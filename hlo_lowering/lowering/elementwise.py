@@ -113,7 +113,8 @@ def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
   if split == 1:
     return ctx.sbuf.take, slot_bytes // widest
   sub_bytes = slot_bytes // split // 64 * 64
-  offsets = [base + k * sub_bytes for base in sorted(ctx.sbuf.take() for _ in range(count))
+  arena = ctx.sbuf.take_arena()
+  offsets = [arena + slot * slot_bytes + k * sub_bytes for slot in range(count)
              for k in range(split)]
   ring = itertools.cycle(offsets)
   return (lambda: next(ring)), sub_bytes // widest

@@ -126,8 +126,7 @@ class _Matmul:
     """Carves all of SBUF into rings: 3/8 rhs panels, 3/8 lhs^T panels, 1/8 row staging for
     transposes, 1/8 output tiles. A k-chunk is as many K tiles as keep two panels in each."""
     ctx = self.ctx
-    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
-    base, arena = slots[0], ctx.sbuf.count * ctx.sbuf.slot_bytes
+    base, arena = ctx.sbuf.take_arena(), ctx.sbuf.arena_bytes
     lhs_size, rhs_size = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
     stage_size = max(lhs_size, rhs_size)
     most = min(arena * 3 // 16 // (self.n_block * rhs_size),

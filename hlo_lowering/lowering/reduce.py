@@ -116,7 +116,8 @@ class _Reduction:
     # All SBUF slots for this op: one for the spread layout's [128, rows] partials, one cut in
     # [P, 1] cells (half for accumulators, which outlive many tiles, half for scratch), the rest
     # for operand tiles.
-    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
+    arena = ctx.sbuf.take_arena()
+    slots = [arena + i * ctx.sbuf.slot_bytes for i in range(ctx.sbuf.count)]
     self.partials_offset = slots[0]
     half = ctx.sbuf.slot_bytes // 2
     self.accumulators = BufferRing([slots[1] + i * CELL_BYTES for i in range(half // CELL_BYTES)])
@@ -215,14 +216,14 @@ class _Reduction:
         sum(i * d.stride for i, d in zip(index, self.kept))
         for index in itertools.product(*(range(d.count) for d in self.kept))]
     for r, row in enumerate(rows):
-      column = self._tile(self.partial_dtype, used, 1, partials.byte_offset + r * size)
+      column = self._tile(self.partial_dtype, used, 1, partials.address + r * size)
       base = self.source.offset + row
       first = True
       if q:
         first = self._reduce_columns(column, base, [(split.stride * q, self.partitions)],
                                      others + [_Dim(q, split.stride)])
       if remainder:
-        head = self._tile(self.partial_dtype, remainder, 1, column.byte_offset)
+        head = self._tile(self.partial_dtype, remainder, 1, column.address)
         piece = self._cell(remainder, self.accumulators) if not first else head
         self._reduce_columns(piece, base + q * self.partitions * split.stride,
                              [(split.stride, remainder)], others or [_Dim(1, 1)])
@@ -270,7 +271,7 @@ class _Reduction:
         continue
       tile = self._tile(self.source.dtype, partitions, count, self.data.take())
       self.ctx.dma(tile, src)
-      head = self._tile(acc.dtype, partitions, count, acc.byte_offset)
+      head = self._tile(acc.dtype, partitions, count, acc.address)
       b.tensor_tensor(self.alu, head, head, tile, debug=debug)
 
   def _combine_columns(self, acc: TileAP, out_offset: int, out_stride: int) -> None:
@@ -287,7 +288,7 @@ class _Reduction:
       for start in range(0, count, n_max):
         n = min(n_max, count - start)
         psum = TileAP(Memory.PSUM, DType.F32, 0, 1, self.ctx.psum.take(), ((1, n),))
-        b.matmul(psum, ones, self._tile(acc.dtype, used, n, acc.byte_offset + start * size),
+        b.matmul(psum, ones, self._tile(acc.dtype, used, n, acc.address + start * size),
                  start=True, stop=True, debug=debug)
         row = self._tile(DType.F32, 1, n, self.data.take())
         b.tensor_copy(row, psum, debug=debug)
@@ -298,7 +299,7 @@ class _Reduction:
     for start in range(0, count, self.partitions):
       n = min(self.partitions, count - start)
       transposed = TileAP(Memory.PSUM, acc.dtype, 0, n, self.ctx.psum.take(), ((1, used),))
-      b.transpose(transposed, self._tile(acc.dtype, used, n, acc.byte_offset + start * size),
+      b.transpose(transposed, self._tile(acc.dtype, used, n, acc.address + start * size),
                   debug=debug)
       cell = self._cell(n, self.accumulators)
       b.tensor_reduce(self.alu, cell, transposed, debug=debug)

@@ -116,6 +116,11 @@ def find_rule(op: Op, ctx=None) -> LoweringRule:
   rule = first_rule(op, ctx)
   if rule is not None:
     return rule
+  raise unsupported_op_error(op)
+
+
+def unsupported_op_error(op: Op) -> CompileError:
+  """The error for an op no rule accepts: its op, types and source line, and how to add it."""
   operands = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.operands) or "none"
   results = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.results) or "none"
   where = op.loc.position or "an unknown source line"
@@ -125,7 +130,7 @@ def find_rule(op: Op, ctx=None) -> LoweringRule:
     # The dtypes are fine; the comparison is not (jnp.searchsorted, digitize, histogram).
     reason = ("no lowering rule accepts compare_type TOTALORDER (a total order of floats, "
               "-NaN < -Inf < ... < NaN, is not an ALU compare)")
-  raise CompileError(
+  return CompileError(
       f"{op.name} is not supported on NeuronCores: {reason} (operands: {operands}; results: "
       f"{results}) at {where}{f' ({op.loc.name})' if op.loc.name else ''}. "
       f"To add it, see {ADDING_AN_OP_DOC}.", UNIMPLEMENTED)

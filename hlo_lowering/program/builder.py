@@ -3,16 +3,19 @@ It checks only what it needs to construct and serialize operands (their Python t
 validity rule of the format (partition rules, element counts, engine constraints, op/dtype
 agreement, writable destinations) is the C++ loader's (pjrt_plugin/sim/program_loader.cc,
 instruction_rules.cc), which the compile path runs on every program it returns, naming the
-instruction and its StableHLO op and source line. Waits are derived by sync.py as instructions
-are appended."""
+instruction and its StableHLO op and source line.
+
+Instructions are appended in program order; the back end (hlo_lowering.backend) then places the
+symbolic SBUF/PSUM buffers (`new_buffer`), gives every DMA without a queue its queue and derives
+every semaphore wait, before `serialize`."""
 
 import numpy as np
 
+from .buffers import Buffer
 from .enums import (ARG_REDUCE_COMPARATOR, MATMUL_START, MATMUL_STOP, SORT_FLOAT_CANONICAL, Alu,
-                    ControlOp, DType, Opcode, Stream, TensorKind)
-from .instructions import Block, DebugEntry, Exit, Instruction, Tensor, accesses
+                    ControlOp, DType, Memory, Opcode, Stream, TensorKind)
+from .instructions import Block, DebugEntry, Exit, Instruction, Tensor
 from .operands import HbmAP, Scalar, TileAP
-from .sync import WaitTracker
 from .writer import serialize
 
 
@@ -59,11 +62,13 @@ class ProgramBuilder:
     self.tensors = []
     self.debug_entries = []
     self.instructions = []  # program order, every block
-    # Execution starts at blocks[0]; instructions go to blocks[self.block]. Each block has its
-    # own semaphore counts (they restart at 0 on entry), so its own wait tracker.
+    # Execution starts at blocks[0]; instructions go to blocks[self.block].
     self.blocks = [Block()]
     self.block = 0
-    self._syncs = [WaitTracker()]
+    self.buffers = []  # [Buffer], in the order they were asked for
+    # Buffer -> (address, first, last instruction index using it): filled by the back end's
+    # plan-memory stage, read by its verifier.
+    self.memory_plan = {}
     self._default_debug = None
 
   @property
@@ -76,7 +81,6 @@ class ProgramBuilder:
   def new_block(self) -> int:
     """A new empty block (ending the program until given an exit); returns its index."""
     self.blocks.append(Block())
-    self._syncs.append(WaitTracker())
     return len(self.blocks) - 1
 
   def set_block(self, index: int) -> None:
@@ -125,6 +129,12 @@ class ProgramBuilder:
     self.tensors.append(Tensor(name, TensorKind.CONSTANT, 0, dtype, shape, bytes(data)))
     return len(self.tensors) - 1
 
+  def new_buffer(self, memory, size: int, placement: str) -> Buffer:
+    """A symbolic SBUF/PSUM buffer of `size` bytes per partition, placed by plan-memory."""
+    buffer = Buffer(len(self.buffers), Memory(memory), int(size), placement)
+    self.buffers.append(buffer)
+    return buffer
+
   def debug(self, op="", name="", location="", lowering="", rule="") -> int:
     self.debug_entries.append(DebugEntry(op, name, location, lowering, rule))
     return len(self.debug_entries) - 1
@@ -132,8 +142,10 @@ class ProgramBuilder:
   # --- DMA and TensorE ----------------------------------------------------------------------
 
   def dma_copy(self, queue, dst, src, debug=None):
+    """queue None: the back end's assign-dma-queues stage chooses it."""
     dst, src = _endpoint(dst, "dma_copy"), _endpoint(src, "dma_copy")
-    self._emit(Opcode.DMA_COPY, Stream.dma(queue), debug, dst=dst, src=src)
+    stream = None if queue is None else Stream.dma(queue)
+    self._emit(Opcode.DMA_COPY, stream, debug, dst=dst, src=src)
 
   def matmul(self, dst, stationary, moving, start=True, stop=True, debug=None):
     dst, stationary, moving = (_tile(a, "matmul") for a in (dst, stationary, moving))
@@ -262,6 +274,10 @@ class ProgramBuilder:
   # --- output -------------------------------------------------------------------------------
 
   def serialize(self) -> bytes:
+    """The program bytes; the back end's stages must have run (hlo_lowering.backend)."""
+    for inst in self.instructions:
+      if inst.stream is None:
+        raise ValueError("serialize: a DMA has no queue (run hlo_lowering.backend's stages)")
     return serialize(self.target, self.tensors, self.blocks, self.debug_entries, self.source)
 
   # --- helpers ------------------------------------------------------------------------------
@@ -275,9 +291,7 @@ class ProgramBuilder:
 
   def _emit(self, opcode, stream, debug, **operands):
     debug = self._debug_id(debug)
-    inst = Instruction(opcode, int(stream), debug, operands)
-    reads, writes = accesses(inst)
-    inst.waits = self._syncs[self.block].add(inst.stream, reads, writes)
+    inst = Instruction(opcode, None if stream is None else int(stream), debug, operands)
     self.instructions.append(inst)
-    self.streams.setdefault(inst.stream, []).append(inst)
+    self.blocks[self.block].instructions.append(inst)
     return inst

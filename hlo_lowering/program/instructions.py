@@ -1,5 +1,6 @@
 """The in-memory instruction, the operand layout of every opcode (one table that the writer and
-the reader both follow), and the memory each instruction reads and writes (for sync.py)."""
+the reader both follow), and the memory each instruction reads and writes (for the back end's
+insert-semaphores stage and the verifier)."""
 
 import dataclasses
 
@@ -29,7 +30,7 @@ class DebugEntry:
 @dataclasses.dataclass
 class Instruction:
   opcode: Opcode
-  stream: int
+  stream: int | None  # None: a DMA whose queue the back end's assign-dma-queues stage chooses
   debug_id: int
   operands: dict  # field name -> value, in OPERAND_LAYOUT order
   waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]
@@ -48,8 +49,18 @@ class Exit:
 
 @dataclasses.dataclass
 class Block:
-  streams: dict = dataclasses.field(default_factory=dict)  # stream id -> [Instruction]
+  # In program order as the builder emitted them (a program read back: stream by stream, which
+  # keeps the order within each stream, the only order a loaded program has).
+  instructions: list = dataclasses.field(default_factory=list)
   exit: Exit = dataclasses.field(default_factory=Exit)
+
+  @property
+  def streams(self) -> dict:
+    """stream id -> its instructions in order."""
+    streams: dict = {}
+    for inst in self.instructions:
+      streams.setdefault(inst.stream, []).append(inst)
+    return streams
 
 
 # Operand kinds: "u8", "u32", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of

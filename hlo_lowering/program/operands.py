@@ -1,11 +1,13 @@
 """Instruction operands: access patterns over HBM tensors and over SBUF/PSUM tiles, and
-immediates. Each knows its element count and the memory region it touches (for sync.py). Their
-validity (dim counts, partition rules, memory bounds, tile dtypes) is the C++ loader's to check."""
+immediates. Each knows its element count and the memory region it touches (for the back end's
+insert-semaphores stage). Their validity (dim counts, partition rules, memory bounds, tile dtypes)
+is the C++ loader's to check; a tile only checks that it lies in its symbolic buffer."""
 
 import dataclasses
 import math
 from typing import Sequence
 
+from .buffers import Address
 from .enums import DType, Memory
 
 
@@ -47,18 +49,34 @@ class HbmAP:
 @dataclasses.dataclass(frozen=True)
 class TileAP:
   """An access pattern over SBUF or PSUM: a partition range and 1..4 free dims (strides in
-  elements, relative to `byte_offset` inside every partition)."""
+  elements, relative to `byte_offset` inside every partition).
+
+  Built from an `Address` (a lowering rule's symbolic buffer), `byte_offset` is relative to
+  `buffer` until the back end's plan-memory stage places the buffer; `buffer` is None once the
+  offset is absolute (and always in a program read back)."""
   memory: Memory
   dtype: DType
   partition_start: int
   partition_count: int
   byte_offset: int
   free: tuple  # ((stride, count), ...) outermost first
+  buffer: object = None  # buffers.Buffer | None
 
   def __post_init__(self):
+    if isinstance(self.byte_offset, Address):
+      object.__setattr__(self, "buffer", self.byte_offset.buffer)
+      object.__setattr__(self, "byte_offset", self.byte_offset.offset)
     object.__setattr__(self, "memory", Memory(self.memory))
     object.__setattr__(self, "dtype", DType(self.dtype))
     object.__setattr__(self, "free", tuple((int(s), int(c)) for s, c in self.free))
+    if self.buffer is not None:
+      if self.buffer.memory != self.memory:
+        raise ValueError(f"a {self.memory.name} TileAP in {self.buffer.memory.name} buffer "
+                         f"{self.buffer}: {self}")
+      high = self.byte_range()[1]
+      if high > self.buffer.size:
+        raise ValueError(f"TileAP ends at byte {high} past the {self.buffer.size} bytes of its "
+                         f"buffer {self.buffer}: {self}")
 
   @classmethod
   def dense(cls, memory: Memory, dtype: DType, partition_start: int, partition_count: int,
@@ -70,6 +88,11 @@ class TileAP:
       stride *= count
     return cls(memory, dtype, partition_start, partition_count, byte_offset,
                tuple(reversed(dims)))
+
+  @property
+  def address(self):
+    """Where the tile starts: an `Address` in its buffer, or the absolute byte offset."""
+    return self.byte_offset if self.buffer is None else Address(self.buffer, self.byte_offset)
 
   @property
   def free_shape(self) -> tuple:

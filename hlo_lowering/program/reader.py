@@ -118,19 +118,18 @@ def read_program(data: bytes) -> Program:
   return Program(target, tensors, blocks, debug, source)
 
 
-def _read_streams(r: _Reader) -> dict:
-  streams = {}
+def _read_streams(r: _Reader) -> list:
+  """A block's instructions, stream by stream."""
+  insts = []
   for _ in range(r.unpack("I")):
     stream = r.unpack("B")
-    insts = []
     for _ in range(r.unpack("I")):
       opcode, debug_id = r.unpack("HI")
       opcode = Opcode(opcode)
       waits = [r.unpack("BI") for _ in range(r.unpack("I"))]
       operands = {name: r.operand(kind) for name, kind in OPERAND_LAYOUT[opcode]}
       insts.append(Instruction(opcode, stream, debug_id, operands, waits))
-    streams[stream] = insts
-  return streams
+  return insts
 
 
 def _read_exit(r: _Reader) -> Exit:
@@ -149,7 +148,7 @@ def _read_exit(r: _Reader) -> Exit:
 def _format_tile(ap: TileAP) -> str:
   free = ",".join(f"{s}x{c}" for s, c in ap.free)
   return (f"{ap.memory.name}[{ap.partition_start}:{ap.partition_start + ap.partition_count}]"
-          f"@{ap.byte_offset}:{ap.dtype.name.lower()}[{free}]")
+          f"@{ap.address}:{ap.dtype.name.lower()}[{free}]")
 
 
 def _format_hbm(ap: HbmAP, tensors) -> str:
@@ -178,7 +177,13 @@ def _format_value(name, value, tensors) -> str:
 def disassemble(data: bytes) -> str:
   """Readable text of a program: tensors, then each stream's instructions with their waits and
   debug entries."""
-  program = read_program(data)
+  return format_program(read_program(data))
+
+
+def format_program(program: Program) -> str:
+  """`disassemble`'s text of a Program, also of one not yet through the back end's stages (a
+  DMA without a queue is listed under stream DMA?, a tile in an unplaced buffer at
+  @<buffer>+<offset>)."""
   lines = [f"target {program.target}"]
   for i, t in enumerate(program.tensors):
     extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
@@ -194,13 +199,17 @@ def disassemble(data: bytes) -> str:
   return "\n".join(lines) + "\n"
 
 
+def _debug_entry(program, debug_id: int):
+  return program.debug[debug_id] if debug_id < len(program.debug) else None
+
+
 def _format_exit(program: Program, exit_: Exit) -> str:
   text = f"exit {exit_.op.name.lower()}"
   if exit_.selector is not None:
     text += " " + _format_hbm(exit_.selector, program.tensors)
   if exit_.targets:
     text += " -> " + ", ".join(f"block {t}" for t in exit_.targets)
-  debug = program.debug[exit_.debug_id] if exit_.debug_id < len(program.debug) else None
+  debug = _debug_entry(program, exit_.debug_id)
   if debug and debug.op and exit_.op != ControlOp.END:
     text += _format_debug(debug)
   return text
@@ -216,13 +225,13 @@ def _format_debug(debug: DebugEntry) -> str:
 
 def _disassemble_streams(program: Program, streams: dict, indent: str) -> list:
   lines = []
-  for stream in sorted(streams):
-    lines.append(f"{indent}stream {stream_name(stream)}:")
+  for stream in sorted(streams, key=lambda s: (s is None, s or 0)):
+    lines.append(f"{indent}stream {'DMA?' if stream is None else stream_name(stream)}:")
     for pos, inst in enumerate(streams[stream], 1):
       waits = " ".join(f"{stream_name(s)}>={c}" for s, c in inst.waits)
       args = " ".join(f"{name}={_format_value(name, inst.operands[name], program.tensors)}"
                       for name, _ in OPERAND_LAYOUT[inst.opcode])
-      debug = program.debug[inst.debug_id] if inst.debug_id < len(program.debug) else None
+      debug = _debug_entry(program, inst.debug_id)
       note = _format_debug(debug) if debug and debug.op else ""
       wait_text = f" wait[{waits}]" if waits else ""
       lines.append(f"{indent}  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")

@@ -29,6 +29,8 @@ class _Writer:
   def tile(self, ap: TileAP):
     if ap.memory not in (Memory.SBUF, Memory.PSUM):
       raise ValueError(f"TileAP memory {ap.memory!r} is neither SBUF nor PSUM")
+    if ap.buffer is not None:
+      raise ValueError(f"TileAP in unplaced buffer {ap.buffer} (run the back end's plan-memory)")
     self.pack("BBHHI", ap.memory, ap.dtype, ap.partition_start, ap.partition_count,
               ap.byte_offset)
     self.pack("I", len(ap.free))
