@@ -158,3 +158,41 @@ def test_sigint_interrupts_a_runaway_loop_and_the_client_stays_usable():
   errors = next(l for l in out.splitlines() if l.startswith("errors"))
   assert errors == "errors []" or "CANCELLED: interrupted (SIGINT)" in errors, out
   assert "next [1.0, 3.0, 5.0, 7.0]" in out, out
+
+
+def test_a_sigint_handler_installed_later_still_interrupts_and_is_called():
+  """signal.signal after the plugin started replaces the plugin's C-level hook; the next
+  execution chains it in front of the new handler again."""
+  code = textwrap.dedent("""
+      import os, signal, threading, time
+      from jax_trn import plugin
+      plugin.initialize()
+      import jax, jax.numpy as jnp, numpy as np
+      from jax import lax
+      x = jax.device_put(np.zeros(4, np.float32), jax.devices("trn")[0])
+      np.asarray(x + 1)
+      class Stop(Exception):
+        pass
+      def on_sigint(signum, frame):
+        raise Stop()
+      signal.signal(signal.SIGINT, on_sigint)
+      runaway = jax.jit(lambda v: lax.while_loop(lambda c: c[0] > -1.0, lambda c: c + 1.0, v))
+      threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+      start = time.perf_counter()
+      try:
+        try:
+          np.asarray(runaway(x))
+        except Exception as e:
+          if isinstance(e, Stop):
+            raise
+          time.sleep(0)
+      except Stop:
+        print("handler after", round(time.perf_counter() - start, 2), flush=True)
+      print("next", np.asarray(x + 2).tolist())
+      """)
+  result = run_python(code, env={"TRN_MAX_LOOP_ITERATIONS": "1000000000"}, timeout=120)
+  out = result.stdout
+  assert result.returncode == 0, result.stderr[-3000:]
+  line = next(l for l in out.splitlines() if l.startswith("handler after"))
+  assert float(line.split()[-1]) < 6.0, out
+  assert "next [2.0, 2.0, 2.0, 2.0]" in out, out
