@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <functional>
+#include <new>
 #include <string>
 #include <unordered_set>
 
@@ -119,9 +120,17 @@ std::shared_ptr<Completion> CopyWhenReady(const std::shared_ptr<Completion>& rea
     return Completion::Done();
   }
   auto copied = Completion::Pending();
+  // Runs on the thread that completes `ready` (a device's worker): nothing may escape.
   ready->OnReady([copied, copy = std::move(copy)](const Status& status) {
-    if (status.ok()) copy();
-    copied->Complete(status);
+    if (!status.ok()) return copied->Complete(status);
+    try {
+      copy();
+    } catch (const std::bad_alloc&) {
+      return copied->Complete(ResourceExhausted("the host ran out of memory copying a buffer"));
+    } catch (...) {
+      return copied->Complete(Internal("copying a buffer failed"));
+    }
+    copied->Complete(Status::Ok());
   });
   return copied;
 }
