@@ -92,8 +92,13 @@ def test_deleting_buffers_while_an_execution_uses_them(trn_devices):
   argument.delete()  # the running execution keeps reading its bytes
   assert argument.is_deleted()
   np.testing.assert_allclose(np.asarray(y), np.full(8, 2.0), rtol=1e-6)
+  dropped = jax.device_put(np.zeros(8, np.float32), trn_devices[0])
+  z = _iterate(dropped, n)
+  del dropped  # the last reference: the buffer is destroyed while the execution reads it
+  np.testing.assert_allclose(np.asarray(z), np.full(8, 2.0), rtol=1e-6)
   discarded = _iterate(x, n)
   discarded.delete()  # an output deleted before its execution wrote it
+  del discarded
   np.testing.assert_allclose(np.asarray(_iterate(x, 2)), np.full(8, 1.5))
 
 
