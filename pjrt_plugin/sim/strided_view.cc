@@ -201,26 +201,59 @@ bool SameDistinctAddresses(const StridedView& a, const StridedView& b) {
   return Distinct(a);
 }
 
+namespace {
+
+// n elements of `size` bytes from src to dst (either stride may differ from size).
+void CopyRow(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t n, int64_t size) {
+  if (dst_stride == size && src_stride == size) {
+    std::memcpy(dst, src, n * size);
+  } else {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, size);
+  }
+}
+
+// The innermost rows of a view one after another, in ForEachRow's order.
+class RowCursor {
+ public:
+  explicit RowCursor(const StridedView& view) : view_(view) {}
+  const uint8_t* address() const {
+    const uint8_t* address = view_.base;
+    for (int d = 0; d < view_.rank - 1; ++d) address += index_[d] * view_.stride_bytes[d];
+    return address;
+  }
+  int64_t stride() const { return view_.stride_bytes[view_.rank - 1]; }
+  void Next() {
+    int d = view_.rank - 2;
+    while (d >= 0 && ++index_[d] == view_.count[d]) index_[d--] = 0;
+  }
+
+ private:
+  const StridedView& view_;
+  std::array<int64_t, 9> index_{};
+};
+
+}  // namespace
+
 void CopyBits(const StridedView& dst, const StridedView& src) {
   if (src.num_elements() == 0) return;
   const int64_t size = DTypeSize(src.dtype);
-  // Through a contiguous buffer, so overlapping views behave as read-everything-then-write.
+  // Disjoint views whose rows pair up (the same innermost count) copy row to row directly.
+  if (!MayOverlap(dst, src) && dst.count[dst.rank - 1] == src.count[src.rank - 1]) {
+    RowCursor from(src);
+    ForEachRow(dst, [&](uint8_t* address, int64_t stride, int64_t n, int64_t) {
+      CopyRow(address, stride, from.address(), from.stride(), n, size);
+      from.Next();
+    });
+    return;
+  }
+  // Otherwise through a contiguous buffer, so overlapping views behave as
+  // read-everything-then-write.
   std::vector<uint8_t> bytes(static_cast<size_t>(src.num_elements() * size));
   ForEachRow(src, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
-    uint8_t* out = bytes.data() + first * size;
-    if (stride == size) {
-      std::memcpy(out, address, n * size);
-    } else {
-      for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * size, address + i * stride, size);
-    }
+    CopyRow(bytes.data() + first * size, size, address, stride, n, size);
   });
   ForEachRow(dst, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
-    const uint8_t* in = bytes.data() + first * size;
-    if (stride == size) {
-      std::memcpy(address, in, n * size);
-    } else {
-      for (int64_t i = 0; i < n; ++i) std::memcpy(address + i * stride, in + i * size, size);
-    }
+    CopyRow(address, stride, bytes.data() + first * size, size, n, size);
   });
 }
 
