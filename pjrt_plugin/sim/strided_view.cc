@@ -203,12 +203,26 @@ bool SameDistinctAddresses(const StridedView& a, const StridedView& b) {
 
 namespace {
 
-// n elements of `size` bytes from src to dst (either stride may differ from size).
+template <int64_t kSize>
+void CopyStrided(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, kSize);
+}
+
+// n elements of `size` bytes from src to dst (either stride may differ from size: a broadcast
+// reads with stride 0). The element size is a constant in each strided loop, so every element
+// is one load and one store, not a call to memcpy.
 void CopyRow(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t n, int64_t size) {
   if (dst_stride == size && src_stride == size) {
     std::memcpy(dst, src, n * size);
-  } else {
-    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, size);
+    return;
+  }
+  switch (size) {
+    case 1: return CopyStrided<1>(dst, dst_stride, src, src_stride, n);
+    case 2: return CopyStrided<2>(dst, dst_stride, src, src_stride, n);
+    case 4: return CopyStrided<4>(dst, dst_stride, src, src_stride, n);
+    case 8: return CopyStrided<8>(dst, dst_stride, src, src_stride, n);
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, size);
   }
 }
 
