@@ -184,13 +184,46 @@ bool Distinct(const StridedView& view) {
   return true;
 }
 
+// [lowest, highest] byte offset from base of an element's first byte, over dims 1..rank-1
+// (within one row of the outermost dim).
+std::pair<int64_t, int64_t> InnerOffsets(const StridedView& view) {
+  int64_t low = 0, high = 0;
+  for (int d = 1; d < view.rank; ++d) {
+    const int64_t extent = view.stride_bytes[d] * (view.count[d] - 1);
+    (extent < 0 ? low : high) += extent;
+  }
+  return {low, high};
+}
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+// For views with the same positive outermost stride P (tiles: one row per partition): an element
+// at A + i*P + x of a meets one at B + j*P + y of b only if (j - i) * P lies strictly between
+// A - B + x - y - size_b and A - B + x - y + size_a for some rows i, j. Two tiles at different
+// offsets of the same partitions never do, although their bounding ranges span each other.
+bool RowsMayMeet(const StridedView& a, const StridedView& b) {
+  const int64_t stride = a.stride_bytes[0];
+  const auto [a_low, a_high] = InnerOffsets(a);
+  const auto [b_low, b_high] = InnerOffsets(b);
+  const int64_t offset = a.base - b.base;
+  const int64_t low = offset + a_low - b_high - DTypeSize(b.dtype);
+  const int64_t high = offset + a_high - b_low + DTypeSize(a.dtype);
+  // The smallest row difference m = j - i with m * P > low, at least -(rows of a - 1).
+  const int64_t m = std::max(FloorDiv(low, stride) + 1, 1 - a.count[0]);
+  return m <= b.count[0] - 1 && m * stride < high;
+}
+
 }  // namespace
 
 bool MayOverlap(const StridedView& a, const StridedView& b) {
   if (a.num_elements() == 0 || b.num_elements() == 0) return false;
   const auto [a_low, a_high] = ByteRange(a);
   const auto [b_low, b_high] = ByteRange(b);
-  return a_low < b_high && b_low < a_high;
+  if (!(a_low < b_high && b_low < a_high)) return false;
+  if (a.rank > 1 && b.rank > 1 && a.stride_bytes[0] > 0 && a.stride_bytes[0] == b.stride_bytes[0]) {
+    return RowsMayMeet(a, b);
+  }
+  return true;
 }
 
 bool SameDistinctAddresses(const StridedView& a, const StridedView& b) {
