@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 namespace trn::sim {
 namespace {
@@ -26,57 +26,56 @@ int ThreadsFromEnvironment() {
   return std::clamp(available, 1, kMaxThreads);
 }
 
-// Workers 1..n-1 of a ParallelFor (the caller is worker 0). Workers sleep between instructions.
+// Helpers for the thread that calls ParallelFor; they sleep between instructions. A job is open
+// from the moment it is posted until the caller has run out of pieces: a worker that wakes up
+// later (descheduled on a busy host) skips it, so the caller never waits for a sleeping thread,
+// only for the pieces already taken.
 class WorkerPool {
  public:
   explicit WorkerPool(int workers) {
-    for (int i = 1; i <= workers; ++i) std::thread([this, i] { Work(i); }).detach();
+    for (int i = 0; i < workers; ++i) std::thread([this] { Work(); }).detach();
   }
 
-  // Runs task(i) for i in [0, n): i = 0 on the caller, the others on workers 1..n-1. Returns
+  // Runs drain() on the caller and on every worker that wakes while the job is open. Returns
   // false without running anything when another caller holds the pool.
-  bool TryRun(int n, const std::function<void(int)>& task) {
+  bool TryRun(const std::function<void()>& drain) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      task_ = &task;
-      tasks_ = n;
-      pending_ = n - 1;
+      job_ = &drain;
       ++generation_;
     }
     wake_.notify_all();
-    task(0);
+    drain();
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    task_ = nullptr;
+    job_ = nullptr;
+    done_.wait(lock, [this] { return active_ == 0; });
     return true;
   }
 
  private:
-  void Work(int index) {
+  void Work() {
     uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
-      const std::function<void(int)>* task = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-        if (index >= tasks_) continue;
-        task = task_;
-      }
-      (*task)(index);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      wake_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      const std::function<void()>* job = job_;
+      if (job == nullptr) continue;  // closed before this worker woke
+      ++active_;
+      lock.unlock();
+      (*job)();
+      lock.lock();
+      if (--active_ == 0) done_.notify_one();
     }
   }
 
-  std::mutex busy_;   // held by the caller of TryRun for the whole run
+  std::mutex busy_;   // held by the caller of TryRun for the whole job
   std::mutex mutex_;  // guards the fields below
   std::condition_variable wake_, done_;
-  const std::function<void(int)>* task_ = nullptr;
-  int tasks_ = 0;
-  int pending_ = 0;
+  const std::function<void()>* job_ = nullptr;  // the open job, null once closed
+  int active_ = 0;                              // workers inside the job
   uint64_t generation_ = 0;
 };
 
@@ -105,8 +104,16 @@ int HostThreads() {
 void ParallelFor(int64_t pieces, const std::function<void(int64_t begin, int64_t end)>& body) {
   const int threads = static_cast<int>(std::min<int64_t>(HostThreads(), pieces));
   if (threads > 1) {
-    const auto range = [&](int i) { body(pieces * i / threads, pieces * (i + 1) / threads); };
-    if (Pool().TryRun(threads, range)) return;
+    // Threads take small runs of pieces from a shared counter until none are left, so a thread
+    // the host deschedules delays only the run it holds.
+    const int64_t grain = std::max<int64_t>(1, pieces / (int64_t{8} * threads));
+    std::atomic<int64_t> next{0};
+    const std::function<void()> drain = [&] {
+      for (int64_t begin; (begin = next.fetch_add(grain, std::memory_order_relaxed)) < pieces;) {
+        body(begin, std::min(begin + grain, pieces));
+      }
+    };
+    if (Pool().TryRun(drain)) return;
   }
   body(0, pieces);
 }

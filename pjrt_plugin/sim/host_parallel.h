@@ -13,10 +13,10 @@ namespace trn::sim {
 // threading off), else the cores this process may run on. Read once per process.
 int HostThreads();
 
-// Calls body(begin, end) over consecutive ranges covering [0, pieces), one range per thread (the
-// caller's included), and returns when all have finished. Runs body(0, pieces) on the caller
-// when there is one thread or another instruction is using the workers (executions on several
-// client threads at once).
+// Calls body(begin, end) over disjoint runs covering [0, pieces), each run on whichever thread
+// takes it (the caller's included), and returns when all have finished. Runs body(0, pieces) on
+// the caller when there is one thread or another instruction is using the workers (executions
+// on several client threads at once).
 void ParallelFor(int64_t pieces, const std::function<void(int64_t begin, int64_t end)>& body);
 
 }  // namespace trn::sim
