@@ -74,12 +74,12 @@ if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")
   plugin.initialize()
 import numpy as np
 from foundation import cold_compile_s, mlp_inputs, put, sgd_step
-from hlo_lowering import driver
+from jax_trn import compilation
 out = {}
 for platform in ("trn", "cpu"):
   out[platform] = cold_compile_s(sgd_step, put(mlp_inputs(np.random.default_rng(0)),
                                               jax.devices(platform)[0]))
-out["stats"] = driver.cache_stats()
+out["stats"] = compilation.cache_stats()
 print(json.dumps(out))
 """
 

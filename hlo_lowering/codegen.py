@@ -28,6 +28,8 @@ _CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
 
 def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
   ctx.begin_op(op)
+  # The debug entry of this op's instructions also says how it was lowered (the profiler reads it).
+  debug = ctx.builder.debug_entries[ctx.debug_id]
   before = len(ctx.builder.instructions)
   # Only when every result is zero-size: an op with one empty result and others that are not
   # (rng_bit_generator's bits and its new state) must still write those others.
@@ -36,8 +38,10 @@ def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
     for result in op.results:
       ctx.new_result(result)
     kind = "empty"
+    debug.lowering = kind
   else:
     rule = find_rule(op, ctx)
+    debug.lowering, debug.rule = rule.kind, rule.name
     rule.fn(ctx, op)
     kind = rule.kind
     missing = [r for r in op.results if not ctx.has_place(r)]

@@ -161,7 +161,7 @@ def render(rows: list[OpCoverage] | None = None) -> str:
       "",
       "- **native**: tiled on TensorE/VectorE/ScalarE with DMA, or a view that moves no data.",
       "- **GpSimd**: GpSimd general-purpose instructions over HBM: correct but slow; the compile "
-      "report (`driver.last_report()`, logged at INFO) lists the source line of every such op.",
+      "report (`jax_trn.compile_report()`, logged at INFO) lists the source line of every such op.",
       "- **rewritten**: a pass replaces the op before lowering (the pass is named).",
       "- **unsupported**: compiling it raises `CompileError` naming the op, its types and the "
       "source line (docs/adding-an-op.md says how to add it).",

@@ -12,7 +12,7 @@ import logging
 
 from jaxlib.mlir import ir
 
-from hlo_lowering import attributes
+from hlo_lowering import attributes, jaxlib_private
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
 from hlo_lowering.ir import Block, Function, Module, Op, Region, Value
 from hlo_lowering.locations import parse_location
@@ -24,8 +24,7 @@ _PORTABLE_TARGET = "1.0.0"
 
 
 def _context() -> ir.Context:
-  from jax._src.interpreters import mlir as jax_mlir
-  ctx = jax_mlir.make_ir_context()
+  ctx = jaxlib_private.make_ir_context()
   ctx.allow_unregistered_dialects = True
   return ctx
 
@@ -43,10 +42,9 @@ def _parse_mlir(code: bytes, ctx: ir.Context) -> ir.Module:
 
 def _legalize_chlo(module: ir.Module, ctx: ir.Context) -> ir.Module:
   """CHLO → StableHLO via JAX's own serializer (the only CHLO legalization jaxlib exposes)."""
-  from jax._src.lib import _jax
   from jaxlib.mlir.dialects import stablehlo
-  artifact = _jax.mlir.serialize_portable_artifact(
-      module.operation.get_asm(enable_debug_info=True), stablehlo.get_current_version(), False)
+  artifact = jaxlib_private.serialize_portable_artifact(
+      module.operation.get_asm(enable_debug_info=True), stablehlo.get_current_version())
   return stablehlo.deserialize_portable_artifact(ctx, artifact)
 
 
@@ -77,9 +75,8 @@ def parse(code: bytes, fmt: str) -> tuple[ir.Module, ir.Context]:
   """The MLIR module of a program in either format, with the context that owns it."""
   ctx = _context()
   if fmt == "hlo":
-    from jax._src.lib import _jax
     try:
-      code = _jax.mlir.hlo_to_stablehlo(code)
+      code = jaxlib_private.hlo_to_stablehlo(code)
     except Exception as e:  # jaxlib raises XlaRuntimeError and others for a bad proto
       raise CompileError(f"the HloModuleProto could not be converted to StableHLO: {e}",
                          INVALID_ARGUMENT) from e

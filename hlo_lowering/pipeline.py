@@ -1,8 +1,12 @@
-"""The compiler's pass pipeline: an ordered list of named passes, each in hlo_lowering/passes/.
+"""The compiler's pipeline: the IR passes (`PASSES`, each in hlo_lowering/passes/), then, after
+codegen, the back-end stages (`backend.STAGES`, each in hlo_lowering/backend/).
 
-Read it top to bottom: each pass's module docstring states what it requires, what it ensures and
-which pass it runs after. TRN_DUMP_IR=<dir> writes the IR after every pass to
-`<dir>/<compile#>-<step>-<pass-name>.ir`; TRN_VERIFY_IR=1 runs hlo_lowering.verifier after each.
+Read it top to bottom: each pass's and stage's module docstring states what it requires, what it
+ensures and which pass it runs after. TRN_DUMP_IR=<dir> writes the IR after every pass to
+`<dir>/<compile#>-<step>-<pass-name>.ir` and the program as lowered and after every back-end
+stage, as disassembly, to `<dir>/<compile#>-<step>-<stage-name>.disasm` (the steps continue the
+passes' numbering). TRN_VERIFY_IR=1 checks what each pass ensures (hlo_lowering.verifier) and
+what each stage ensures (hlo_lowering.backend.verifier) after it runs.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ import logging
 import os
 from typing import Callable, NamedTuple
 
-from hlo_lowering import ir_printer, verifier
+from hlo_lowering import backend, ir_printer, verifier
+from hlo_lowering.backend import verifier as backend_verifier
 from hlo_lowering.ir import Module
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
                                  decompose_batch_norm, decompose_reduce_precision,
@@ -19,6 +24,9 @@ from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_suppo
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
                                  normalize_dot_general, strip_single_device_sharding,
                                  unroll_static_loops)
+from hlo_lowering.program import ProgramBuilder
+from hlo_lowering.program.reader import Program, format_program
+from hlo_lowering.report import CompileReport
 
 logger = logging.getLogger(__name__)
 
@@ -45,25 +53,60 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
-def _dump(module: Module, directory: str, tag: str, step: int, name: str) -> None:
+# The back end's first dump: the program as codegen lowered it.
+LOWERED = "lowering"
+
+
+def _dump(directory: str, tag: str, step: int, name: str, suffix: str, text: str) -> None:
   os.makedirs(directory, exist_ok=True)
-  path = os.path.join(directory, f"{tag}-{step:02d}-{name}.ir")
+  path = os.path.join(directory, f"{tag}-{step:02d}-{name}.{suffix}")
   with open(path, "w") as f:
-    f.write(ir_printer.format_module(module))
+    f.write(text)
+
+
+def _dump_dir() -> str:
+  return os.environ.get("TRN_DUMP_IR", "")
+
+
+def _verify() -> bool:
+  return os.environ.get("TRN_VERIFY_IR", "") not in ("", "0")
 
 
 def run_pipeline(module: Module, tag: str = "0", passes: tuple[Pass, ...] | None = None) -> Module:
   """Runs `passes` (default: PASSES, read at call time) in order on `module` (in place)."""
   passes = PASSES if passes is None else passes
-  dump_dir = os.environ.get("TRN_DUMP_IR", "")
-  verify = os.environ.get("TRN_VERIFY_IR", "") not in ("", "0")
+  dump_dir, verify = _dump_dir(), _verify()
   if dump_dir:
-    _dump(module, dump_dir, tag, 0, "import")
+    _dump(dump_dir, tag, 0, "import", "ir", ir_printer.format_module(module))
   for step, p in enumerate(passes, start=1):
     logger.debug("running pass %s", p.name)
     p.run(module)
     if verify:
       verifier.verify_module(module, p.name)
     if dump_dir:
-      _dump(module, dump_dir, tag, step, p.name)
+      _dump(dump_dir, tag, step, p.name, "ir", ir_printer.format_module(module))
   return module
+
+
+def _disassembly(builder: ProgramBuilder) -> str:
+  return format_program(Program(builder.target, builder.tensors, builder.blocks,
+                                builder.debug_entries, builder.source))
+
+
+def run_backend(builder: ProgramBuilder, target_spec: dict, report: CompileReport,
+                tag: str = "0", stages: tuple[backend.Stage, ...] | None = None) -> ProgramBuilder:
+  """Runs the back-end `stages` (default: backend.STAGES, read at call time) in order on the
+  program codegen built (in place); then it can be serialized. Dump steps follow PASSES'."""
+  stages = backend.STAGES if stages is None else stages
+  dump_dir, verify = _dump_dir(), _verify()
+  first = len(PASSES) + 1
+  if dump_dir:
+    _dump(dump_dir, tag, first, LOWERED, "disasm", _disassembly(builder))
+  for step, stage in enumerate(stages, start=first + 1):
+    logger.debug("running back-end stage %s", stage.name)
+    stage.run(builder, target_spec, report)
+    if verify:
+      backend_verifier.verify_program(builder, stage.name, target_spec)
+    if dump_dir:
+      _dump(dump_dir, tag, step, stage.name, "disasm", _disassembly(builder))
+  return builder

@@ -2,7 +2,8 @@
 
 Per op name: how many ops were lowered natively (tiled on the engines / views with no data
 movement) or by GpSimd general-purpose instructions, and at which source lines. Logged at INFO
-after every compile; kept by the driver (`driver.last_report()`, `driver.reports()`).
+after every compile by the plugin's compile service, which keeps every report
+(`jax_trn.compile_report()`, `jax_trn.compilation.reports()`); the compiler itself keeps none.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class CompileReport:
   module: str = ""
   target: str = ""
   ops: list[LoweredOp] = dataclasses.field(default_factory=list)
+  # Peak bytes per partition held by live SBUF / PSUM buffers (the back end's plan-memory).
+  sbuf_peak_bytes: int = 0
+  psum_peak_bytes: int = 0
 
   def add(self, lowered: LoweredOp) -> None:
     self.ops.append(lowered)
@@ -73,6 +77,8 @@ class CompileReport:
         if places:
           lines.append(f"    gpsimd at {', '.join(places[:8])}"
                        f"{' ...' if len(places) > 8 else ''}")
+    lines.append(f"  on-chip memory per partition: SBUF peak {self.sbuf_peak_bytes} bytes, "
+                 f"PSUM peak {self.psum_peak_bytes} bytes")
     return "\n".join(lines)
 
   def __str__(self) -> str:

@@ -1,14 +1,26 @@
-"""IR invariants checked between passes when TRN_VERIFY_IR=1 (tinygrad's SPEC=1 habit).
+"""IR invariants checked after each pass when TRN_VERIFY_IR=1 (tinygrad's SPEC=1 habit).
 
-Checks: every operand is defined before use (in its block or an enclosing one), every value is
-defined once, the entry function's returned values match its result types, and op-specific
-shape rules for the ops the lowerings rely on (elementwise operand shapes, dot_general in
-batch-matmul form after normalize-dot-general).
+After every pass: every operand is defined before use (in its block or an enclosing one), every
+value is defined once, the entry function's returned values match its result types, and the
+elementwise ops lowering relies on have operands and results of one shape.
+After a pass, what that pass's docstring Ensures, where it can be checked on the IR alone:
+inline-calls (no func.call or stablehlo.composite, only the entry function),
+strip-single-device-sharding, decompose-batch-norm, decompose-reduce-precision,
+decompose-rng-bit-generator and expand-total-order-compare (none of the ops they remove is left
+where they look: the functions and their while/case/if regions), normalize-dot-general (every
+dot_general in batch-matmul form), check-supported (no float64 value, a registered rule for every
+op codegen lowers one by one).
 """
 
 from __future__ import annotations
 
-from hlo_lowering.ir import Block, Module, Op, Value
+from typing import Callable, Iterator
+
+from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
+from hlo_lowering.lowering import registry
+from hlo_lowering.passes.check_supported import lowered_ops
+from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
+from hlo_lowering.program import DType
 
 _ELEMENTWISE_SAME_SHAPE = frozenset({
     "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide",
@@ -46,7 +58,82 @@ def _check_block(block: Block, defined: set[Value], where: str) -> None:
     _check_op(op, where)
 
 
+# --- what each pass ensures: None, or what breaks it -------------------------------------------
+
+def _control_flow_ops(module: Module) -> Iterator[Op]:
+  for function in module.functions.values():
+    for block in control_flow_blocks(function.body):
+      yield from block.ops
+
+
+def _all_ops(module: Module) -> Iterator[Op]:
+  for function in module.functions.values():
+    yield from walk_ops(function.body)
+
+
+def _first(ops: Iterator[Op], breaks: Callable[[Op], bool], why: str) -> str | None:
+  op = next((op for op in ops if breaks(op)), None)
+  return None if op is None else f"{op.describe()} {why}"
+
+
+def _inlined(module: Module) -> str | None:
+  if list(module.functions) != [module.main.name]:
+    return f"functions {sorted(module.functions)} remain besides the entry function"
+  return _first(_all_ops(module), lambda op: op.name in ("func.call", "stablehlo.composite"),
+                "is not inlined")
+
+
+def _none_left(names: frozenset[str], why: str) -> Callable[[Module], str | None]:
+  return lambda module: _first(_control_flow_ops(module), lambda op: op.name in names, why)
+
+
+def _no_reduce_precision(module: Module) -> str | None:
+  return _first(_control_flow_ops(module),
+                lambda op: (op.name == "stablehlo.reduce_precision"
+                            and op.operands[0].dtype in (DType.F32, DType.BF16, DType.F16)),
+                "is not decomposed")
+
+
+def _no_total_order_compare(module: Module) -> str | None:
+  return _first(_control_flow_ops(module),
+                lambda op: (op.name == "stablehlo.compare"
+                            and op.attrs.get("compare_type") == "TOTALORDER"),
+                "is still a TOTALORDER compare")
+
+
+def _batch_matmuls(module: Module) -> str | None:
+  return _first(_all_ops(module),
+                lambda op: op.name == "stablehlo.dot_general" and not is_batch_matmul(op),
+                "is not in batch-matmul form")
+
+
+def _supported(module: Module) -> str | None:
+  return (_first(walk_ops(module.main.body),
+                 lambda op: any(v.dtype == DType.F64 for v in op.operands + op.results),
+                 "uses float64")
+          or _first(iter(lowered_ops(module.main.body)),
+                    lambda op: not registry.rules_for(op.name), "has no registered lowering rule"))
+
+
+_ENSURES: dict[str, Callable[[Module], str | None]] = {
+    "inline-calls": _inlined,
+    "strip-single-device-sharding": _none_left(
+        frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
+    "decompose-batch-norm": _none_left(
+        frozenset({"stablehlo.batch_norm_inference", "stablehlo.batch_norm_training",
+                   "stablehlo.batch_norm_grad"}), "is not decomposed"),
+    "decompose-reduce-precision": _no_reduce_precision,
+    "decompose-rng-bit-generator": _none_left(frozenset({"stablehlo.rng_bit_generator"}),
+                                              "is not decomposed"),
+    "expand-total-order-compare": _no_total_order_compare,
+    "normalize-dot-general": _batch_matmuls,
+    "check-supported": _supported,
+}
+
+
 def verify_module(module: Module, after_pass: str) -> None:
+  """Checks the invariants of every pass, then what `after_pass` ensures (if it is one of
+  _ENSURES' passes)."""
   where = f"IR after pass '{after_pass}'"
   for function in module.functions.values():
     _check_block(function.body, set(), f"{where}, function @{function.name}")
@@ -55,3 +142,7 @@ def verify_module(module: Module, after_pass: str) -> None:
   if returned != main.result_types:
     raise IRVerificationError(f"{where}: @{main.name} returns {returned}, declared "
                               f"{main.result_types}")
+  check = _ENSURES.get(after_pass)
+  broken = check(module) if check else None
+  if broken:
+    raise IRVerificationError(f"{where}: {broken}")

@@ -25,15 +25,15 @@ def _info(_: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-  from hlo_lowering import driver
   from hlo_lowering.errors import CompileError
+  from jax_trn import compilation
   try:
-    program = driver.compile_text(pathlib.Path(args.source).read_text(), target=args.target)
+    program = compilation.compile_text(pathlib.Path(args.source).read_text(), target=args.target)
   except CompileError as e:
     print(f"jax-trn: {e}", file=sys.stderr)
     return 1
   pathlib.Path(args.output).write_bytes(program)
-  print(driver.last_report())
+  print(compilation.last_report())
   return 0
 
 
@@ -53,6 +53,11 @@ def _coverage(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+  from jax_trn import _libraries
+  problem = _libraries.missing()
+  if problem is not None:
+    print(f"jax-trn: {problem}", file=sys.stderr)
+    return 2
   parser = argparse.ArgumentParser(prog="jax-trn", description=__doc__.splitlines()[0])
   commands = parser.add_subparsers(dest="command", required=True)
   commands.add_parser("info", help="configuration and hardware figures").set_defaults(run=_info)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from jax_trn import _native
+from jax_trn import _jax_private, _native
 
-TARGETS = ("trn1", "trn2", "trn3")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +36,9 @@ class TrnConfig:
 
 
 def target_spec(target: str) -> dict:
-  if target not in TARGETS:
-    raise ValueError(f"unknown Trainium target {target!r}: expected one of {', '.join(TARGETS)}")
+  names = _native.target_names()
+  if target not in names:
+    raise ValueError(f"unknown Trainium target {target!r}: expected one of {', '.join(names)}")
   return _native.target_spec(target)
 
 
@@ -99,5 +99,4 @@ def current() -> TrnConfig:
 
 
 def _backend_started() -> bool:
-  from jax._src import xla_bridge
-  return "trn" in getattr(xla_bridge, "_backends", {})
+  return _jax_private.backend_started("trn")

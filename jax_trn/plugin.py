@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import pathlib
 
-from jax_trn import _compat
+from jax_trn import _compat, _jax_private, _libraries
 
 logger = logging.getLogger(__name__)
 
@@ -20,21 +20,23 @@ PRIORITY = 400
 
 
 def library_path() -> pathlib.Path:
-  return pathlib.Path(__file__).with_name("libpjrt_trn.so")
+  return _libraries.PJRT_LIBRARY
 
 
 def initialize() -> None:
   _compat.check_jaxlib_version()
-  from jax._src import xla_bridge
-
+  if _jax_private.plugin_registered(PLATFORM):
+    return  # registered already: by the entry point, or by an explicit call before it
+  problem = _libraries.missing()
+  if problem is not None:
+    # JAX only logs an exception raised here and runs on CPU; a failing backend reaches the user.
+    _jax_private.register_failing_backend(PLATFORM, priority=PRIORITY, message=problem)
+    logger.warning("%s", problem)
+    return
   from jax_trn import config
 
-  if PLATFORM in xla_bridge._backend_factories:
-    return  # registered already: by the entry point, or by an explicit call before it
   path = library_path()
-  if not path.exists():
-    raise RuntimeError(f"jax-trn's PJRT plugin is missing at {path}: reinstall jax-trn")
-  xla_bridge.register_plugin(
+  _jax_private.register_plugin(
       PLATFORM, priority=PRIORITY, library_path=str(path),
       options=lambda: config.current().client_options())
   logger.debug("registered PJRT plugin %s from %s", PLATFORM, path)

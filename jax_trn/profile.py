@@ -36,9 +36,11 @@ class StreamTime:
 
 @dataclasses.dataclass(frozen=True)
 class DebugEntry:
-  op: str        # "stablehlo.dot_general"
-  name: str      # "jit(f)/dot_general"
-  location: str  # "file.py:36:15" (may be empty)
+  op: str            # "stablehlo.dot_general"
+  name: str          # "jit(f)/dot_general"
+  location: str      # "file.py:36:15" (may be empty)
+  lowering: str = ""  # "native", "gpsimd", "fused" (natively inside a trn.fusion), "empty", ""
+  rule: str = ""      # the compiler's lowering rule ("matmul.lower_dot_general"), may be empty
 
   @property
   def line(self) -> str:
@@ -57,7 +59,7 @@ class OpTime:
   instructions: int = 0
   bytes: int = 0                  # moved (DMA) or touched (compute engines)
   flops: int = 0                  # matmul FLOPs (2*M*N*K)
-  lowering: str = ""              # "native", "gpsimd" or "" (unknown), from the compile report
+  lowering: str = ""              # "native", "gpsimd", "fused" or "" (unknown): the debug table's
   debug_ids: list[int] = dataclasses.field(default_factory=list)
 
   @property
@@ -204,30 +206,9 @@ class ExecutionProfile:
 
   def lowerings(self) -> dict[int, str]:
     """debug_id -> how the compiler lowered that op ("native", "gpsimd", "fused": natively
-    inside a trn.fusion), joined by (op, JAX name, location) from the newest compile report of
-    this process that holds every op of this program; {} when there is none (e.g. a
-    deserialized executable)."""
-    try:
-      from hlo_lowering import driver
-    except ImportError:
-      return {}
-    keys = [(d.op, d.name, d.location) for d in self.debug]
-    wanted = {k for k in keys if k[0].startswith(("stablehlo.", "chlo.", "trn."))}
-    for report in reversed(driver.reports()):
-      if report.target and self.target and report.target != self.target:
-        continue
-      kinds: dict[tuple, list[str]] = collections.defaultdict(list)
-      for e in report.ops:
-        fused = getattr(e, "fused", False) and e.kind == "native"
-        kinds[(e.op, e.name, e.location)].append("fused" if fused else e.kind)
-      if not wanted <= set(kinds):
-        continue
-      out = {}
-      for debug_id, key in enumerate(keys):
-        if kinds.get(key):
-          out[debug_id] = kinds[key].pop(0) if len(kinds[key]) > 1 else kinds[key][0]
-      return out
-    return {}
+    inside a trn.fusion, "empty"), as the program's debug table records it; entries that are no
+    op's (and programs of format version < 3) are left out."""
+    return {debug_id: d.lowering for debug_id, d in enumerate(self.debug) if d.lowering}
 
   # --- waits and the critical path ---------------------------------------------------------
 
@@ -489,6 +470,7 @@ def last_execution(device=None) -> ExecutionProfile:
     raise LookupError(f"no program has run on trn device {device_id} yet")
   streams = {name: StreamTime(float(s["busy_ns"]), int(s["instructions"]))
              for name, s in raw["streams"].items()}
-  debug = tuple(DebugEntry(d["op"], d["name"], d["location"]) for d in raw.get("debug", ()))
+  debug = tuple(DebugEntry(d["op"], d["name"], d["location"], d["lowering"], d["rule"])
+                for d in raw.get("debug", ()))
   return ExecutionProfile(int(device_id), float(raw["device_time_ns"]), int(raw["matmul_flops"]),
                           streams, list(raw.get("timeline", [])), debug, raw.get("target", ""))

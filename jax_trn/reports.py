@@ -3,14 +3,15 @@ GpSimd general-purpose fallback), with the user's source lines, so slow paths ar
 
 from __future__ import annotations
 
+from hlo_lowering.report import CompileReport
+from jax_trn import compilation
 
-def compile_report():
+
+def compile_report() -> CompileReport | None:
   """The report of the most recent trn compilation in this process (None before the first)."""
-  from hlo_lowering import driver
-  return driver.last_report()
+  return compilation.last_report()
 
 
-def compile_reports() -> list:
+def compile_reports() -> list[CompileReport]:
   """Every trn compile report of this process, oldest first."""
-  from hlo_lowering import driver
-  return driver.reports()
+  return compilation.reports()

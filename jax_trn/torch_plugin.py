@@ -17,8 +17,12 @@ import logging
 
 from torch_xla.experimental import plugins
 
-from jax_trn import config
-from jax_trn import plugin as _jax_plugin
+from jax_trn import _libraries
+
+_libraries.require()  # torch_xla raises what its plugin's import raises: the fix reaches the user
+
+from jax_trn import config  # noqa: E402
+from jax_trn import plugin as _jax_plugin  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +31,7 @@ class TrnPlugin(plugins.DevicePlugin):
   """torch_xla's view of jax-trn: the PJRT library and the simulated system's options."""
 
   def library_path(self) -> str:
-    path = _jax_plugin.library_path()
-    if not path.exists():
-      raise RuntimeError(f"jax-trn's PJRT plugin is missing at {path}: reinstall jax-trn")
-    return str(path)
+    return str(_jax_plugin.library_path())
 
   def physical_chip_count(self) -> int:
     return config.current().chips

@@ -15,11 +15,14 @@ Client::Client(const ClientOptions& options) : options_(options) {
                       ", " + std::to_string(options.chips) + " chip" +
                       (options.chips == 1 ? "" : "s") + ", LNC=" + std::to_string(options.lnc) +
                       ", " + std::to_string(per_chip) + " devices per chip, simulated)";
+  executions_ = std::make_shared<sim::ExecutionIndex>(options.chips * per_chip);
+  sim::ExecutionIndex::Register(executions_);
   for (int chip = 0; chip < options.chips; ++chip) {
     for (int core = 0; core < per_chip; ++core) {
       const int id = chip * per_chip + core;
       devices_.push_back(std::make_unique<Device>(id, chip, core, *options.target, options.lnc,
-                                                  options.hbm_bytes_per_device, 2 * id));
+                                                  options.hbm_bytes_per_device, 2 * id,
+                                                  executions_.get()));
       device_handles_.push_back(devices_.back().get());
       for (PJRT_Memory* memory : devices_.back()->memories()) memory_handles_.push_back(memory);
     }
@@ -35,12 +38,9 @@ StatusOr<Device*> Client::LookupDevice(int id) const {
   return devices_[id].get();
 }
 
-StatusOr<Device*> Client::AssignedDevice(std::string_view compile_options) const {
-  if (compile_options.empty()) return devices_.front().get();
-  StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
-  if (!options.ok()) return options.status();
-  if (options->assigned_devices.empty()) return devices_.front().get();
-  StatusOr<Device*> device = LookupDevice(static_cast<int>(options->assigned_devices.front()));
+StatusOr<Device*> Client::AssignedDevice(const CompileOptions& options) const {
+  if (options.assigned_devices.empty()) return devices_.front().get();
+  StatusOr<Device*> device = LookupDevice(static_cast<int>(options.assigned_devices.front()));
   if (!device.ok()) {
     return InvalidArgument("compile options assign a device that does not exist: " +
                            device.status().message());
@@ -64,10 +64,11 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::LoadProgram(std::string_view
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view code,
                                                             std::string_view format,
                                                             std::string_view compile_options) {
-  StatusOr<Device*> device = AssignedDevice(compile_options);
+  StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
+  if (!options.ok()) return options.status();
+  StatusOr<Device*> device = AssignedDevice(*options);
   if (!device.ok()) return device.status();
-  StatusOr<std::string> program =
-      CompileInPython(code, format, compile_options, options_.target->name);
+  StatusOr<std::string> program = CompileInPython(code, format, *options, *options_.target);
   if (!program.ok()) return program.status();
   StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, *device);
   if (!executable.ok() && executable.status().code() == StatusCode::kInvalidArgument) {
@@ -80,7 +81,9 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view cod
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::DeserializeAndLoad(
     std::string_view program, std::string_view compile_options) {
-  StatusOr<Device*> device = AssignedDevice(compile_options);
+  StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
+  if (!options.ok()) return options.status();
+  StatusOr<Device*> device = AssignedDevice(*options);
   if (!device.ok()) return device.status();
   return LoadProgram(program, *device);
 }

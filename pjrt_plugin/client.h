@@ -10,6 +10,7 @@
 
 #include "buffer.h"
 #include "client_options.h"
+#include "compile_options.h"
 #include "device.h"
 #include "loaded_executable.h"
 #include "pjrt_c_api.h"
@@ -60,13 +61,15 @@ class Client : public PJRT_Client {
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) const;
 
  private:
-  StatusOr<Device*> AssignedDevice(std::string_view compile_options) const;
+  StatusOr<Device*> AssignedDevice(const CompileOptions& options) const;
   StatusOr<std::unique_ptr<LoadedExecutable>> LoadProgram(std::string_view program,
                                                           Device* device) const;
 
   ClientOptions options_;
   std::string platform_name_ = "trn";
   std::string platform_version_;
+  // Each device's latest completed execution; declared before devices_, which point at it.
+  std::shared_ptr<sim::ExecutionIndex> executions_;
   std::vector<std::unique_ptr<Device>> devices_;  // owned; created with the client, by id
   std::vector<PJRT_Device*> device_handles_;
   std::vector<PJRT_Memory*> memory_handles_;  // every device's memories, by id

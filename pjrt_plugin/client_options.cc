@@ -53,7 +53,7 @@ StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_
   ClientOptions result;
   result.target = sim::FindTarget(target_name);
   if (result.target == nullptr) {
-    return InvalidArgument("unknown trn target '" + target_name + "'; known: trn1, trn2, trn3");
+    return InvalidArgument("unknown trn target '" + target_name + "'; known: " + sim::KnownTargets());
   }
   if (chips < 1 || chips > 1024) {
     return InvalidArgument("trn chips must be between 1 and 1024, got " + std::to_string(chips));

@@ -7,6 +7,8 @@ namespace {
 
 // Field numbers from xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
 constexpr int kCompileOptionsExecutableBuildOptions = 3;
+constexpr int kBuildOptionsNumReplicas = 4;
+constexpr int kBuildOptionsNumPartitions = 5;
 constexpr int kBuildOptionsDeviceAssignment = 9;
 constexpr int kDeviceAssignmentReplicaCount = 1;
 constexpr int kDeviceAssignmentComputationCount = 2;
@@ -34,6 +36,11 @@ Status ReadBuildOptions(std::string_view bytes, CompileOptions& options) {
   return ForEachWireField(bytes, "ExecutableBuildOptionsProto", [&](const WireField& f) -> Status {
     if (f.number == kBuildOptionsDeviceAssignment && f.wire_type == 2) {
       return ReadDeviceAssignment(f.bytes, options);
+    }
+    if (f.number == kBuildOptionsNumReplicas && f.wire_type == 0) {
+      options.num_replicas = static_cast<int64_t>(f.varint);
+    } else if (f.number == kBuildOptionsNumPartitions && f.wire_type == 0) {
+      options.num_partitions = static_cast<int64_t>(f.varint);
     }
     return Status::Ok();
   });

@@ -1,5 +1,5 @@
-// The fields of a serialized xla.CompileOptionsProto this plugin acts on. The compiler (Python)
-// reads the rest; the plugin needs only which device the executable is bound to.
+// The fields of a serialized xla.CompileOptionsProto that the plugin and the compiler act on: the
+// one parser of the proto (the compiler receives these values through compiler_bridge.cc).
 #pragma once
 
 #include <cstdint>
@@ -12,10 +12,13 @@
 
 namespace trn::pjrt {
 
-// Replica and partition counts are the compiler's to check (it refuses more than one of each).
 struct CompileOptions {
   // executable_build_options.device_assignment, flattened replica-major; empty when absent.
   std::vector<int64_t> assigned_devices;
+  // executable_build_options.num_replicas / num_partitions, 0 when absent. The compiler checks
+  // them (it refuses more than one partition, and cross-replica ops in a replicated program).
+  int64_t num_replicas = 0;
+  int64_t num_partitions = 0;
 };
 
 StatusOr<CompileOptions> ParseCompileOptions(std::string_view serialized);

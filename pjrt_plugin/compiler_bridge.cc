@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <string>
+#include <variant>
 
 namespace trn::pjrt {
 namespace {
@@ -139,18 +140,62 @@ class GilLock {
   PyGILState_STATE state_;
 };
 
-StatusOr<std::string> CallCompiler(std::string_view code, std::string_view format,
-                                   std::string_view compile_options, std::string_view target) {
-  PyRef driver(PyImport_ImportModule("hlo_lowering.driver"));
-  if (!driver) {
-    return FailedPrecondition("the trn compiler (hlo_lowering.driver) could not be imported: " +
-                              PythonError::Fetch().Summary());
+// A new reference to a Python value of a target figure.
+PyObject* FigureValue(const sim::TargetFigure& figure) {
+  if (const int64_t* i = std::get_if<int64_t>(&figure.value)) return PyLong_FromLongLong(*i);
+  if (const double* d = std::get_if<double>(&figure.value)) return PyFloat_FromDouble(*d);
+  return PyUnicode_FromString(std::get<const char*>(figure.value));
+}
+
+// Sets dict[name] = value, taking ownership of `value`; false on failure (exception pending).
+bool SetItem(PyObject* dict, const char* name, PyObject* value) {
+  PyRef owned(value);
+  return owned && PyDict_SetItemString(dict, name, owned.get()) == 0;
+}
+
+// {"num_replicas": ..., "num_partitions": ...}, or nullptr with an exception pending.
+PyObject* OptionsDict(const CompileOptions& options) {
+  PyObject* dict = PyDict_New();
+  if (dict == nullptr ||
+      !SetItem(dict, "num_replicas", PyLong_FromLongLong(options.num_replicas)) ||
+      !SetItem(dict, "num_partitions", PyLong_FromLongLong(options.num_partitions))) {
+    Py_XDECREF(dict);
+    return nullptr;
   }
-  PyRef result(PyObject_CallMethod(driver.get(), "compile_for_pjrt", "y#s#y#s#", code.data(),
+  return dict;
+}
+
+// The target description, or nullptr with an exception pending.
+PyObject* TargetDict(const sim::TargetSpec& target) {
+  PyObject* dict = PyDict_New();
+  if (dict == nullptr) return nullptr;
+  for (const sim::TargetFigure& figure : sim::TargetFigures(target)) {
+    if (!SetItem(dict, figure.name, FigureValue(figure))) {
+      Py_DECREF(dict);
+      return nullptr;
+    }
+  }
+  return dict;
+}
+
+StatusOr<std::string> CallCompiler(std::string_view code, std::string_view format,
+                                   const CompileOptions& options, const sim::TargetSpec& target) {
+  PyRef service(PyImport_ImportModule("jax_trn.compilation"));
+  if (!service) {
+    return FailedPrecondition(
+        "the trn compiler (jax_trn.compilation) could not be imported: " +
+        PythonError::Fetch().Summary());
+  }
+  PyRef options_dict(OptionsDict(options));
+  PyRef target_dict(options_dict ? TargetDict(target) : nullptr);
+  if (!target_dict) {
+    return Internal("internal compiler error: the compile arguments could not be built: " +
+                    PythonError::Fetch().Summary());
+  }
+  PyRef result(PyObject_CallMethod(service.get(), "compile_for_pjrt", "y#s#OO", code.data(),
                                    static_cast<Py_ssize_t>(code.size()), format.data(),
-                                   static_cast<Py_ssize_t>(format.size()), compile_options.data(),
-                                   static_cast<Py_ssize_t>(compile_options.size()), target.data(),
-                                   static_cast<Py_ssize_t>(target.size())));
+                                   static_cast<Py_ssize_t>(format.size()), options_dict.get(),
+                                   target_dict.get()));
   if (!result) return StatusFromCompilerError();
   char* data = nullptr;
   Py_ssize_t size = 0;
@@ -166,14 +211,15 @@ StatusOr<std::string> CallCompiler(std::string_view code, std::string_view forma
 }  // namespace
 
 StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
-                                      std::string_view compile_options, std::string_view target) {
+                                      const CompileOptions& options,
+                                      const sim::TargetSpec& target) {
   // Checked through the dynamic linker first: in a process without Python the API is absent.
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
     return FailedPrecondition(
         "the trn compiler runs in-process in Python; load the plugin from a Python process");
   }
   GilLock gil;
-  return CallCompiler(code, format, compile_options, target);
+  return CallCompiler(code, format, options, target);
 }
 
 }  // namespace trn::pjrt

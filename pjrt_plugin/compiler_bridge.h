@@ -1,18 +1,23 @@
-// The call from the plugin into the trn compiler, which is Python (hlo_lowering) running in the
-// process that loaded the plugin.
+// The call from the plugin into the trn compiler, which is Python (hlo_lowering, behind the
+// plugin's compile service jax_trn.compilation) running in the process that loaded the plugin.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "compile_options.h"
 #include "sim/status.h"
+#include "sim/target_spec.h"
 
 namespace trn::pjrt {
 
-// hlo_lowering.driver.compile_for_pjrt(code, fmt, compile_options, target) -> program bytes.
+// jax_trn.compilation.compile_for_pjrt(code, fmt, options, target) -> program bytes, where
+// `options` is {"num_replicas": n, "num_partitions": n} as ParseCompileOptions read them and
+// `target` the target description ({figure name: value}, sim::TargetFigures).
 // Compile errors keep the compiler's code and message; anything else is INTERNAL with the
 // exception type and the end of its traceback.
 StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
-                                      std::string_view compile_options, std::string_view target);
+                                      const CompileOptions& options,
+                                      const sim::TargetSpec& target);
 
 }  // namespace trn::pjrt

@@ -3,8 +3,8 @@
 namespace trn::pjrt {
 
 Device::Device(int id, int chip, int core_on_chip, const sim::TargetSpec& target, int lnc,
-               int64_t hbm_bytes, int first_memory_id)
-    : description_(id, chip, core_on_chip, target, lnc) {
+               int64_t hbm_bytes, int first_memory_id, sim::ExecutionIndex* executions)
+    : description_(id, chip, core_on_chip, target, lnc), executions_(executions) {
   hbm_ = std::make_unique<Memory>(first_memory_id, MemoryKind::kDevice, this, hbm_bytes);
   pinned_host_ = std::make_unique<Memory>(first_memory_id + 1, MemoryKind::kPinnedHost, this,
                                           /*capacity=*/-1);

@@ -114,10 +114,10 @@ StatusOr<std::vector<std::unique_ptr<Buffer>>> LoadedExecutable::Execute(
 
   sim::ExecuteOptions options;
   options.record_timeline = sim::RecordTimelineRequested();  // TRN_PROFILE or profile.trace()
-  sim::ExecutionProfile profile;
-  TRN_RETURN_IF_ERROR(sim::Execute(program, input_data, output_data, options, &profile));
-  profile.program = executable_.shared_program();
-  sim::RecordLastExecution(device->id(), std::move(profile));
+  auto profile = std::make_shared<sim::ExecutionProfile>();
+  TRN_RETURN_IF_ERROR(sim::Execute(program, input_data, output_data, options, profile.get()));
+  profile->program = executable_.shared_program();
+  device->PublishExecution(std::move(profile));  // complete: immutable from here on
 
   std::vector<std::unique_ptr<Buffer>> results;
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -11,15 +11,17 @@ import numpy as np
 import pytest
 
 from cpu_reference import assert_close
-from hlo_lowering import driver
+from hlo_lowering import jaxlib_private, pipeline
+from hlo_lowering.program import ProgramBuilder
+from hlo_lowering.report import CompileReport
+from jax_trn import compilation, config
 
 
 def artifact(f, *args) -> bytes:
   """The portable artifact JAX would hand a plugin for jit(f)(*args)."""
-  from jax._src.lib import _jax
   from jaxlib.mlir.dialects import stablehlo
   text = jax.jit(f).lower(*args).as_text(debug_info=True)
-  return _jax.mlir.serialize_portable_artifact(text, stablehlo.get_current_version(), False)
+  return jaxlib_private.serialize_portable_artifact(text, stablehlo.get_current_version())
 
 
 def native():
@@ -28,9 +30,29 @@ def native():
                              exc_type=ImportError)
 
 
+def compile_code(code: bytes, fmt: str = "mlir", target: str = "trn2", **options) -> bytes:
+  """Compiles program bytes through the plugin's compile service as PJRT_Client_Compile does;
+  `options` are parsed compile options (num_replicas=4)."""
+  return compilation.compile_for_pjrt(code, fmt, options, config.target_spec(target))
+
+
 def compile_fn(f, *args, target: str = "trn2") -> bytes:
-  native()
-  return driver.compile_for_pjrt(artifact(f, *args), "mlir", b"", target)
+  """The program, validated by the C++ loader (as the plugin's compile path does)."""
+  program = compile_code(artifact(f, *args), target=target)
+  native().program_info(program)
+  return program
+
+
+def through_backend(builder: ProgramBuilder) -> ProgramBuilder:
+  """A hand-written program after the back-end stages, as a compiled one: its semaphore waits
+  derived (its explicit DMA queues and absolute tile offsets kept), ready to serialize."""
+  pipeline.run_backend(builder, config.target_spec(builder.target), CompileReport())
+  return builder
+
+
+def finish(builder: ProgramBuilder) -> bytes:
+  """`through_backend(builder)`, serialized."""
+  return through_backend(builder).serialize()
 
 
 def run_program(program: bytes, args) -> list[np.ndarray]:

@@ -7,14 +7,15 @@ import sys
 import tempfile
 
 
-def run_python(code: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+def run_python(code: str, env: dict | None = None, timeout: int = 300,
+               cwd: str | None = None) -> subprocess.CompletedProcess:
   """`python -c code` with `env` merged over ours, minus TRN_* (except the test session's
   TRN_CACHE_DIR) and JAX_PLATFORMS unless given.
 
-  It starts in a neutral directory: from the repository root, `-c` would import the source tree's
-  jax_trn instead of the installed one."""
+  It starts in a neutral directory unless `cwd` is given: from the repository root, `-c` would
+  import the source tree's jax_trn instead of the installed one."""
   child_env = {k: v for k, v in os.environ.items()
                if (not k.startswith("TRN_") or k == "TRN_CACHE_DIR") and k != "JAX_PLATFORMS"}
   child_env.update(env or {})
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                        env=child_env, timeout=timeout, cwd=tempfile.gettempdir())
+                        env=child_env, timeout=timeout, cwd=cwd or tempfile.gettempdir())

@@ -1,4 +1,4 @@
-"""The persistent compile cache (hlo_lowering/compile_cache.py): fresh processes share compiled
+"""The persistent compile cache (jax_trn/compile_cache.py): fresh processes share compiled
 programs and compile reports through TRN_CACHE_DIR; invalid entries, disabling, the size cap and
 concurrent writers."""
 
@@ -15,7 +15,7 @@ import pytest
 
 import compiler_harness as harness
 from fresh_process import run_python
-from hlo_lowering import compile_cache, driver
+from jax_trn import compilation, compile_cache
 
 # A training step (matmuls, tanh, reductions), then a couple of eager ops, on trn; prints the
 # cache statistics, a hash of every program it compiled, the report texts and the results.
@@ -27,14 +27,14 @@ _SCRIPT = textwrap.dedent("""
       plugin.initialize()
     import jax, jax.numpy as jnp, numpy as np
     import jax_trn
-    from hlo_lowering import driver
+    from jax_trn import compilation
     programs = []
-    compile_for_pjrt = driver.compile_for_pjrt
+    compile_for_pjrt = compilation.compile_for_pjrt
     def recording(*args):
       program = compile_for_pjrt(*args)
       programs.append(hashlib.sha256(program).hexdigest())
       return program
-    driver.compile_for_pjrt = recording
+    compilation.compile_for_pjrt = recording
     trn = jax.devices("trn")[0]
     def loss(w, x):
       return jnp.mean(jnp.tanh(x @ w) ** 2)
@@ -45,7 +45,7 @@ _SCRIPT = textwrap.dedent("""
     reports = [jax_trn.compile_report().format()]
     y = jnp.exp(x) * 2.0
     reports.append(jax_trn.compile_report().format())
-    print(json.dumps({"stats": driver.cache_stats(), "count": driver.compile_count(),
+    print(json.dumps({"stats": compilation.cache_stats(), "count": compilation.compile_count(),
                       "programs": programs, "reports": reports,
                       "grad": np.asarray(grad).tolist(), "y": float(np.asarray(y).sum())}))
 """)
@@ -106,7 +106,7 @@ def test_concurrent_writers_do_not_corrupt(tmp_path):
   assert after["programs"] == outs[0]["programs"] and after["reports"] == outs[0]["reports"]
 
 
-# --- in this process: the driver reads TRN_CACHE_DIR at every compile --------------------------
+# --- in this process: the compile service reads TRN_CACHE_DIR at every compile --------------------------
 
 def _f(v):
   return jnp.tanh(v) * 3.0 + 1.0
@@ -121,14 +121,14 @@ def cache(tmp_path, monkeypatch):
 
 def test_hit_in_process_restores_the_report(cache):
   x = np.linspace(-2, 2, 300, dtype=np.float32).reshape(3, 100)
-  before = driver.cache_stats()
+  before = compilation.cache_stats()
   program = harness.compile_fn(_f, x)
-  report = driver.last_report()
+  report = compilation.last_report()
   again = harness.compile_fn(_f, x)
-  stats = driver.cache_stats()
+  stats = compilation.cache_stats()
   assert stats["misses"] == before["misses"] + 1 and stats["hits"] == before["hits"] + 1
   assert again == program
-  assert driver.last_report() == report and driver.last_report() is not report
+  assert compilation.last_report() == report and compilation.last_report() is not report
 
 
 def test_corrupted_entries_are_recompiled_and_rewritten(cache):
@@ -140,12 +140,36 @@ def test_corrupted_entries_are_recompiled_and_rewritten(cache):
   for bad in (good[:len(good) // 2], good[:10], b"",
               good[:200] + bytes([good[200] ^ 0xFF]) + good[201:]):
     path.write_bytes(bad)
-    misses = driver.cache_stats()["misses"]
+    misses = compilation.cache_stats()["misses"]
     assert harness.compile_fn(_f, x) == program
-    assert driver.cache_stats()["misses"] == misses + 1
+    assert compilation.cache_stats()["misses"] == misses + 1
     assert path.read_bytes() == good
   harness.check(_f, x)
 
+
+
+def _g(x):
+  return jnp.sin(x) + 1.0
+
+
+def test_entries_renamed_onto_each_other_are_not_served_as_each_other(cache):
+  """Two valid entries swapped by name: each is refused (it records its own key) and recompiled,
+  never served as the other program (that would be a wrong result)."""
+  x = np.linspace(-2, 2, 200, dtype=np.float32).reshape(2, 100)
+  program_f = harness.compile_fn(_f, x)
+  (entry_f,) = _entries(cache)
+  program_g = harness.compile_fn(_g, x)
+  (entry_g,) = [e for e in _entries(cache) if e != entry_f]
+  path_f, path_g = cache / entry_f, cache / entry_g
+  bytes_f, bytes_g = path_f.read_bytes(), path_g.read_bytes()
+  path_f.write_bytes(bytes_g)
+  path_g.write_bytes(bytes_f)
+  misses = compilation.cache_stats()["misses"]
+  assert harness.compile_fn(_f, x) == program_f
+  assert harness.compile_fn(_g, x) == program_g
+  assert compilation.cache_stats()["misses"] == misses + 2
+  assert path_f.read_bytes() == bytes_f and path_g.read_bytes() == bytes_g
+  harness.check(_g, x)
 
 def test_every_key_part_changes_the_key(monkeypatch):
   base = dict(code=b"module", fmt="mlir", compile_options=b"num_replicas=1", target="trn2",
@@ -175,17 +199,17 @@ def test_eviction_keeps_the_directory_under_the_cap(cache, monkeypatch):
     assert sum(os.path.getsize(cache / e) for e in _entries(cache)) <= cap
   assert 1 <= len(_entries(cache)) <= 2
   # The newest entry survives: compiling it again hits.
-  hits = driver.cache_stats()["hits"]
+  hits = compilation.cache_stats()["hits"]
   harness.compile_fn(_f, np.ones((2, 9), np.float32))
-  assert driver.cache_stats()["hits"] == hits + 1
+  assert compilation.cache_stats()["hits"] == hits + 1
 
 
 def test_disabled_or_patched_pipeline_bypasses(cache, monkeypatch):
   x = np.ones((3, 3), np.float32)
   monkeypatch.setenv("TRN_CACHE_DIR", "0")
-  bypassed = driver.cache_stats()["bypassed"]
+  bypassed = compilation.cache_stats()["bypassed"]
   harness.compile_fn(_f, x)
-  assert driver.cache_stats()["bypassed"] == bypassed + 1 and not _entries(cache)
+  assert compilation.cache_stats()["bypassed"] == bypassed + 1 and not _entries(cache)
   monkeypatch.setenv("TRN_CACHE_DIR", str(cache))
   monkeypatch.setenv("TRN_DUMP_IR", str(cache / "dump"))
   harness.compile_fn(_f, x)

@@ -7,7 +7,8 @@ import jax
 import numpy as np
 
 import compiler_harness as harness
-from hlo_lowering import driver
+from hlo_lowering import compiler
+from jax_trn import config
 
 ROOT = pathlib.Path(__file__).parent.parent
 DOC = ROOT / "docs" / "adding-an-op.md"
@@ -31,6 +32,8 @@ def test_step_1_jax_emits_the_op():
 def test_steps_3_and_4_compile_report_and_run():
   f = lambda x, y: jax.lax.optimization_barrier((x * 2, y))
   x = np.arange(390, dtype=np.float32).reshape(3, 130)
-  harness.compile_fn(f, x, x)
-  assert driver.last_report().summary()["stablehlo.optimization_barrier"] == {"native": 1}
+  program, report = compiler.compile_program(harness.artifact(f, x, x), "mlir",
+                                             compiler.CompileOptions(), config.target_spec("trn2"))
+  assert report.summary()["stablehlo.optimization_barrier"] == {"native": 1}
+  assert program == harness.compile_fn(f, x, x)
   harness.check(f, x, x)

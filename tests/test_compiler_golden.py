@@ -5,8 +5,8 @@ import os
 import pathlib
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.program import disassemble
+from jax_trn import compilation
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "compiler_small_program.txt"
 
@@ -27,7 +27,7 @@ func.func public @main(%x: tensor<300xf32>, %y: tensor<300xf32>) -> tensor<300xf
 
 def test_small_program_matches_golden():
   harness.native()
-  actual = disassemble(driver.compile_text(PROGRAM))
+  actual = disassemble(compilation.compile_text(PROGRAM))
   if os.environ.get("TRN_UPDATE_GOLDEN"):
     GOLDEN.write_text(actual)
   assert actual == GOLDEN.read_text()

@@ -1,11 +1,13 @@
 """IR in / IR out tests of each pass, plus the importer, the verifier and TRN_DUMP_IR."""
 
+import pathlib
+import re
 import textwrap
 
 import numpy as np
 import pytest
 
-from hlo_lowering import importer, ir_printer, pipeline, verifier
+from hlo_lowering import backend, importer, ir_printer, pipeline, verifier
 from hlo_lowering.passes import (canonicalize, check_supported, inline_calls,
                                  normalize_dot_general, strip_single_device_sharding,
                                  unroll_static_loops)
@@ -223,3 +225,46 @@ def test_verifier_catches_use_before_definition():
   body.ops.insert(0, body.ops.pop(-1))  # return before the add
   with pytest.raises(verifier.IRVerificationError, match="before its definition"):
     verifier.verify_module(module, "broken-pass")
+
+
+def test_verifier_checks_what_the_pass_ensures():
+  module = _module(CALLS)
+  with pytest.raises(verifier.IRVerificationError, match="twice.* remain besides the entry function"):
+    verifier.verify_module(module, "inline-calls")
+  inline_calls.run(module)
+  verifier.verify_module(module, "inline-calls")
+  dot = _module("""
+  func.func @main(%a: tensor<8x5xf32>, %b: tensor<5x3xf32>) -> tensor<8x3xf32> {
+    %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+        : (tensor<8x5xf32>, tensor<5x3xf32>) -> tensor<8x3xf32>
+    return %0 : tensor<8x3xf32>
+  }""")
+  with pytest.raises(verifier.IRVerificationError, match="is not in batch-matmul form"):
+    verifier.verify_module(dot, "normalize-dot-general")
+  verifier.verify_module(dot, "inline-calls")  # each pass is held to its own Ensures only
+  normalize_dot_general.run(dot)
+  verifier.verify_module(dot, "normalize-dot-general")
+
+
+def test_check_supported_names_an_op_without_a_rule():
+  module = _module("""
+  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.custom_call @no_such_target(%a) : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+  """)
+  with pytest.raises(CompileError, match="custom_call is not supported.*no lowering rule is "
+                                         "registered"):
+    check_supported.run(module)
+
+
+def _table_names(section: str) -> list[str]:
+  """The first-column names of the table under `## <section>` in docs/compiler.md."""
+  text = (pathlib.Path(__file__).parents[1] / "docs" / "compiler.md").read_text()
+  body = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+  return re.findall(r"^\| `([a-z-]+)` \|", body, re.MULTILINE)
+
+
+def test_compiler_doc_lists_passes_and_stages_in_pipeline_order():
+  assert _table_names("Passes") == [p.name for p in pipeline.PASSES]
+  assert _table_names("Back-end stages") == [s.name for s in backend.STAGES]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.errors import CompileError
+from jax_trn import compilation
 
 
 def _x(shape=(8, 130)):
@@ -72,16 +72,12 @@ def test_float64_is_rejected():
   }"""
   harness.native()
   with pytest.raises(CompileError, match="no float64"):
-    driver.compile_text(text)
+    compilation.compile_text(text)
 
 
 def test_multi_device_options_are_rejected():
-  from jax._src.lib import xla_client
-  options = xla_client.CompileOptions()
-  options.num_partitions = 4
   with pytest.raises(CompileError, match="multi-device") as info:
-    driver.compile_for_pjrt(harness.artifact(jnp.sin, _x()), "mlir",
-                            options.SerializeAsString(), "trn2")
+    harness.compile_code(harness.artifact(jnp.sin, _x()), num_partitions=4)
   assert info.value.code == "UNIMPLEMENTED"
 
 
@@ -89,15 +85,15 @@ def test_hlo_proto_input_and_report():
   harness.native()
   f = lambda x: jnp.tanh(x) + jnp.transpose(x)
   proto = jax.jit(f).lower(_x((5, 5))).compiler_ir("hlo").as_serialized_hlo_module_proto()
-  before = driver.compile_count()
-  driver.compile_for_pjrt(proto, "hlo", b"", "trn2")
-  assert driver.compile_count() == before + 1
-  summary = driver.last_report().summary()
+  before = compilation.compile_count()
+  harness.compile_code(proto, "hlo")
+  assert compilation.compile_count() == before + 1
+  summary = compilation.last_report().summary()
   assert summary["stablehlo.tanh"] == {"native": 1}
   assert summary["stablehlo.transpose"] == {"gpsimd": 1}
 
 
 def test_invalid_program_is_invalid_argument():
   with pytest.raises(CompileError) as info:
-    driver.compile_for_pjrt(b"not mlir at all", "mlir", b"", "trn2")
+    harness.compile_code(b"not mlir at all")
   assert info.value.code == "INVALID_ARGUMENT"

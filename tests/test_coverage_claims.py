@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from hlo_lowering import coverage, driver, limitations
+from hlo_lowering import coverage, limitations
 from hlo_lowering.errors import CompileError
+from jax_trn import compilation
 
 pytest.importorskip("jax_trn._native", reason="jax_trn._native is not built", exc_type=ImportError)
 
@@ -475,8 +476,8 @@ ROWS = {row.op: row for row in coverage.table()}
 
 
 def _compile(text: str) -> dict[str, dict[str, int]]:
-  driver.compile_text(text)
-  return driver.last_report().summary()
+  compilation.compile_text(text)
+  return compilation.last_report().summary()
 
 
 def test_every_op_has_a_program():

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import linen as nn
 
 from cpu_reference import assert_close
@@ -44,6 +45,7 @@ def _train(device, steps=8):
   return np.array(losses), params
 
 
+@pytest.mark.slow
 def test_flax_adamw_training_matches_cpu(trn, cpu):
   cpu_losses, cpu_params = _train(cpu)
   trn_losses, trn_params = _train(trn)

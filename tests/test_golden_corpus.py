@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.program import disassemble
+from jax_trn import compilation
 
 CORPUS = pathlib.Path(__file__).parent / "golden" / "corpus"
 PROGRAMS = sorted(p.stem for p in CORPUS.glob("*.mlir"))
@@ -81,7 +81,7 @@ def _check_snapshot(path: pathlib.Path, actual: str) -> None:
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_corpus_program_matches_snapshot(name):
   harness.native()
-  program = driver.compile_text((CORPUS / f"{name}.mlir").read_text(), "trn2")
+  program = compilation.compile_text((CORPUS / f"{name}.mlir").read_text(), "trn2")
   _check_snapshot(CORPUS / f"{name}.disasm.txt", disassemble(program))
   _check_snapshot(CORPUS / f"{name}.run.json", _run_record(program, name))
 

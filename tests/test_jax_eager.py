@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hlo_lowering import driver
+from jax_trn import compilation
 
 
 def test_eager_sequence_matches_numpy(trn):
@@ -23,15 +23,15 @@ def test_repeated_signatures_reuse_programs(trn):
     return v * 3 + 1
 
   x = jax.device_put(np.ones((5, 7), np.float32), trn)
-  start = driver.compile_count()
+  start = compilation.compile_count()
   step(x)
-  assert driver.compile_count() > start  # new signatures compile
-  warmed = driver.compile_count()
+  assert compilation.compile_count() > start  # new signatures compile
+  warmed = compilation.compile_count()
   for _ in range(5):
     y = step(x)
-  assert driver.compile_count() == warmed
+  assert compilation.compile_count() == warmed
   z = step(jax.device_put(np.ones((6, 7), np.float32), trn))  # a new shape compiles again
-  assert driver.compile_count() > warmed
+  assert compilation.compile_count() > warmed
   np.testing.assert_array_equal(np.asarray(y), np.full((5, 7), 4, np.float32))
   np.testing.assert_array_equal(np.asarray(z), np.full((6, 7), 4, np.float32))
 
@@ -40,9 +40,9 @@ def test_jit_compiles_once_per_signature(trn):
   f = jax.jit(lambda v: jnp.tanh(v) + 1)
   x = jax.device_put(np.zeros((33,), np.float32), trn)
   f(x)
-  before = driver.compile_count()
+  before = compilation.compile_count()
   for _ in range(3):
     f(x)
-  assert driver.compile_count() == before
+  assert compilation.compile_count() == before
   f(jax.device_put(np.zeros((34,), np.float32), trn))
-  assert driver.compile_count() == before + 1
+  assert compilation.compile_count() == before + 1

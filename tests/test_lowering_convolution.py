@@ -15,7 +15,7 @@ import pytest
 
 import compiler_harness as harness
 from cpu_reference import sum_of_products_bounds
-from hlo_lowering import driver
+from jax_trn import compilation
 
 conv = jax.lax.conv_general_dilated
 
@@ -31,7 +31,7 @@ def _check(f, *args, contraction: int, kind: str, count: int = 1):
   """Compares with CPU within the error bound of a `contraction`-term fp32 sum (integers exactly)
   and checks which rule lowered every convolution."""
   harness.check(f, *args, bounds=sum_of_products_bounds(f, *args, terms=contraction))
-  assert driver.last_report().summary()["stablehlo.convolution"] == {kind: count}
+  assert compilation.last_report().summary()["stablehlo.convolution"] == {kind: count}
 
 
 # (name, lhs shape, rhs shape, kwargs of conv_general_dilated); NCHW/OIHW unless dimension_numbers.
@@ -110,7 +110,7 @@ def test_gradients_of_a_conv_loss(kwargs):
                                                        3, 3), np.float32, 2)
   grad = jax.grad(lambda x, k: _loss(x, k, **kwargs), argnums=(0, 1))
   harness.check(grad, x, k, scale=40)
-  assert sum(driver.last_report().summary()["stablehlo.convolution"].values()) == 3
+  assert sum(compilation.last_report().summary()["stablehlo.convolution"].values()) == 3
 
 
 def test_flax_conv_model_forward_and_grad():
@@ -127,7 +127,7 @@ def test_flax_conv_model_forward_and_grad():
   x = _data((2, 12, 12, 3), np.float32, 1)
   params = model.init(jax.random.PRNGKey(0), x)
   harness.check(lambda p, x: model.apply(p, x), params, x, scale=20)
-  assert driver.last_report().summary()["stablehlo.convolution"] == {"native": 2}
+  assert compilation.last_report().summary()["stablehlo.convolution"] == {"native": 2}
   loss = lambda p, x: jnp.mean(model.apply(p, x) ** 2)
   harness.check(jax.grad(loss), params, x, scale=40)
 
@@ -139,7 +139,7 @@ def test_3x3_conv_64_channels_device_time_against_tensor_engine_peak():
   x, k = _data((8, 64, 32, 32), np.float32, 1), _data((64, 64, 3, 3), np.float32, 2)
   f = lambda x, k: conv(x, k, (1, 1), "SAME")
   program = harness.compile_fn(f, x, k)
-  assert driver.last_report().summary()["stablehlo.convolution"] == {"native": 1}
+  assert compilation.last_report().summary()["stablehlo.convolution"] == {"native": 1}
   outputs, profile = harness.native().run_program(program, [x, k])
   cpu = jax.devices("cpu")[0]
   expected = np.asarray(jax.jit(f)(jax.device_put(x, cpu), jax.device_put(k, cpu)))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import driver
+from jax_trn import compilation
 
 
 def _data(shape, dtype=np.float32, seed=0):
@@ -20,7 +20,7 @@ def _data(shape, dtype=np.float32, seed=0):
 @pytest.mark.parametrize("i", [0, 3, -2, 11])
 def test_index_with_traced_scalar(i):
   harness.check(lambda x, i: x[i], _data((6, 130)), np.int32(i))
-  assert driver.last_report().summary()["stablehlo.dynamic_slice"] == {"gpsimd": 1}
+  assert compilation.last_report().summary()["stablehlo.dynamic_slice"] == {"gpsimd": 1}
 
 
 def test_index_with_array():
@@ -30,7 +30,7 @@ def test_index_with_array():
   harness.check(lambda x, i: x[:, i[0]], x, np.array([[4, 0, 1]], np.int32))
   harness.check(lambda x, i, j: x[i, :, j], x, np.array([1, 5], np.int32),
                 np.array([2, 0], np.int32))
-  assert "stablehlo.gather" in driver.last_report().summary()
+  assert "stablehlo.gather" in compilation.last_report().summary()
 
 
 def test_take_along_axis():
@@ -60,7 +60,7 @@ def test_scatter_with_duplicates_and_out_of_range(update):
   idx = np.array([1, 3, 1, 8, -1, 1], np.int32)  # duplicates; 8 is dropped, -1 wraps to 5
   values = _data((6, 4), seed=2)
   harness.check(lambda x, i, v: getattr(x.at[i], update)(v), x, idx, values)
-  assert driver.last_report().summary()["stablehlo.scatter"] == {"gpsimd": 1}
+  assert compilation.last_report().summary()["stablehlo.scatter"] == {"gpsimd": 1}
 
 
 def test_scatter_drop_mode_and_int():
@@ -86,7 +86,7 @@ def test_dynamic_slice_clamps(start):
 def test_dynamic_update_slice_clamps(start):
   harness.check(lambda x, u, i, j: jax.lax.dynamic_update_slice(x, u, (i, j)), _data((6, 130)),
                 _data((3, 4), seed=5), np.int32(start[0]), np.int32(start[1]))
-  assert driver.last_report().summary()["stablehlo.dynamic_update_slice"] == {"gpsimd": 1}
+  assert compilation.last_report().summary()["stablehlo.dynamic_update_slice"] == {"gpsimd": 1}
 
 
 def test_fori_style_update_with_unsigned_index():
@@ -107,5 +107,5 @@ def test_cross_entropy_with_integer_labels_and_gradient():
 
 def test_gather_report_lists_gpsimd_fallback():
   harness.compile_fn(lambda x, i: x[i], _data((4, 3)), np.array([1, 2], np.int32))
-  report = driver.last_report()
+  report = compilation.last_report()
   assert any(op.op == "stablehlo.gather" for op in report.gpsimd_ops())

@@ -14,7 +14,7 @@ import pytest
 
 import compiler_harness as harness
 from cpu_reference import sum_of_products_bounds
-from hlo_lowering import driver
+from jax_trn import compilation
 
 SIZES = [1, 127, 128, 129, 200, 300, 513]
 FLOATS = [np.float32, ml_dtypes.bfloat16, np.float16]
@@ -31,7 +31,7 @@ def _check_native(f, *args, contraction: int):
   """Compares with CPU within the error bound of a `contraction`-term fp32 sum (either backend may
   sum in any order) and checks that every dot_general ran on TensorE."""
   harness.check(f, *args, bounds=sum_of_products_bounds(f, *args, terms=contraction))
-  assert driver.last_report().summary()["stablehlo.dot_general"] == {"native": 1}
+  assert compilation.last_report().summary()["stablehlo.dot_general"] == {"native": 1}
 
 
 def _sizes(count):
@@ -94,7 +94,7 @@ def test_empty_contraction_is_zero():
 
 def test_integer_dot_stays_on_gpsimd():
   harness.check(lambda a, b: a @ b, _data((30, 17), np.int32, 1), _data((17, 9), np.int32, 2))
-  assert driver.last_report().summary()["stablehlo.dot_general"] == {"gpsimd": 1}
+  assert compilation.last_report().summary()["stablehlo.dot_general"] == {"gpsimd": 1}
 
 
 def test_matmul_1024_reaches_tensor_engine_peak_within_3x():
@@ -129,7 +129,7 @@ def test_transposed_operands_are_views(name, f, lhs, rhs):
   """A transpose feeding only dot_generals is a strided view: no GpSimd copy, no instruction."""
   x, w = _data(lhs, np.float32, 1), _data(rhs, np.float32, 2)
   _check_native(f, x, w, contraction=300)
-  report = driver.last_report()
+  report = compilation.last_report()
   assert report.gpsimd_ops() == [], name
   assert set(report.summary()["stablehlo.transpose"]) == {"native"}
 
@@ -142,7 +142,7 @@ def test_transpose_with_a_dense_consumer_is_copied():
     return x @ wt, wt + 1.0
 
   harness.check(f, x, w, scale=8)
-  assert driver.last_report().summary()["stablehlo.transpose"] == {"gpsimd": 1}
+  assert compilation.last_report().summary()["stablehlo.transpose"] == {"gpsimd": 1}
 
 
 def _profile(f, *args):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import driver
+from jax_trn import compilation
 
 REDUCERS = {"sum": jnp.sum, "max": jnp.max, "min": jnp.min}
 SHAPES_AXES = [((513,), None), ((300, 129), 0), ((300, 129), 1), ((300, 129), None),
@@ -32,7 +32,7 @@ def _data(shape, dtype, seed=0):
 
 def _check_native(f, *args, scale=1.0):
   harness.check(f, *args, scale=scale)
-  assert driver.last_report().summary()["stablehlo.reduce"] == {"native": 1}
+  assert compilation.last_report().summary()["stablehlo.reduce"] == {"native": 1}
 
 
 def _cases(dtypes, count):
@@ -86,7 +86,7 @@ def test_nan_propagates(reducer, axis):
   x[129, 599] = np.nan
   f = lambda x: REDUCERS[reducer](x, axis=axis)
   (actual,) = harness.run_program(harness.compile_fn(f, x), [x])
-  assert driver.last_report().summary()["stablehlo.reduce"] == {"native": 1}
+  assert compilation.last_report().summary()["stablehlo.reduce"] == {"native": 1}
   expected = {"max": np.max, "min": np.min}[reducer](x, axis=axis)
   np.testing.assert_array_equal(actual, expected)
 
@@ -113,7 +113,7 @@ def test_mean_and_softmax_denominator():
   x = _data((257, 1025), np.float32)
   harness.check(lambda x: jnp.mean(x, axis=-1), x, scale=30)
   harness.check(lambda x: jax.nn.softmax(x, axis=-1), x, scale=10)
-  assert driver.last_report().summary()["stablehlo.reduce"] == {"native": 2}
+  assert compilation.last_report().summary()["stablehlo.reduce"] == {"native": 2}
 
 
 def test_empty_reduction_is_init():
@@ -123,7 +123,7 @@ def test_empty_reduction_is_init():
 
 def test_multiply_reduction_stays_on_gpsimd():
   harness.check(lambda x: jnp.prod(x, axis=1), _data((20, 10), np.float32) * 0.5, scale=10)
-  assert driver.last_report().summary()["stablehlo.reduce"] == {"gpsimd": 1}
+  assert compilation.last_report().summary()["stablehlo.reduce"] == {"gpsimd": 1}
 
 
 @pytest.mark.parametrize("reducer", list(REDUCERS))

@@ -10,8 +10,8 @@ import pytest
 from jax import lax
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.errors import CompileError
+from jax_trn import compilation
 
 ALGORITHMS = {"THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
               "PHILOX": lax.RandomAlgorithm.RNG_PHILOX,
@@ -103,7 +103,7 @@ def test_philox_u64x3_state(alg, shape, bits):
   for state in ([1, 2, 3], [9, 2**64 - 3, 2**64 - 1]):
     state = np.array(state, np.uint64)
     expected = _run_cpu(text, state)
-    program = driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")
+    program = harness.compile_code(text.encode())
     actual = harness.run_program(program, [state])
     for a, e in zip(actual, expected):
       assert a.dtype == e.dtype and a.shape == e.shape
@@ -113,12 +113,12 @@ def test_philox_u64x3_state(alg, shape, bits):
 def test_threefry_rejects_a_u64x3_state():
   text = _TEXT.format(n=3, shape="7", bits=32, alg="THREE_FRY")
   with pytest.raises(CompileError, match=r"THREE_FRY takes a u64\[2\] state"):
-    driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")
+    harness.compile_code(text.encode())
 
 
 def test_report_shows_no_rng_op_left():
   harness.compile_fn(lambda k: lax.rng_bit_generator(k, (5,), jnp.uint32), KEYS[0])
-  assert "stablehlo.rng_bit_generator" not in driver.last_report().summary()
+  assert "stablehlo.rng_bit_generator" not in compilation.last_report().summary()
 
 
 def test_pass_leaves_only_integer_ops_that_verify():

@@ -11,9 +11,10 @@ import pytest
 from jax import lax
 
 import compiler_harness as harness
-from hlo_lowering import driver, importer, ir_printer
+from hlo_lowering import importer, ir_printer
 from hlo_lowering.errors import CompileError
 from hlo_lowering.passes import expand_total_order_compare
+from jax_trn import compilation
 
 # No denormals: JAX's searchsorted maps x == 0 to +0 first, and the CPU backend flushes
 # denormals to zero in that compare while NeuronCore ALUs keep them (docs/numerics.md).
@@ -100,7 +101,7 @@ def test_scatter_sub_window():
   dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
                                    scatter_dims_to_operand_dims=(0,))
   harness.check(lambda x, i, u: lax.scatter_sub(x, i, u, dn), x, idx, upd)
-  assert driver.last_report().summary().get("stablehlo.negate")
+  assert compilation.last_report().summary().get("stablehlo.negate")
 
 
 # -- 3. reduce_precision ----------------------------------------------------------------------
@@ -155,7 +156,7 @@ func.func @main(%a: tensor<3xf64>) -> tensor<3xf64> {
   return %0 : tensor<3xf64>
 }"""
   with pytest.raises(CompileError) as info:
-    driver.compile_text(text)
+    compilation.compile_text(text)
   message = str(info.value)
   assert "NeuronCores have no float64 type" in message
   assert "jax_enable_x64 off" in message and ".float()" in message

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.errors import CompileError
+from jax_trn import compilation
 
 
 def _special(shape, seed=0):
@@ -26,7 +26,7 @@ def _special(shape, seed=0):
 def test_argmax_argmin_each_axis(axis):
   x = _special((5, 6, 130))
   harness.check(lambda x: (jnp.argmax(x, axis=axis), jnp.argmin(x, axis=axis)), x)
-  assert driver.last_report().summary()["stablehlo.reduce"] == {"gpsimd": 2}
+  assert compilation.last_report().summary()["stablehlo.reduce"] == {"gpsimd": 2}
 
 
 def test_argmax_ties_ints_and_flat():
@@ -151,8 +151,8 @@ def test_torch_xla_arg_reduce_body(axis, direction):
   cases = [x, x.copy().view(np.uint32).astype(np.int32) % 7 - 3]  # and ints with many ties
   for case in cases:
     text, expected = _torch_arg_reduce(case, axis, direction)
-    program = driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")
-    assert driver.last_report().summary()["stablehlo.reduce"] == {"gpsimd": 1}
+    program = harness.compile_code(text.encode())
+    assert compilation.last_report().summary()["stablehlo.reduce"] == {"gpsimd": 1}
     values, indices = harness.run_program(program, [case])
     np.testing.assert_array_equal(indices, expected[1])
     # Bitwise, so that -0.0 and +0.0 (ties keep the accumulator) are told apart.
@@ -174,8 +174,8 @@ def test_torch_xla_body_with_another_comparison_is_a_compile_error():
   text, _ = _torch_arg_reduce(np.ones((2, 3), np.float32), 1, "GE")
   text = text.replace("stablehlo.minimum %ai", "stablehlo.maximum %ai")
   with pytest.raises(CompileError, match=r"neither JAX's argmax/argmin comparator nor torch_xla"):
-    driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")
+    harness.compile_code(text.encode())
   text, _ = _torch_arg_reduce(np.ones((2, 3), np.float32), 1, "GE")
   text = text.replace("compare GE, %a", "compare GT, %a")
   with pytest.raises(CompileError, match=r"neither JAX's argmax/argmin comparator nor torch_xla"):
-    driver.compile_for_pjrt(text.encode(), "mlir", b"", "trn2")
+    harness.compile_code(text.encode())

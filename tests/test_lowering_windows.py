@@ -14,9 +14,9 @@ import pytest
 from jax import lax
 
 import compiler_harness as harness
-from hlo_lowering import driver
 from hlo_lowering.errors import CompileError
 from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder, Scalar
+from jax_trn import compilation
 
 DTYPES = [np.float32, ml_dtypes.bfloat16, np.int32]
 
@@ -53,7 +53,7 @@ def _avg_pool(window, strides, padding, layout):
 
 
 def _gpsimd(op_name):
-  assert driver.last_report().summary()[op_name] == {"gpsimd": 1}
+  assert compilation.last_report().summary()[op_name] == {"gpsimd": 1}
 
 
 POOLS = [(2, 2, "VALID"), (3, 1, "SAME"), (3, 2, "SAME")]
@@ -177,7 +177,7 @@ def _window_program(window, out_shape=(3,), base_shape=(6,), op=Alu.ADD, dtype=D
   dst = b.tensor("output", dtype, out_shape, index=0, name="y")
   b.gp_reduce_window(op, HbmAP.dense(dst, out_shape), HbmAP.dense(src, base_shape),
                      Scalar(dtype, 0), window)
-  return b.serialize()
+  return harness.finish(b)
 
 
 def test_gp_reduce_window_runs_as_documented():
@@ -217,7 +217,7 @@ def test_select_and_scatter_rejects_bad_selector_and_dilation():
   y = b.tensor("output", DType.F32, (4,), index=0, name="y")
   b.gp_select_and_scatter(Alu.GE, Alu.ADD, HbmAP.dense(y, (4,)), HbmAP.dense(x, (4,)),
                           HbmAP.dense(s, (2,)), Scalar(DType.F32, 0), [(2, 2, 1, 1, 0, 0)])
-  program = b.serialize()
+  program = harness.finish(b)
   (out,) = harness.run_program(program, [np.array([1, 3, 2, 2], np.float32),
                                          np.array([10, 20], np.float32)])
   np.testing.assert_array_equal(out, [0, 10, 20, 0])
@@ -248,4 +248,4 @@ def test_reduce_window_empty_padding_of_a_rank_1_operand_is_a_compile_error():
   harness.native()
   with pytest.raises(CompileError, match=r"reduce_window: attribute padding has shape \[0, 2\], "
                      r"expected \[1, 2\] for a rank-1 operand, at r.py:3"):
-    driver.compile_text(_REDUCE_WINDOW_PADDING.replace("PADDING", "dense<0> : tensor<0x2xi64>"))
+    compilation.compile_text(_REDUCE_WINDOW_PADDING.replace("PADDING", "dense<0> : tensor<0x2xi64>"))

@@ -10,8 +10,9 @@ import pytest
 
 import compiler_harness as harness
 from cpu_reference import assert_close
-from hlo_lowering import driver, importer, ir_printer, pipeline
+from hlo_lowering import importer, ir_printer, pipeline
 from hlo_lowering.passes import decompose_batch_norm
+from jax_trn import compilation
 
 _MLIR_TYPES = {np.dtype(np.float32): "f32", np.dtype(ml_dtypes.bfloat16): "bf16"}
 
@@ -103,8 +104,8 @@ CASES = [((4, 6, 5, 3), 3), ((4, 3, 6, 5), 1), ((7, 130), 1), ((130, 9), 0), ((2
                          ids=lambda d: np.dtype(d).name)
 def test_batch_norm_matches_the_spec(op, shape, feature, dtype):
   epsilon = 1e-3
-  program = driver.compile_text(_program(op, shape, feature, dtype, epsilon))
-  assert not [o for o in driver.last_report().summary() if "batch_norm" in o]
+  program = compilation.compile_text(_program(op, shape, feature, dtype, epsilon))
+  assert not [o for o in compilation.last_report().summary() if "batch_norm" in o]
   args = _inputs(op, shape, feature, dtype)
   actual = harness.run_program(program, args)
   expected = [e.astype(dtype) for e in _reference(op, args, feature, epsilon)]
@@ -118,7 +119,7 @@ def test_epsilon_is_inside_the_square_root():
   args = [np.zeros(shape, np.float32), np.ones(4, np.float32), np.zeros(4, np.float32),
           np.zeros(4, np.float32), np.zeros(4, np.float32)]
   args[0][:] = 1.0
-  program = driver.compile_text(_program("inference", shape, feature, np.float32, 0.25))
+  program = compilation.compile_text(_program("inference", shape, feature, np.float32, 0.25))
   (y,) = harness.run_program(program, args)
   np.testing.assert_allclose(y, np.full(shape, 2.0), rtol=1e-6)  # 1 / sqrt(0 + 0.25)
 

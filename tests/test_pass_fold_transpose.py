@@ -11,8 +11,9 @@ import pytest
 
 import compiler_harness as harness
 from cpu_reference import sum_of_products_bounds
-from hlo_lowering import driver, importer, ir_printer, pipeline, verifier
+from hlo_lowering import importer, ir_printer, pipeline, verifier
 from hlo_lowering.passes import fold_transpose_into_dot
+from jax_trn import compilation
 
 
 def _fold(text):
@@ -191,7 +192,7 @@ def _device_time_ns(program, args) -> float:
 def test_mlp_training_step_has_no_gpsimd_transpose_and_runs_faster(monkeypatch):
   args = _mlp_inputs()
   program = harness.check(sgd_step, *args, scale=50)
-  report = driver.last_report()
+  report = compilation.last_report()
   assert not [o for o in report.gpsimd_ops() if o.op == "stablehlo.transpose"], report.format()
   folded_ns = _device_time_ns(program, args)
 
@@ -200,7 +201,7 @@ def test_mlp_training_step_has_no_gpsimd_transpose_and_runs_faster(monkeypatch):
   monkeypatch.setattr(pipeline, "run_pipeline",
                       lambda module, tag="0": run_pipeline(module, tag, passes=without))
   unfolded_ns = _device_time_ns(harness.compile_fn(sgd_step, *args), args)
-  assert [o.op for o in driver.last_report().gpsimd_ops()].count("stablehlo.transpose") == 2
+  assert [o.op for o in compilation.last_report().gpsimd_ops()].count("stablehlo.transpose") == 2
   print(f"MLP sgd_step modeled device time: {unfolded_ns / 1e3:.1f} us without the pass, "
         f"{folded_ns / 1e3:.1f} us with it")
   assert folded_ns < 0.8 * unfolded_ns
@@ -247,5 +248,5 @@ def test_transposed_products_match_cpu(name, dtype):
   a = rng.standard_normal(lhs_shape).astype(dtype)
   b = rng.standard_normal(rhs_shape).astype(dtype)
   harness.check(f, a, b, bounds=sum_of_products_bounds(f, a, b, terms=k))
-  transposes = [o for o in driver.last_report().gpsimd_ops() if o.op == "stablehlo.transpose"]
-  assert len(transposes) == gpsimd_transposes, driver.last_report().format()
+  transposes = [o for o in compilation.last_report().gpsimd_ops() if o.op == "stablehlo.transpose"]
+  assert len(transposes) == gpsimd_transposes, compilation.last_report().format()

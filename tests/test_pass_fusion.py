@@ -13,9 +13,10 @@ import optax
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import driver, importer, ir_printer, pipeline, verifier
+from hlo_lowering import importer, ir_printer, pipeline, verifier
 from hlo_lowering.passes import fuse_elementwise
 from hlo_lowering.program import disassemble
+from jax_trn import compilation
 
 
 def _fuse(text):
@@ -188,7 +189,7 @@ ADAM_SHAPES = [(256, 300), (300,), (130, 129), (3, 5, 7), (1,)]
 def test_adamw_update_matches_cpu():
   f, args = _adamw_update(ADAM_SHAPES)
   harness.check(f, *args, scale=4)
-  summary = driver.last_report().summary()
+  summary = compilation.last_report().summary()
   assert summary["trn.fusion"]["native"] >= len(ADAM_SHAPES)
   assert "gpsimd" not in summary.get("stablehlo.multiply", {})
 
@@ -210,7 +211,7 @@ def _layer_norm(x, g, b):
 def test_programs_match_cpu(name, f, shapes, scale):
   args = [_data(s, np.float32, i) for i, s in enumerate(shapes)]
   harness.check(f, *args, scale=scale)
-  assert "trn.fusion" in driver.last_report().summary(), name
+  assert "trn.fusion" in compilation.last_report().summary(), name
 
 
 def test_bf16_and_integer_mixes_match_cpu():
@@ -224,7 +225,7 @@ def test_bf16_and_integer_mixes_match_cpu():
   rng = np.random.default_rng(3)
   n, k = (rng.integers(-50, 50, (130, 70)).astype(np.int32) for _ in range(2))
   harness.check(f, x, y, n, k)
-  assert "trn.fusion" in driver.last_report().summary()
+  assert "trn.fusion" in compilation.last_report().summary()
 
 
 # --- bit-identical to the unfused program, and the modeled time -------------------------------
@@ -239,7 +240,7 @@ def _run(f, args, monkeypatch=None, fused=True):
   if not fused:
     monkeypatch.setattr(pipeline, "PASSES", _unfused())
   try:
-    program = driver.compile_text(text)
+    program = compilation.compile_text(text)
   finally:
     if monkeypatch is not None:
       monkeypatch.undo()
@@ -265,9 +266,9 @@ def test_fused_results_are_bit_identical_to_unfused(case, monkeypatch):
     args = [_data((257, 33), ml_dtypes.bfloat16, 1), _data((257, 33), np.float32, 2)]
   harness.native()
   fused, _, _ = _run(f, args)
-  assert "trn.fusion" in driver.last_report().summary()
+  assert "trn.fusion" in compilation.last_report().summary()
   unfused, _, _ = _run(f, args, monkeypatch, fused=False)
-  assert "trn.fusion" not in driver.last_report().summary()
+  assert "trn.fusion" not in compilation.last_report().summary()
   assert len(fused) == len(unfused)
   for a, b in zip(fused, unfused):
     assert _bits_equal(a, b)
@@ -277,7 +278,7 @@ def test_report_and_debug_table_name_the_original_ops():
   f = lambda x, y: jnp.tanh(x) * y + 1.0
   args = [_data((300,), np.float32, 1), _data((300,), np.float32, 2)]
   program = harness.compile_fn(f, *args)  # with debug info: JAX names and source lines
-  report = driver.last_report()
+  report = compilation.last_report()
   summary = report.summary()
   assert summary["trn.fusion"] == {"native": 1}
   for op in ("stablehlo.tanh", "stablehlo.multiply", "stablehlo.add"):
@@ -317,7 +318,8 @@ def _flax_mlp_step():
   return train_step, (params, opt_state, x, y)
 
 
-@pytest.mark.parametrize("case", ["adamw update", "flax_mlp train_step"])
+@pytest.mark.parametrize("case", ["adamw update",
+                                  pytest.param("flax_mlp train_step", marks=pytest.mark.slow)])
 def test_modeled_device_time_drops(case, monkeypatch):
   f, args = _adamw_update([(256, 300), (300,)]) if case == "adamw update" else _flax_mlp_step()
   harness.native()

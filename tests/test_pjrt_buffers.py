@@ -307,6 +307,7 @@ def test_short_struct_size_is_rejected_with_the_sizes(make_client):
     plugin.call("PJRT_Client_PlatformName", a)
 
 
+@pytest.mark.slow
 def test_arrays_over_one_gib_round_trip(make_client):
   client = make_client()
   array = np.arange((1 << 30) // 4 + 1024, dtype=np.uint32)

@@ -17,6 +17,7 @@ from jax._src.lib import xla_client
 
 from test_pjrt_buffers import F32, devices, fetch, memory_of_kind, put
 from jax_trn import plugin
+from compiler_harness import finish
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(plugin.library_path()))
@@ -36,7 +37,7 @@ def add_program(shape=(2, 3), temporary_elements=0, constant=None, target="trn2"
   if constant is not None:
     c = b.constant(DType.F32, shape, np.asarray(constant, np.float32).tobytes(), name="c")
     b.gp_elementwise(Alu.ADD, HbmAP.dense(out, shape), [HbmAP.dense(out, shape), HbmAP.dense(c, shape)])
-  return b.serialize()
+  return finish(b)
 
 
 @pytest.fixture

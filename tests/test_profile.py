@@ -1,6 +1,6 @@
 """The profiler through JAX on trn: timeline recording under profile.trace(), attribution of every
 instruction to its StableHLO op and this file's source lines, per-engine waits, the critical path,
-the compile report's lowering joined in, and the Perfetto export."""
+the lowering of each op read from the program's debug table, and the Perfetto export."""
 
 import json
 import os
@@ -77,7 +77,8 @@ def test_the_matmul_dominates_tensor_engine_time(traced):
   assert dot.streams.get("PE", 0.0) >= 0.9 * traced.engine_busy_ns("PE")
   assert max(ops, key=lambda o: o.streams.get("PE", 0.0)) is dot
   assert dot.flops == traced.matmul_flops
-  assert dot.lowering == "native"  # joined from this process's compile report
+  assert dot.lowering == "native"  # from the program's debug table
+  assert traced.debug_entry(dot.debug_ids[0]).rule == "matmul.lower_dot_general"
 
 
 def test_stream_activity_and_critical_path_account_for_device_time(traced):
@@ -193,3 +194,45 @@ def test_control_flow_blocks_keep_the_accounting(trn):
     assert _close(sum(o.streams.get(name, 0.0) for o in ops), stream.busy_ns), name
   assert _close(sum(s.contribution_ns for s in p.critical_path()), p.device_time_ns)
   assert any(o.op == "stablehlo.while" for o in ops)
+
+
+def _signature(raw: dict) -> tuple:
+  """What identifies one whole execution's profile: per-stream instruction counts, the timeline
+  length, and the StableHLO ops its instructions come from."""
+  streams = tuple(sorted((name, s["instructions"]) for name, s in raw["streams"].items()))
+  ops = frozenset(raw["debug"][r["debug_id"]]["op"] for r in raw["timeline"])
+  return streams, len(raw["timeline"]), ops
+
+
+def test_concurrent_executions_never_mix_profiles(trn):
+  """Two threads run two different programs on one device; every profile read meanwhile is one
+  whole execution of one of them (profiles are immutable once published, never overwritten)."""
+  import threading
+
+  x = jax.device_put(np.linspace(-1, 1, 128 * 64, dtype=np.float32).reshape(128, 64), trn)
+  programs = [jax.jit(lambda v: jnp.tanh(v) * 2.0), jax.jit(lambda v: (v @ v.T).sum(axis=1))]
+  signatures = set()
+  with profile.trace():
+    for f in programs:
+      f(x).block_until_ready()
+      signatures.add(_signature(_native.last_execution(trn.id)))
+    assert len(signatures) == 2
+    errors = []
+
+    def run(f):
+      try:
+        for _ in range(40):
+          f(x).block_until_ready()
+      except Exception as e:  # noqa: BLE001 (reported below)
+        errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(f,)) for f in programs]
+    for t in threads:
+      t.start()
+    reads = 0
+    while any(t.is_alive() for t in threads) or not reads:
+      assert _signature(_native.last_execution(trn.id)) in signatures
+      reads += 1
+    for t in threads:
+      t.join()
+  assert not errors and reads > 1

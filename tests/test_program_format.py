@@ -1,13 +1,19 @@
-"""The program format from both sides: builder validation, derived waits, reader round trip, and
-the C++ loader rejecting malformed bytes with errors (and the process surviving them)."""
+"""The program format from both sides: derived waits (the back end's insert-semaphores), reader
+round trip, and the C++ loader (the one checker of every validity rule) rejecting malformed
+programs with errors that name the instruction and its debug entry (and the process surviving
+them)."""
 
 import struct
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import compiler_harness as harness
+from hlo_lowering.backend import insert_semaphores
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, Opcode, ProgramBuilder, Scalar,
                                   Stream, TileAP, disassemble, read_program)
+from hlo_lowering.report import CompileReport
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -25,7 +31,7 @@ def _copy_program():
   b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64)), debug=d)
   b.tensor_scalar(Alu.MUL, _sbuf(256), _sbuf(0), Scalar(DType.F32, 2.0), debug=d)
   b.dma_copy(1, HbmAP.dense(y, (128, 64)), _sbuf(256), debug=d)
-  return b
+  return harness.through_backend(b)
 
 
 def test_round_trip_and_disassembly():
@@ -47,54 +53,118 @@ def test_round_trip_and_disassembly():
   np.testing.assert_array_equal(y, 2 * x)
 
 
-def test_sync_waits_follow_regions():
+def test_debug_entries_carry_the_lowering_to_the_runtime():
+  """Format version 3: each debug entry says how its op was lowered and by which rule, through
+  the writer, the Python reader, the disassembly and the C++ loader (what the profiler reads)."""
+  b = _copy_program()
+  b.debug_entries[0].lowering, b.debug_entries[0].rule = "native", "elementwise.lower_multiply"
+  data = b.serialize()
+  entry = read_program(data).debug[0]
+  assert (entry.lowering, entry.rule) == ("native", "elementwise.lower_multiply")
+  assert "# stablehlo.multiply jit(f)/mul f.py:3:4 [native elementwise.lower_multiply]" in \
+      disassemble(data)
+  _, profile = _native.run_program(data, [np.zeros((128, 64), np.float32)])
+  assert profile["debug"][0] == {"op": "stablehlo.multiply", "name": "jit(f)/mul",
+                                 "location": "f.py:3:4", "lowering": "native",
+                                 "rule": "elementwise.lower_multiply"}
+
+
+def test_compiled_programs_record_each_ops_lowering():
+  x = np.ones((4, 8), np.float32)
+  program = read_program(harness.compile_fn(lambda v: jnp.sort(jnp.exp(v) @ x.T, axis=0), x))
+  kinds = {(d.op, d.lowering, d.rule) for d in program.debug if d.op.startswith("stablehlo.")}
+  assert ("stablehlo.dot_general", "native", "matmul.lower_dot_general") in kinds, kinds
+  assert any(op == "stablehlo.sort" and lowering == "gpsimd" and rule.startswith("gpsimd.")
+             for op, lowering, rule in kinds), kinds
+
+
+def test_insert_semaphores_waits_follow_regions():
   b = ProgramBuilder()
   t = b.tensor("temporary", DType.F32, (128, 64))
   u = b.tensor("temporary", DType.F32, (128, 64))
   b.dma_copy(0, _sbuf(0), HbmAP.dense(t, (128, 64)))                 # DMA0 #1 writes [0,256)
   b.dma_copy(1, _sbuf(1024), HbmAP.dense(u, (128, 64)))              # DMA1 #1 writes [1024,1280)
   b.tensor_copy(_sbuf(4096), _sbuf(1024))                             # reads only DMA1's tile
-  assert b.instructions[-1].waits == [(Stream.DMA0 + 1, 1)]
   b.tensor_copy(_sbuf(8192, partitions=32, start=32), _sbuf(0, partitions=32, start=96))
-  assert b.instructions[-1].waits == [(Stream.DMA0, 1)]
   b.dma_copy(2, _sbuf(0), HbmAP.dense(u, (128, 64)))                 # WAW with DMA0, WAR with DVE
-  assert b.instructions[-1].waits == [(Stream.DVE, 2)]                # DVE #2 already waited on DMA0
   b.dma_copy(3, HbmAP.dense(t, (128, 64)), _sbuf(20000))              # same HBM tensor as DMA0 #1
-  assert b.instructions[-1].waits == [(Stream.DMA0, 1)]
   b.tensor_copy(_sbuf(30000), _sbuf(40000))                           # nothing touched these
-  assert b.instructions[-1].waits == []
+  insert_semaphores.run(b, _native.target_spec(b.target), CompileReport())
+  assert [inst.waits for inst in b.instructions[2:]] == [
+      [(Stream.DMA0 + 1, 1)],
+      [(Stream.DMA0, 1)],
+      [(Stream.DVE, 2)],  # DVE #2 already waited on DMA0
+      [(Stream.DMA0, 1)],
+      []]
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 16, 32, 0, (4,)), "must start at"),
-    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 32, 64, 0, (4,)), "must start at"),
-    (lambda: TileAP.dense(Memory.SBUF, DType.F32, 0, 129, 0, (4,)), "out of range"),
-    (lambda: TileAP.dense(Memory.PSUM, DType.F32, 0, 1, 16380, (4,)), "PSUM"),
-    (lambda: TileAP.dense(Memory.SBUF, DType.F64, 0, 1, 0, (4,)), "f64"),
-])
-def test_builder_rejects_bad_tiles(make, message):
-  with pytest.raises(ValueError, match=message):
-    make()
-
-
-def test_builder_rejects_bad_instructions():
+def _one_instruction(emit) -> bytes:
+  """A program of one instruction, emitted by emit(builder, x, debug id) over parameter x."""
   b = ProgramBuilder()
-  x = b.tensor("parameter", DType.F32, (128, 64), index=0)
-  with pytest.raises(ValueError, match="element counts"):
-    b.dma_copy(0, _sbuf(0, free=(32,)), HbmAP.dense(x, (128, 64)))
-  with pytest.raises(ValueError, match="addresses elements"):
-    b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64), offset=1))
-  with pytest.raises(ValueError, match="writes parameter"):
-    b.dma_copy(0, HbmAP.dense(x, (128, 64)), _sbuf(0))
-  with pytest.raises(ValueError, match="needs integer data"):
-    b.tensor_tensor(Alu.AND, _sbuf(0), _sbuf(256), _sbuf(512))
-  with pytest.raises(ValueError, match="cross a 2 KiB PSUM bank"):
-    b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 1024, (512,)), _sbuf(0, free=(64,)),
-             _sbuf(4096, free=(512,)))
-  with pytest.raises(ValueError, match="not a reduction"):
-    b.tensor_reduce(Alu.SUB, _sbuf(0, free=(1,)), _sbuf(256))
-  with pytest.raises(ValueError, match="PSUM is not a DMA endpoint"):
-    b.dma_copy(0, TileAP.dense(Memory.PSUM, DType.F32, 0, 128, 0, (64,)), HbmAP.dense(x, (128, 64)))
+  x = b.tensor("parameter", DType.F32, (128, 64), index=0, name="x")
+  emit(b, x, b.debug("stablehlo.add", "jit(f)/add", "f.py:7:2"))
+  return b.serialize()
+
+
+@pytest.mark.parametrize("emit, message", [
+    (lambda b, x, d: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F32, 16, 32, 0, (4,)),
+                                   _sbuf(0, partitions=32, free=(4,)), debug=d),
+     "starts at 0, 32, 64 or 96"),
+    (lambda b, x, d: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F32, 32, 64, 0, (4,)),
+                                   _sbuf(0, partitions=64, free=(4,)), debug=d),
+     "starts at 0 or 64"),
+    (lambda b, x, d: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F64, 0, 1, 0, (4,)),
+                                   _sbuf(0, partitions=1, free=(4,)), debug=d), "f64"),
+    (lambda b, x, d: b.tensor_copy(TileAP(Memory.SBUF, DType.F32, 0, 1, 0, ((-1, 4),)),
+                                   _sbuf(0, partitions=1, free=(4,)), debug=d), "outside"),
+])
+def test_loader_rejects_bad_tiles(emit, message):
+  """An operand error names its instruction, opcode and debug id (the table comes later)."""
+  with pytest.raises(ValueError, match=rf"DVE instruction 0, tensor_copy, debug id 0\).*{message}"):
+    _native.program_info(_one_instruction(emit))
+
+
+@pytest.mark.parametrize("emit, message", [
+    (lambda b, x, d: b.dma_copy(0, _sbuf(0, free=(32,)), HbmAP.dense(x, (128, 64)), debug=d),
+     "dma_copy: element counts differ"),
+    (lambda b, x, d: b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64), offset=1), debug=d),
+     "covers elements"),
+    (lambda b, x, d: b.dma_copy(0, HbmAP.dense(x, (128, 64)), _sbuf(0), debug=d),
+     r"DMA0 instruction 0 \(dma_copy; stablehlo.add \"jit\(f\)/add\" at f.py:7:2\): "
+     r"writes parameter tensor 0 \(x\)"),
+    (lambda b, x, d: b.tensor_tensor(Alu.AND, _sbuf(0), _sbuf(256), _sbuf(512), debug=d),
+     r"DVE instruction 0 \(tensor_tensor; stablehlo.add \"jit\(f\)/add\" at f.py:7:2\): "
+     "ALU op and needs integer data"),
+    (lambda b, x, d: b.tensor_reduce(Alu.SUB, _sbuf(0, free=(1,)), _sbuf(256), debug=d),
+     "sub is not a reduction"),
+    (lambda b, x, d: b.dma_copy(0, TileAP.dense(Memory.PSUM, DType.F32, 0, 128, 0, (64,)),
+                                HbmAP.dense(x, (128, 64)), debug=d), "PSUM is not a DMA endpoint"),
+])
+def test_loader_rejects_bad_instructions(emit, message):
+  """A rule error names the instruction and its debug entry: StableHLO op and source line."""
+  with pytest.raises(ValueError, match=message):
+    _native.program_info(_one_instruction(emit))
+
+
+@pytest.mark.parametrize("emit, message", [
+    (lambda b: b.tensor_copy(TileAP.dense(Memory.SBUF, DType.F32, 0, 129, 0, (4,)),
+                             _sbuf(0, partitions=1, free=(516,))),
+     r"partitions must lie in 0\.\.127"),
+    (lambda b: b.tensor_copy(TileAP.dense(Memory.PSUM, DType.F32, 0, 1, 16380, (4,)),
+                             _sbuf(0, partitions=1, free=(4,))), r"PSUM .* outside \[0, 16384\)"),
+    (lambda b: b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 1024, (512,)),
+                        _sbuf(0, free=(64,)), _sbuf(4096, free=(512,))), "cross a PSUM bank"),
+    (lambda b: b.matmul(TileAP.dense(Memory.PSUM, DType.F32, 0, 64, 0, (1024,)),
+                        _sbuf(0, free=(64,)), _sbuf(4096, free=(1024,))),
+     "moving free size 1024 exceeds 512 on trn2"),
+])
+def test_loader_checks_the_targets_figures(emit, message):
+  """Partition counts, PSUM capacity and banks, TensorE's free size limits: figures of the
+  target (target_spec.cc), checked by the loader alone."""
+  b = ProgramBuilder()
+  emit(b)
+  with pytest.raises(ValueError, match=message):
+    _native.program_info(b.serialize())
 
 
 def _expect_invalid(data, message):

@@ -9,7 +9,7 @@ from fresh_process import run_python
 _FUZZ = textwrap.dedent("""
     import random
     import jax, jax.numpy as jnp, numpy as np
-    from hlo_lowering import driver
+    from jax_trn import compilation
     from jax_trn import _native
 
     def model(x, w, idx):
@@ -17,7 +17,7 @@ _FUZZ = textwrap.dedent("""
       return jnp.sort(h)[idx], jnp.argmax(x, axis=0)
 
     args = (np.ones((130, 70), np.float32), np.ones((70, 9), np.float32), np.int32(3))
-    program = driver.compile_text(jax.jit(model).lower(*args).as_text())
+    program = compilation.compile_text(jax.jit(model).lower(*args).as_text())
     rng = random.Random(0)
     outcomes = {"ran": 0, "refused": 0}
     for trial in range(__TRIALS__):

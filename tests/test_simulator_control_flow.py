@@ -9,6 +9,8 @@ import pytest
 
 from hlo_lowering.program import (Alu, ControlOp, DType, HbmAP, ProgramBuilder, Scalar,
                                   disassemble, read_program)
+from hlo_lowering.program import writer
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -36,7 +38,7 @@ def _counting_loop():
 
 
 def _run(b, *inputs, **kwargs):
-  return _native.run_program(b.serialize(), [np.asarray(x) for x in inputs], **kwargs)
+  return _native.run_program(finish(b), [np.asarray(x) for x in inputs], **kwargs)
 
 
 def test_loop_runs_until_its_predicate_is_false():
@@ -46,8 +48,8 @@ def test_loop_runs_until_its_predicate_is_false():
 
 
 def test_round_trip_and_disassembly_of_blocks():
-  data = _counting_loop().serialize()
-  assert struct.unpack_from("<I", data, 8)[0] == 2
+  data = finish(_counting_loop())
+  assert struct.unpack_from("<I", data, 8)[0] == writer.VERSION
   program = read_program(data)
   assert [blk.exit.op for blk in program.blocks] == [ControlOp.JUMP, ControlOp.BRANCH,
                                                      ControlOp.END]
@@ -136,7 +138,7 @@ def _switch_program():
   for block in targets:
     b.set_block(block)
     b.gp_fill(_scalar(out), Scalar(DType.S32, 1))
-  return b.serialize()
+  return finish(b)
 
 
 def _expect_invalid(data, match):
@@ -160,12 +162,12 @@ def test_loader_rejects_malformed_exits():
   _expect_invalid(patch(targets, "I", 0), "switch has no targets")
   _expect_invalid(patch(targets + 4, "I", 17), "targets block 17 but the program has 3 blocks")
   _expect_invalid(data[:at + 3], "block count 3 needs at least 30 bytes")
-  _expect_invalid(patch(8, "I", 3), "version 3")
+  _expect_invalid(patch(8, "I", 4), "version 4")
 
 
 def test_loader_rejects_an_empty_block_list_and_control_opcodes_in_streams():
   b = ProgramBuilder()
-  data = b.serialize()
+  data = finish(b)
   empty = data[:12] + struct.pack("<I", 4) + b"trn2" + struct.pack("<III", 0, 0, 0) + \
       struct.pack("<I", 0)
   _expect_invalid(empty, "at least one block")
@@ -176,22 +178,35 @@ def test_loader_rejects_an_empty_block_list_and_control_opcodes_in_streams():
   _expect_invalid(bad, "control instructions are block exits")
 
 
-def test_version_1_programs_still_load():
-  b = ProgramBuilder()
+def _str(text: str) -> bytes:
+  return struct.pack("<I", len(text.encode())) + text.encode()
+
+
+def test_versions_1_and_2_still_load():
+  b = ProgramBuilder(source="module @m {}")
   x = b.tensor("parameter", DType.S32, (1,), index=0)
   y = b.tensor("output", DType.S32, (1,), index=0)
-  b.gp_copy(_scalar(y), _scalar(x))
-  v2 = b.serialize()
-  program = read_program(v2)
-  # Version 1: the same bytes without the block count and the exit.
+  b.gp_copy(_scalar(y), _scalar(x), debug=b.debug("stablehlo.copy", "jit(f)/copy", "f.py:1:2",
+                                                  "gpsimd", "gpsimd.copy"))
+  v3 = finish(b)
+  program = read_program(v3)
   head = 12 + 4 + 4
   tensors_end = head + 4 + sum(4 + len(t.name.encode()) + 1 + 4 + 1 + 4 + 8 * len(t.shape) + 8
                                for t in program.tensors)
   exit_size = 6
-  tail_start = len(v2) - (4 + sum(12 + len(e.op) + len(e.name) + len(e.location)
-                                  for e in program.debug) + 4 + len(program.source))
-  v1 = (v2[:8] + struct.pack("<I", 1) + v2[12:tensors_end] + v2[tensors_end + 4:tail_start - exit_size]
-        + v2[tail_start:])
-  assert read_program(v1).streams == program.streams
-  (out,), _ = _native.run_program(v1, [np.int32([42])])
-  assert out.tolist() == [42]
+  tail_start = len(v3) - (4 + sum(20 + len(e.op) + len(e.name) + len(e.location) + len(e.lowering)
+                                  + len(e.rule) for e in program.debug) + 4 + len(program.source))
+  # Versions 1 and 2: debug entries without lowering and rule.
+  old_tail = struct.pack("<I", len(program.debug)) + b"".join(
+      _str(e.op) + _str(e.name) + _str(e.location) for e in program.debug) + _str(program.source)
+  v2 = v3[:8] + struct.pack("<I", 2) + v3[12:tail_start] + old_tail
+  # Version 1: also without the block count and the exit.
+  v1 = (v3[:8] + struct.pack("<I", 1) + v3[12:tensors_end]
+        + v3[tensors_end + 4:tail_start - exit_size] + old_tail)
+  for old in (v1, v2):
+    read = read_program(old)
+    assert read.streams == program.streams and read.source == program.source
+    assert [(e.op, e.location, e.lowering) for e in read.debug] == \
+        [(e.op, e.location, "") for e in program.debug]
+    (out,), profile = _native.run_program(old, [np.int32([42])])
+    assert out.tolist() == [42] and profile["debug"][-1]["lowering"] == ""

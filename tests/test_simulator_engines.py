@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, TileAP)
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 rng = np.random.default_rng(0)
 
 
 def run(builder, *inputs):
-  outputs, profile = _native.run_program(builder.serialize(), list(inputs))
+  outputs, profile = _native.run_program(finish(builder), list(inputs))
   return outputs
 
 

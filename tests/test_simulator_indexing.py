@@ -6,6 +6,7 @@ import pytest
 
 from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder, Scalar, Stream
 from hlo_lowering.program.enums import SCATTER_CLAMP, SORT_FLOAT_CANONICAL
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -21,7 +22,7 @@ def _gather_program(src_shape, window, index_dtype=DType.S32, rows=3):
 
 
 def _run(b, *inputs):
-  outputs, profile = _native.run_program(b.serialize(), list(inputs))
+  outputs, profile = _native.run_program(finish(b), list(inputs))
   return outputs, profile
 
 
@@ -122,11 +123,11 @@ def test_arg_reduce_select_body(op, expected_index, expected_value):
 
 def _expect_invalid(b, message, *inputs):
   with pytest.raises(ValueError, match=message):
-    _native.run_program(b.serialize(), list(inputs))
+    _native.run_program(finish(b), list(inputs))
 
 
 def _force(b, **fields):
-  """Replaces operands of the last POOL instruction, past the builder's checks."""
+  """Replaces operands of the last POOL instruction (forms a lowering rule would not emit)."""
   b.streams[Stream.POOL][-1].operands.update(fields)
   return b
 
@@ -192,10 +193,11 @@ def test_loader_rejects_malformed_sort_and_arg_reduce():
   _expect_invalid(_force(b, reduced=0), "element counts differ", x)
 
 
-def test_builder_rejects_bad_index_forms():
+def test_loader_rejects_float_indices():
   b = ProgramBuilder()
   x = b.tensor("parameter", DType.F32, (6, 7), index=0, name="x")
   idx = b.tensor("parameter", DType.F32, (3, 2), index=1, name="idx")
   y = b.tensor("output", DType.F32, (3, 2, 3), index=0, name="y")
-  with pytest.raises(ValueError, match="indices must be an integer"):
-    b.gp_gather(HbmAP.dense(y, (3, 2, 3)), HbmAP.dense(x, (6, 7)), HbmAP.dense(idx, (3, 2)))
+  b.gp_gather(HbmAP.dense(y, (3, 2, 3)), HbmAP.dense(x, (6, 7)), HbmAP.dense(idx, (3, 2)))
+  with pytest.raises(ValueError, match="indices must be an integer tensor, got f32"):
+    _native.program_info(b.serialize())

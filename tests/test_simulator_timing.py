@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, TileAP
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 
 
 def _profile(builder, *inputs):
-  return _native.run_program(builder.serialize(), list(inputs), record_timeline=True)
+  return _native.run_program(finish(builder), list(inputs), record_timeline=True)
 
 
 def test_dma_overlaps_compute_on_another_stream():
@@ -92,7 +93,7 @@ def test_benchmark_matmul_runs_fast_and_correct():
       b.tensor_copy(out, psum)
       b.dma_copy(queue % 16, HbmAP(tc, mi * 128 * n + ni * 512, ((n, 128), (1, 512))), out)
       bank, queue = bank + 1, queue + 1
-  data = b.serialize()
+  data = finish(b)
   rng = np.random.default_rng(1)
   a = rng.standard_normal((m, k)).astype(np.float32)
   w = rng.standard_normal((k, n)).astype(np.float32)

@@ -19,8 +19,8 @@ import pytest
 import compiler_harness as harness
 from cpu_reference import assert_close
 from fresh_process import run_python
-from hlo_lowering import driver
 from hlo_lowering.errors import CompileError
+from jax_trn import compilation
 
 _CHILD = textwrap.dedent("""
     import json
@@ -247,24 +247,17 @@ func.func @main(%a: tensor<4xf32>) -> tensor<ui32> {
 }"""
 
 
-def _options(replicas: int = 1, partitions: int = 1) -> bytes:
-  from jax._src.lib import xla_client
-  options = xla_client.CompileOptions()
-  options.num_replicas, options.num_partitions = replicas, partitions
-  return options.SerializeAsString()
-
-
 def test_replicated_program_without_collectives_compiles():
-  program = driver.compile_for_pjrt(_ADD.encode(), "mlir", _options(replicas=4), "trn2")
-  assert program == driver.compile_for_pjrt(_ADD.encode(), "mlir", _options(), "trn2")
+  program = harness.compile_code(_ADD.encode(), num_replicas=4)
+  assert program == harness.compile_code(_ADD.encode())
 
 
 def test_replicated_program_with_cross_replica_ops_is_refused():
   with pytest.raises(CompileError, match="multi-device .*stablehlo.replica_id") as info:
-    driver.compile_for_pjrt(_REPLICA_ID.encode(), "mlir", _options(replicas=4), "trn2")
+    harness.compile_code(_REPLICA_ID.encode(), num_replicas=4)
   assert info.value.code == "UNIMPLEMENTED"
   with pytest.raises(CompileError, match="multi-device") as info:
-    driver.compile_for_pjrt(_ADD.encode(), "mlir", _options(replicas=2, partitions=2), "trn2")
+    harness.compile_code(_ADD.encode(), num_replicas=2, num_partitions=2)
   assert info.value.code == "UNIMPLEMENTED"
 
 
@@ -275,8 +268,8 @@ def test_hlo_forms_torch_xla_sends_compile_and_run():
   a, b = rng.standard_normal((8, 16), np.float32), rng.standard_normal((16, 4), np.float32)
   f = lambda a, b: jax.lax.erf(jnp.dot(a, b) * 0.1)
   proto = jax.jit(f).lower(a, b).compiler_ir("hlo").as_serialized_hlo_module_proto()
-  program = driver.compile_for_pjrt(proto, "hlo", _options(replicas=4), "trn2")
-  summary = driver.last_report().summary()
+  program = harness.compile_code(proto, "hlo", num_replicas=4)
+  summary = compilation.last_report().summary()
   assert "stablehlo.dot_general" in summary and "mhlo.erf" not in summary, summary
   cpu = jax.devices("cpu")[0]
   expected = jax.jit(f)(jax.device_put(a, cpu), jax.device_put(b, cpu))

@@ -1,63 +1,50 @@
-"""On-chip memory allocators for one compilation: SBUF slots, PSUM banks, DMA queues.
+"""On-chip buffers for the lowering rules of one compilation: SBUF slots and PSUM banks.
 
-All three rotate. The program builder derives every wait from the memory an instruction touches,
-so reusing a slot is always correct; rotating through several slots is what lets the DMA of the
-next tile overlap the compute of this one (double-buffering) instead of waiting on it.
+A rule takes symbolic buffers (`Address`es at offset 0 of a new `Buffer`) and addresses its tiles
+relative to them; the back end's plan-memory stage (hlo_lowering/backend/plan_memory.py) decides
+where each buffer lives and proves that no two live buffers overlap. The sizes here are what a
+rule may plan with: `count` consecutive takes are distinct buffers that can all be live at once.
 """
 
 from __future__ import annotations
 
-from hlo_lowering.program.enums import NUM_DMA_QUEUES, PSUM_BANK_BYTES, PSUM_BANKS
+from hlo_lowering.program import Memory, ProgramBuilder
+from hlo_lowering.program.buffers import ARENA, SLOT, Address
 
 SBUF_SLOT_BYTES = 16 * 1024
 
 
 class SbufSlots:
-  """SBUF split into `count` equal slots of `slot_bytes` per partition, handed out in rotation.
+  """SBUF as `count` equal slots of `slot_bytes` per partition: `take()` one slot, or
+  `take_arena()` all of them as one buffer of `arena_bytes`."""
 
-  A rule may hold at most `count` slots live at once: `take()` returns the least recently taken
-  slot, so `count` consecutive takes are distinct.
-  """
-
-  def __init__(self, bytes_per_partition: int, slot_bytes: int = SBUF_SLOT_BYTES):
+  def __init__(self, builder: ProgramBuilder, bytes_per_partition: int,
+               slot_bytes: int = SBUF_SLOT_BYTES):
+    self._builder = builder
     self.slot_bytes = slot_bytes
     self.count = bytes_per_partition // slot_bytes
     if self.count < 4:
       raise ValueError(f"SBUF of {bytes_per_partition} bytes per partition holds fewer than 4 "
                        f"slots of {slot_bytes}")
-    self._next = 0
+    self.arena_bytes = self.count * slot_bytes
 
-  def take(self) -> int:
-    """Byte offset (in every partition) of the next slot."""
-    offset = self._next * self.slot_bytes
-    self._next = (self._next + 1) % self.count
-    return offset
+  def take(self) -> Address:
+    """A buffer of one slot."""
+    return Address(self._builder.new_buffer(Memory.SBUF, self.slot_bytes, SLOT))
+
+  def take_arena(self) -> Address:
+    """One buffer of every slot, for a rule that carves SBUF into its own rings."""
+    return Address(self._builder.new_buffer(Memory.SBUF, self.arena_bytes, ARENA))
 
 
 class PsumBanks:
-  """The 8 PSUM banks of 2 KiB per partition, handed out in rotation (one per matmul group)."""
+  """The PSUM banks (`count` of `bank_bytes` per partition): `take()` one, for one matmul group;
+  `count` consecutive takes are distinct banks."""
 
-  bank_bytes = PSUM_BANK_BYTES
-  count = PSUM_BANKS
+  def __init__(self, builder: ProgramBuilder, target_spec: dict):
+    self._builder = builder
+    self.bank_bytes = int(target_spec["psum_bank_bytes"])
+    self.count = int(target_spec["psum_banks"])
 
-  def __init__(self):
-    self._next = 0
-
-  def take(self) -> int:
-    offset = self._next * PSUM_BANK_BYTES
-    self._next = (self._next + 1) % PSUM_BANKS
-    return offset
-
-
-class DmaQueues:
-  """Round-robin DMA queue selection, so independent transfers run on different queues."""
-
-  count = NUM_DMA_QUEUES
-
-  def __init__(self):
-    self._next = 0
-
-  def take(self) -> int:
-    queue = self._next
-    self._next = (self._next + 1) % NUM_DMA_QUEUES
-    return queue
+  def take(self) -> Address:
+    return Address(self._builder.new_buffer(Memory.PSUM, self.bank_bytes, SLOT))

@@ -1,8 +1,10 @@
 """LoweringContext: everything a lowering rule needs while it lowers one op.
 
 Rules read operand places (`place`, `dense_place`, `splat`), allocate result tensors
-(`new_result`) or give a result a view of existing memory (`set_place`), take SBUF slots, PSUM
-banks and DMA queues, and emit through `builder` with `debug=ctx.debug_id`.
+(`new_result`) or give a result a view of existing memory (`set_place`), take symbolic SBUF slots
+and PSUM banks (`sbuf`, `psum`: placed later by the back end's plan-memory stage), and emit
+through `builder` with `debug=ctx.debug_id` (DMAs through `dma`, whose queue the back end's
+assign-dma-queues stage chooses).
 docs/compiler.md ("The LoweringContext API") describes it for rule authors.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_lowering.ir import Op, Value
-from hlo_lowering.lowering.allocators import DmaQueues, PsumBanks, SbufSlots
+from hlo_lowering.lowering.allocators import PsumBanks, SbufSlots
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.program import DType, ProgramBuilder, Scalar, TensorKind
 
@@ -22,9 +24,8 @@ class LoweringContext:
     self.builder = builder
     self.target_spec = target_spec
     self.partitions = int(target_spec["partitions"])
-    self.sbuf = SbufSlots(int(target_spec["sbuf_bytes_per_partition"]))
-    self.psum = PsumBanks()
-    self.dma_queues = DmaQueues()
+    self.sbuf = SbufSlots(builder, int(target_spec["sbuf_bytes_per_partition"]))
+    self.psum = PsumBanks(builder, target_spec)
     self.op: Op | None = None
     self.debug_id: int | None = None
     self._places: dict[Value, Place] = {}
@@ -165,8 +166,8 @@ class LoweringContext:
   # --- emission helpers ---------------------------------------------------------------------
 
   def dma(self, dst, src) -> None:
-    """One DMA on the next queue (round robin), tagged with the current op."""
-    self.builder.dma_copy(self.dma_queues.take(), dst, src, debug=self.debug_id)
+    """One DMA (its queue chosen by the back end), tagged with the current op."""
+    self.builder.dma_copy(None, dst, src, debug=self.debug_id)
 
   def constant_tensor(self, array: np.ndarray, name: str = "") -> int:
     array = np.ascontiguousarray(array)

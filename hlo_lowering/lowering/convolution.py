@@ -35,20 +35,22 @@ import numpy as np
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.gpsimd.convolution import ConvForm
-from hlo_lowering.lowering.matmul import PARTITIONS, TENSOR_ENGINE_DTYPES, BufferRing, _spans
+from hlo_lowering.lowering.matmul import TENSOR_ENGINE_DTYPES, BufferRing, _spans
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.program import DType, HbmAP, Memory, TileAP
-from hlo_lowering.program.enums import PSUM_BANK_BYTES
 
 # SBUF the native convolution may use per partition (all of the rotating slots, like matmul.py).
 _OUTPUT_BUFFERS = 4
 _BAND_BUFFERS = 2
 # PSUM banks in rotation for output tiles, so a bank's copy-out overlaps the next tile's matmuls.
 _ACCUMULATION_BANKS = 4
-# The target tables are not reachable from `when=` (no context); every target's moving free max
-# is at least this, and one fp32 PSUM bank holds this many elements per partition.
-_PIXELS_PER_TILE = PSUM_BANK_BYTES // 4
+
+
+def _pixels_per_tile(target_spec: dict) -> int:
+  """Output pixels per tile: what one fp32 PSUM bank holds, within TensorE's moving free max."""
+  return min(int(target_spec["psum_bank_bytes"]) // DType.F32.itemsize,
+             int(target_spec["matmul_moving_free_max"]))
 
 
 def _as_2d(place: Place) -> Place:
@@ -79,6 +81,8 @@ class _Plan:
   cols: int                     # output columns per block
   band_rows: int
   band_width: int
+  partitions: int               # the target's (Cin and Cout tiles)
+  pixels_per_tile: int
 
   @property
   def taps(self) -> int:
@@ -86,11 +90,12 @@ class _Plan:
 
   @property
   def cin_tiles(self):
-    return _spans(self.c, PARTITIONS)
+    return _spans(self.c, self.partitions)
 
 
-def _plan(op: Op, sbuf_bytes: int) -> _Plan | None:
+def _plan(op: Op, target_spec: dict, sbuf_bytes: int) -> _Plan | None:
   form = ConvForm.of(op)
+  partitions, pixels = int(target_spec["partitions"]), _pixels_per_tile(target_spec)
   lhs, rhs = op.operands
   two_d = form.spatial == 2
   lhs_shape = [lhs.shape[d] for d in form.lhs_perm]
@@ -104,27 +109,26 @@ def _plan(op: Op, sbuf_bytes: int) -> _Plan | None:
   stride = (form.strides[0], form.strides[1]) if two_d else (1, form.strides[0])
   dilation = (form.rhs_dilation[0], form.rhs_dilation[1]) if two_d else (1, form.rhs_dilation[0])
   pad = (form.padding[0][0], form.padding[1][0]) if two_d else (0, form.padding[0][0])
-  cols = min(wo, _PIXELS_PER_TILE)
+  cols = min(wo, pixels)
   band_width = (wo - 1) * stride[1] + (kw - 1) * dilation[1] + 1
-  cin_tiles = math.ceil(c / PARTITIONS)
+  cin_tiles = math.ceil(c / partitions)
   fixed = (cin_tiles * kh * kw * o * rhs.dtype.itemsize
-           + _OUTPUT_BUFFERS * _PIXELS_PER_TILE * op.result.dtype.itemsize)
-  for rows in range(max(1, min(ho, _PIXELS_PER_TILE // cols)), 0, -1):
+           + _OUTPUT_BUFFERS * pixels * op.result.dtype.itemsize)
+  for rows in range(max(1, min(ho, pixels // cols)), 0, -1):
     band_rows = (rows - 1) * stride[0] + (kh - 1) * dilation[0] + 1
     band = cin_tiles * band_rows * band_width * lhs.dtype.itemsize
     if fixed + _BAND_BUFFERS * band <= sbuf_bytes:
       return _Plan(n, c, h, w, o, kh, kw, ho, wo, stride, dilation, pad, rows, cols, band_rows,
-                   band_width)
+                   band_width, partitions, pixels)
   return None
 
 
-# SBUF bytes per partition the plan may use: trn1/trn2/trn3 all have at least 12 slots of
-# 16 KiB (allocators.SbufSlots); `when=` has no target, the rule checks the real count again.
+# SBUF bytes per partition the plan may use at most: 12 slots of 16 KiB (allocators.SbufSlots).
 _SBUF_BUDGET = 12 * 16 * 1024
 
 
 def accepts(op: Op) -> bool:
-  """Float 1-D/2-D convolutions without lhs dilation or groups whose bands fit SBUF."""
+  """Float 1-D/2-D convolutions without lhs dilation or groups (`fits` checks SBUF)."""
   if op.name != "stablehlo.convolution" or len(op.operands) != 2:
     return False
   lhs, rhs = op.operands
@@ -135,9 +139,13 @@ def accepts(op: Op) -> bool:
   if (form.spatial not in (1, 2) or any(d != 1 for d in form.lhs_dilation)
       or form.feature_groups != 1 or form.batch_groups != 1):
     return False
-  if not lhs.type.size or not rhs.type.size:
-    return False
-  return _plan(op, _SBUF_BUDGET) is not None
+  return bool(lhs.type.size and rhs.type.size)
+
+
+def fits(target_spec: dict, op: Op) -> bool:
+  """The input bands and weights fit the target's SBUF."""
+  budget = min(int(target_spec["sbuf_bytes_per_partition"]), _SBUF_BUDGET)
+  return _plan(op, target_spec, budget) is not None
 
 
 class _Convolution:
@@ -150,20 +158,19 @@ class _Convolution:
     self.rhs = _as_2d(form.rhs(ctx.place(op.operands[1])))
     self.out = _as_2d(form.out(ctx.new_result(op.result)))
     self.zero = ctx.constant_tensor(np.zeros((1,), self.lhs.dtype.numpy))
-    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
-    base = slots[0]
+    base = ctx.sbuf.take_arena()
     p = plan
     weights_bytes = len(p.cin_tiles) * p.taps * p.o * self.rhs.dtype.itemsize
     self.band_bytes = p.band_rows * p.band_width * self.lhs.dtype.itemsize
     band_buffer = len(p.cin_tiles) * self.band_bytes
-    out_bytes = _PIXELS_PER_TILE * self.out.dtype.itemsize
+    out_bytes = p.pixels_per_tile * self.out.dtype.itemsize
     self.weights = base
     start = base + weights_bytes
     self.bands = BufferRing([start + i * band_buffer for i in range(_BAND_BUFFERS)])
     start += _BAND_BUFFERS * band_buffer
     self.outputs = BufferRing([start + i * out_bytes for i in range(_OUTPUT_BUFFERS)])
-    if start + _OUTPUT_BUFFERS * out_bytes > base + ctx.sbuf.count * ctx.sbuf.slot_bytes:
-      raise AssertionError("convolution plan exceeds SBUF")  # accepts() checked a smaller budget
+    if (start + _OUTPUT_BUFFERS * out_bytes).offset > ctx.sbuf.arena_bytes:
+      raise AssertionError("convolution plan exceeds SBUF")  # fits() checked a smaller budget
     banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
     self.accumulators = BufferRing(banks[:_ACCUMULATION_BANKS])
 
@@ -226,7 +233,7 @@ class _Convolution:
         band = self.bands.take()
         self._load_band(n, rows.start, band)
         for cols in _spans(p.wo, p.cols):
-          for ot in _spans(p.o, PARTITIONS):
+          for ot in _spans(p.o, p.partitions):
             self._output_tile(n, rows, cols, ot, band)
 
   def _output_tile(self, n: int, rows, cols, ot, band: int) -> None:
@@ -259,16 +266,17 @@ class _Convolution:
     self.ctx.dma(HbmAP(out.tensor, out.offset + n * so_n + ot.start * so_c + rows.start * so_h
                        + cols.start * so_w, ((so_c, ot.count), (so_h, rows.count),
                                              (so_w, cols.count))),
-                 self._tile(out.dtype, ot.count, tile.byte_offset,
+                 self._tile(out.dtype, ot.count, tile.address,
                             ((cols.count, rows.count), (1, cols.count))))
 
 
-@register_lowering("stablehlo.convolution", kind="native", when=accepts, reads_views=True,
+@register_lowering("stablehlo.convolution", kind="native", when=accepts, when_target=fits,
+                   reads_views=True,
                    describe="float operands TensorE multiplies (f32, bf16, f16, fp8), 1 or 2 "
                             "spatial dims, no lhs dilation, no feature/batch groups (any "
                             "layout, stride, padding, rhs dilation): one matmul per kernel tap "
                             "and Cin tile into one PSUM bank")
 def lower_convolution(ctx: LoweringContext, op: Op) -> None:
-  budget = ctx.sbuf.count * ctx.sbuf.slot_bytes
-  plan = _plan(op, min(budget, _SBUF_BUDGET))
+  budget = ctx.sbuf.arena_bytes
+  plan = _plan(op, ctx.target_spec, min(budget, _SBUF_BUDGET))
   _Convolution(ctx, op, plan).emit()

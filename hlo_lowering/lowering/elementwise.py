@@ -113,7 +113,8 @@ def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
   if split == 1:
     return ctx.sbuf.take, slot_bytes // widest
   sub_bytes = slot_bytes // split // 64 * 64
-  offsets = [base + k * sub_bytes for base in sorted(ctx.sbuf.take() for _ in range(count))
+  arena = ctx.sbuf.take_arena()
+  offsets = [arena + slot * slot_bytes + k * sub_bytes for slot in range(count)
              for k in range(split)]
   ring = itertools.cycle(offsets)
   return (lambda: next(ring)), sub_bytes // widest
@@ -154,7 +155,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   for op, tiled, _, _ in plans:
     for v in tiled:
       first_user.setdefault(v, op)
-  for tile in tiles(places, max_free):
+  for tile in tiles(places, ctx.partitions, max_free):
     sbuf = {}
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)

@@ -32,6 +32,9 @@ def lower_fusion(ctx: LoweringContext, op: Op) -> None:
       find_rule(inner, ctx).fn(ctx, inner)
     else:
       compute.append(inner)
+  # Lowered natively inside the fusion, by the fusion's rule: "fused" in the debug table.
+  rule = ctx.builder.debug_entries[ctx.debug_id].rule
   debug_ids = {inner: ctx.builder.debug(op=inner.name, name=inner.loc.name,
-                                        location=inner.loc.position) for inner in compute}
+                                        location=inner.loc.position, lowering="fused", rule=rule)
+               for inner in compute}
   lower_ops(ctx, compute, dict(zip(block.terminator.operands, op.results)), debug_ids)

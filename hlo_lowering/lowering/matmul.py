@@ -40,7 +40,6 @@ from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.program import DType, HbmAP, Memory, TileAP
 
-PARTITIONS = 128
 TENSOR_ENGINE_DTYPES = frozenset({DType.F32, DType.BF16, DType.F16, DType.F8E4M3FN,
                                   DType.F8E5M2})
 # lhs^T tiles of at most this many rows are loaded with a transposing DMA; its cost grows with
@@ -108,10 +107,12 @@ class _Matmul:
     self.ctx, self.lhs, self.rhs, self.out = ctx, lhs, rhs, out
     self.batch, self.m, self.k = lhs.shape
     self.n = rhs.shape[2]
-    self.m_tile = min(PARTITIONS, self.m)
+    # K goes on partitions; an output tile's rows are PSUM partitions and stationary columns.
+    self.partitions = ctx.partitions
+    self.m_tile = min(self.partitions, int(ctx.target_spec["matmul_stationary_free_max"]), self.m)
     moving_max = int(ctx.target_spec["matmul_moving_free_max"])
     self.n_block = min(moving_max, ctx.psum.bank_bytes // DType.F32.itemsize, self.n)
-    self.k_tiles = _spans(self.k, PARTITIONS)
+    self.k_tiles = _spans(self.k, self.partitions)
     self.m_tiles = _spans(self.m, self.m_tile)
     self.n_blocks = _spans(self.n, self.n_block)
     self._plan_sbuf()
@@ -125,19 +126,18 @@ class _Matmul:
     """Carves all of SBUF into rings: 3/8 rhs panels, 3/8 lhs^T panels, 1/8 row staging for
     transposes, 1/8 output tiles. A k-chunk is as many K tiles as keep two panels in each."""
     ctx = self.ctx
-    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
-    base, arena = slots[0], ctx.sbuf.count * ctx.sbuf.slot_bytes
+    base, arena = ctx.sbuf.take_arena(), ctx.sbuf.arena_bytes
     lhs_size, rhs_size = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
     stage_size = max(lhs_size, rhs_size)
     most = min(arena * 3 // 16 // (self.n_block * rhs_size),
-               arena // 16 // (PARTITIONS * stage_size), len(self.k_tiles))
+               arena // 16 // (self.partitions * stage_size), len(self.k_tiles))
     chunks = math.ceil(len(self.k_tiles) / max(1, most))
     per_chunk = math.ceil(len(self.k_tiles) / chunks)
     self.chunks = [self.k_tiles[c:c + per_chunk]
                    for c in range(0, len(self.k_tiles), per_chunk)]
     regions = [(arena * 3 // 8, per_chunk * self.n_block * rhs_size),
                (arena * 3 // 8, per_chunk * self.m_tile * lhs_size),
-               (arena // 8, per_chunk * PARTITIONS * stage_size),
+               (arena // 8, per_chunk * self.partitions * stage_size),
                (arena // 8, self.n_block * self.out.dtype.itemsize)]
     rings, start = [], base
     for region, buffer in regions:
@@ -175,7 +175,7 @@ class _Matmul:
     rhs, size = self.rhs, self.rhs.dtype.itemsize
     sb, sk, sn = rhs.strides
     columns = sum(kt.count for kt in chunk)
-    for rows in _spans(block.count, PARTITIONS):
+    for rows in _spans(block.count, self.partitions):
       stage = self.staging.take()
       self.ctx.dma(self._sbuf(rhs.dtype, rows.count, stage, ((1, columns),)),
                    HbmAP(rhs.tensor, rhs.offset + b * sb + (block.start + rows.start) * sn
@@ -217,7 +217,7 @@ class _Matmul:
       while (group < per_bank and i + group < len(chunk)
              and chunk[i + group].count == chunk[i].count):
         group += 1
-      self._transpose_tiles(chunk[i:i + group], rows, stage + i * PARTITIONS * size,
+      self._transpose_tiles(chunk[i:i + group], rows, stage + i * self.partitions * size,
                             dst_offset + i * pitch * size, pitch, dtype)
       i += group
 
@@ -227,7 +227,7 @@ class _Matmul:
     height = tiles[0].count
     bank = self.transposes.take()
     for i, kt in enumerate(tiles):
-      src = self._sbuf(dtype, rows, src_offset + i * PARTITIONS * dtype.itemsize,
+      src = self._sbuf(dtype, rows, src_offset + i * self.partitions * dtype.itemsize,
                        ((1, kt.count),))
       dst = TileAP(Memory.PSUM, dtype, 0, height, bank + i * pitch * dtype.itemsize,
                    ((1, rows),))

@@ -42,12 +42,12 @@ from hlo_lowering.lowering.places import Place, collapse_dims, row_major_strides
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
 
-PARTITIONS = 128
 REDUCERS = {"add": Alu.ADD, "max": Alu.MAX, "min": Alu.MIN}
-# At most this many kept rows (and at least SPREAD_MIN_COLUMNS reduced elements per row) use
-# the spread layout: a row then costs ~cols / 128 VectorE cycles instead of cols.
+# At most this many kept rows (and at least SPREAD_MIN_COLUMNS_PER_PARTITION reduced elements
+# per row and partition) use the spread layout: a row then costs ~cols / P VectorE cycles
+# instead of cols (P: the target's partitions).
 SPREAD_MAX_ROWS = 64
-SPREAD_MIN_COLUMNS = 4 * PARTITIONS
+SPREAD_MIN_COLUMNS_PER_PARTITION = 4
 CELL_BYTES = 8  # one [P, 1] partial of the widest dtype
 
 
@@ -93,6 +93,7 @@ class _Reduction:
 
   def __init__(self, ctx: LoweringContext, op: Op):
     self.ctx, self.op = ctx, op
+    self.partitions = ctx.partitions
     operand, init = op.operands
     self.reducer = op.attrs["reducer"]
     self.alu = REDUCERS[self.reducer]
@@ -115,7 +116,8 @@ class _Reduction:
     # All SBUF slots for this op: one for the spread layout's [128, rows] partials, one cut in
     # [P, 1] cells (half for accumulators, which outlive many tiles, half for scratch), the rest
     # for operand tiles.
-    slots = sorted(ctx.sbuf.take() for _ in range(ctx.sbuf.count))
+    arena = ctx.sbuf.take_arena()
+    slots = [arena + i * ctx.sbuf.slot_bytes for i in range(ctx.sbuf.count)]
     self.partials_offset = slots[0]
     half = ctx.sbuf.slot_bytes // 2
     self.accumulators = BufferRing([slots[1] + i * CELL_BYTES for i in range(half // CELL_BYTES)])
@@ -186,13 +188,14 @@ class _Reduction:
                                                   ((0, self.out.size),)))
     elif self._contiguous_kept_dim() is not None:
       self._reduce_columns_layout(self._contiguous_kept_dim())
-    elif self.rows <= SPREAD_MAX_ROWS and self.columns >= SPREAD_MIN_COLUMNS:
+    elif (self.rows <= SPREAD_MAX_ROWS
+          and self.columns >= SPREAD_MIN_COLUMNS_PER_PARTITION * self.partitions):
       self._reduce_spread()
     else:
       self._reduce_rows()
 
   def _reduce_rows(self) -> None:
-    for offset, out_offset, partition_dims, out_dims in _blocks(self.kept, PARTITIONS):
+    for offset, out_offset, partition_dims, out_dims in _blocks(self.kept, self.partitions):
       partitions = math.prod(c for _, c in partition_dims)
       acc = self._cell(partitions, self.accumulators)
       self._reduce_columns(acc, self.source.offset + offset, partition_dims, self.reduced)
@@ -205,24 +208,24 @@ class _Reduction:
     longest = max(range(len(self.reduced)), key=lambda i: self.reduced[i].count)
     split = self.reduced[longest]
     others = self.reduced[:longest] + self.reduced[longest + 1:]
-    q, remainder = divmod(split.count, PARTITIONS)
-    used = PARTITIONS if q else remainder
+    q, remainder = divmod(split.count, self.partitions)
+    used = self.partitions if q else remainder
     partials = self._tile(self.partial_dtype, used, self.rows, self.partials_offset)
     size = self.partial_dtype.itemsize
     rows = [0] if not self.kept else [
         sum(i * d.stride for i, d in zip(index, self.kept))
         for index in itertools.product(*(range(d.count) for d in self.kept))]
     for r, row in enumerate(rows):
-      column = self._tile(self.partial_dtype, used, 1, partials.byte_offset + r * size)
+      column = self._tile(self.partial_dtype, used, 1, partials.address + r * size)
       base = self.source.offset + row
       first = True
       if q:
-        first = self._reduce_columns(column, base, [(split.stride * q, PARTITIONS)],
+        first = self._reduce_columns(column, base, [(split.stride * q, self.partitions)],
                                      others + [_Dim(q, split.stride)])
       if remainder:
-        head = self._tile(self.partial_dtype, remainder, 1, column.byte_offset)
+        head = self._tile(self.partial_dtype, remainder, 1, column.address)
         piece = self._cell(remainder, self.accumulators) if not first else head
-        self._reduce_columns(piece, base + q * PARTITIONS * split.stride,
+        self._reduce_columns(piece, base + q * self.partitions * split.stride,
                              [(split.stride, remainder)], others or [_Dim(1, 1)])
         if not first:
           self.ctx.builder.tensor_tensor(self.alu, head, head, piece, debug=self.ctx.debug_id)
@@ -244,7 +247,7 @@ class _Reduction:
     inner = self.kept[inner_index]
     outer = self.kept[:inner_index] + self.kept[inner_index + 1:]
     width = min(inner.count, self.max_free, self.ctx.sbuf.slot_bytes // self.partial_dtype.itemsize)
-    blocks = list(_blocks(self.reduced, PARTITIONS))
+    blocks = list(_blocks(self.reduced, self.partitions))
     used = math.prod(c for _, c in blocks[0][2])
     for index in itertools.product(*(range(d.count) for d in outer)):
       base = self.source.offset + sum(i * d.stride for i, d in zip(index, outer))
@@ -268,7 +271,7 @@ class _Reduction:
         continue
       tile = self._tile(self.source.dtype, partitions, count, self.data.take())
       self.ctx.dma(tile, src)
-      head = self._tile(acc.dtype, partitions, count, acc.byte_offset)
+      head = self._tile(acc.dtype, partitions, count, acc.address)
       b.tensor_tensor(self.alu, head, head, tile, debug=debug)
 
   def _combine_columns(self, acc: TileAP, out_offset: int, out_stride: int) -> None:
@@ -285,7 +288,7 @@ class _Reduction:
       for start in range(0, count, n_max):
         n = min(n_max, count - start)
         psum = TileAP(Memory.PSUM, DType.F32, 0, 1, self.ctx.psum.take(), ((1, n),))
-        b.matmul(psum, ones, self._tile(acc.dtype, used, n, acc.byte_offset + start * size),
+        b.matmul(psum, ones, self._tile(acc.dtype, used, n, acc.address + start * size),
                  start=True, stop=True, debug=debug)
         row = self._tile(DType.F32, 1, n, self.data.take())
         b.tensor_copy(row, psum, debug=debug)
@@ -293,10 +296,10 @@ class _Reduction:
         self.ctx.dma(HbmAP(self.out.tensor, out_offset + start * out_stride,
                            ((0, 1), (out_stride, n))), row)
       return
-    for start in range(0, count, PARTITIONS):
-      n = min(PARTITIONS, count - start)
+    for start in range(0, count, self.partitions):
+      n = min(self.partitions, count - start)
       transposed = TileAP(Memory.PSUM, acc.dtype, 0, n, self.ctx.psum.take(), ((1, used),))
-      b.transpose(transposed, self._tile(acc.dtype, used, n, acc.byte_offset + start * size),
+      b.transpose(transposed, self._tile(acc.dtype, used, n, acc.address + start * size),
                   debug=debug)
       cell = self._cell(n, self.accumulators)
       b.tensor_reduce(self.alu, cell, transposed, debug=debug)

@@ -37,6 +37,7 @@ class LoweringRule:
   when_placed: Callable | None = None
   reads_views: bool = False
   describe: str = ""
+  when_target: Callable | None = None
 
   @property
   def condition(self) -> str:
@@ -44,17 +45,28 @@ class LoweringRule:
     rule that takes every op of its name."""
     if self.describe:
       return self.describe
-    docs = [(p.__doc__ or "").strip().splitlines()[0] for p in (self.when, self.when_placed)
+    docs = [(p.__doc__ or "").strip().splitlines()[0]
+            for p in (self.when, self.when_target, self.when_placed)
             if p is not None and (p.__doc__ or "").strip()]
     return "; ".join(docs)
 
   @property
-  def conditional(self) -> bool:
-    return self.when is not None or self.when_placed is not None
+  def name(self) -> str:
+    """The rule's function by module under hlo_lowering.lowering ("matmul.lower_dot_general"):
+    what the program's debug table records for the instructions it emitted."""
+    return f"{self.fn.__module__.removeprefix('hlo_lowering.lowering.')}.{self.fn.__name__}"
 
-  def accepts(self, op: Op, ctx=None) -> bool:
-    """Whether the rule takes `op`; a rule with `when_placed` takes nothing without a context."""
+  @property
+  def conditional(self) -> bool:
+    return any(p is not None for p in (self.when, self.when_target, self.when_placed))
+
+  def accepts(self, op: Op, ctx=None, target_spec: dict | None = None) -> bool:
+    """Whether the rule takes `op`; a rule with `when_target` takes nothing without a target
+    description (`target_spec` or ctx's), one with `when_placed` nothing without a context."""
     if self.when is not None and not self.when(op):
+      return False
+    spec = ctx.target_spec if ctx is not None else target_spec
+    if self.when_target is not None and (spec is None or not self.when_target(spec, op)):
       return False
     return self.when_placed is None or (ctx is not None and self.when_placed(ctx, op))
 
@@ -64,15 +76,17 @@ _RULES: dict[str, list[LoweringRule]] = {}
 
 def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], bool] | None = None,
                       when_placed: Callable | None = None, reads_views: bool = False,
-                      describe: str = ""):
+                      describe: str = "", when_target: Callable | None = None):
   """Decorator: `fn` lowers ops named `op_name` ("stablehlo.add") when `when(op)` (and
-  `when_placed(ctx, op)`, if given) holds; `describe` states that condition in words."""
+  `when_target(target_spec, op)` and `when_placed(ctx, op)`, if given) holds; `describe` states
+  that condition in words."""
   if kind not in KINDS:
     raise ValueError(f"lowering kind {kind!r} is not one of {KINDS}")
 
   def decorate(fn):
     rules = _RULES.setdefault(op_name, [])
-    rules.append(LoweringRule(op_name, kind, fn, when, when_placed, reads_views, describe))
+    rules.append(LoweringRule(op_name, kind, fn, when, when_placed, reads_views, describe,
+                               when_target))
     rules.sort(key=lambda r: KINDS.index(r.kind))  # stable: registration order within a kind
     return fn
 
@@ -88,10 +102,11 @@ def rules_for(op_name: str) -> tuple[LoweringRule, ...]:
   return tuple(_RULES.get(op_name, ()))
 
 
-def first_rule(op: Op, ctx=None) -> LoweringRule | None:
-  """The first rule that accepts `op` (context-dependent rules only when `ctx` is given)."""
+def first_rule(op: Op, ctx=None, target_spec: dict | None = None) -> LoweringRule | None:
+  """The first rule that accepts `op` (target-dependent rules only with a target description,
+  context-dependent ones only when `ctx` is given)."""
   for rule in _RULES.get(op.name, ()):
-    if rule.accepts(op, ctx):
+    if rule.accepts(op, ctx, target_spec):
       return rule
   return None
 
@@ -101,6 +116,11 @@ def find_rule(op: Op, ctx=None) -> LoweringRule:
   rule = first_rule(op, ctx)
   if rule is not None:
     return rule
+  raise unsupported_op_error(op)
+
+
+def unsupported_op_error(op: Op) -> CompileError:
+  """The error for an op no rule accepts: its op, types and source line, and how to add it."""
   operands = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.operands) or "none"
   results = ", ".join(f"{v.dtype.name.lower()}{list(v.shape)}" for v in op.results) or "none"
   where = op.loc.position or "an unknown source line"
@@ -110,7 +130,7 @@ def find_rule(op: Op, ctx=None) -> LoweringRule:
     # The dtypes are fine; the comparison is not (jnp.searchsorted, digitize, histogram).
     reason = ("no lowering rule accepts compare_type TOTALORDER (a total order of floats, "
               "-NaN < -Inf < ... < NaN, is not an ALU compare)")
-  raise CompileError(
+  return CompileError(
       f"{op.name} is not supported on NeuronCores: {reason} (operands: {operands}; results: "
       f"{results}) at {where}{f' ({op.loc.name})' if op.loc.name else ''}. "
       f"To add it, see {ADDING_AN_OP_DOC}.", UNIMPLEMENTED)

@@ -2,9 +2,10 @@
 
 The iteration space is the result shape; every operand is a Place viewed over it (broadcast
 operands have stride 0). Dims are first collapsed where every view is contiguous, so a dense op
-of any shape becomes one flat run of N elements, laid out as [128 partitions, N // 128] plus a
-remainder tile of N % 128 partitions × 1. Otherwise the second-innermost collapsed dim goes on
-partitions (chunks of ≤ 128) and the innermost on the free axis (chunks of ≤ max_free), and
+of any shape becomes one flat run of N elements, laid out as [P partitions, N // P] plus a
+remainder tile of N % P partitions × 1 (P: the target's partition count). Otherwise the
+second-innermost collapsed dim goes on partitions (chunks of ≤ P) and the innermost on the free
+axis (chunks of ≤ max_free), and
 outer dims are looped over. Each tile gives, per view, the 2-D HbmAP that feeds it.
 """
 
@@ -16,8 +17,6 @@ from typing import Iterator, Sequence
 
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.program import HbmAP
-
-PARTITIONS = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +32,10 @@ class Tile:
                                               (self.free_strides[view], self.free)))
 
 
-def _flat_tiles(count: int, strides: Sequence[int], bases: Sequence[int],
+def _flat_tiles(count: int, strides: Sequence[int], bases: Sequence[int], partitions: int,
                 max_free: int) -> Iterator[Tile]:
   """Tiles over one collapsed dim of `count` elements."""
-  rows = PARTITIONS if count >= PARTITIONS else count
+  rows = partitions if count >= partitions else count
   cols = count // rows
   for start in range(0, cols, max_free):
     free = min(max_free, cols - start)
@@ -48,8 +47,9 @@ def _flat_tiles(count: int, strides: Sequence[int], bases: Sequence[int],
                tuple(strides), tuple(strides))
 
 
-def tiles(views: Sequence[Place], max_free: int) -> Iterator[Tile]:
-  """Tiles covering the common shape of `views` (all the same shape), in row-major order."""
+def tiles(views: Sequence[Place], partitions: int, max_free: int) -> Iterator[Tile]:
+  """Tiles of at most `partitions` x `max_free` covering the common shape of `views` (all the
+  same shape), in row-major order."""
   shape = views[0].shape
   if any(v.shape != shape for v in views):
     raise ValueError(f"views of different shapes: {[v.shape for v in views]}")
@@ -58,14 +58,14 @@ def tiles(views: Sequence[Place], max_free: int) -> Iterator[Tile]:
   cshape, cstrides = collapse_dims(shape, *(v.strides for v in views))
   base = tuple(v.offset for v in views)
   if len(cshape) == 1:
-    yield from _flat_tiles(cshape[0], tuple(s[0] for s in cstrides), base, max_free)
+    yield from _flat_tiles(cshape[0], tuple(s[0] for s in cstrides), base, partitions, max_free)
     return
   rows, cols = cshape[-2], cshape[-1]
   for outer in itertools.product(*(range(c) for c in cshape[:-2])):
     outer_base = tuple(b + sum(i * s[k] for k, i in enumerate(outer))
                        for b, s in zip(base, cstrides))
-    for r0 in range(0, rows, PARTITIONS):
+    for r0 in range(0, rows, partitions):
       for f0 in range(0, cols, max_free):
         offsets = tuple(b + r0 * s[-2] + f0 * s[-1] for b, s in zip(outer_base, cstrides))
-        yield Tile(min(PARTITIONS, rows - r0), min(max_free, cols - f0), offsets,
+        yield Tile(min(partitions, rows - r0), min(max_free, cols - f0), offsets,
                    tuple(s[-2] for s in cstrides), tuple(s[-1] for s in cstrides))

@@ -35,7 +35,7 @@ def consumers_read_views(ctx: LoweringContext, value: Value, place: Place) -> bo
       if view is None or not consumers_read_views(ctx, user.result, view):
         return False
       continue
-    rule = first_rule(user)
+    rule = first_rule(user, target_spec=ctx.target_spec)
     if rule is None or not rule.reads_views:
       return False  # func.return, an elementwise op, a GpSimd copy...
   return True

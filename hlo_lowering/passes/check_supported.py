@@ -1,14 +1,19 @@
-"""check-supported: reject element types NeuronCores cannot compute with, naming the op.
+"""check-supported: reject element types NeuronCores cannot compute with, and ops no lowering
+rule is registered for, naming the op.
 
 Requires: nothing (runs on any IR).
-Ensures: no value of the entry function is float64 (complex types are rejected at import).
-Runs after: normalize-dot-general (last, so the message names the op as lowering will see it).
+Ensures: no value of the entry function is float64 (complex types are rejected at import); every
+op codegen lowers one by one (the entry function's, and those of while/case/if regions) has a
+registered lowering rule (whether one accepts its types is decided when it is lowered).
+Runs after: fuse-elementwise (last, so the message names the op as lowering will see it).
 """
 
 from __future__ import annotations
 
+from hlo_lowering import lowering  # noqa: F401  (registers every rule)
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
-from hlo_lowering.ir import Module, walk_ops
+from hlo_lowering.ir import Block, Module, Op, control_flow_blocks, walk_ops
+from hlo_lowering.lowering import registry
 from hlo_lowering.program import DType
 
 
@@ -26,3 +31,13 @@ def run(module: Module) -> None:
   for op in walk_ops(main.body):
     if any(v.dtype == DType.F64 for v in op.results + op.operands):
       raise CompileError(f"{op.describe()} uses float64: {FLOAT64_HINT}", UNIMPLEMENTED)
+  for op in lowered_ops(main.body):
+    if not registry.rules_for(op.name):
+      raise registry.unsupported_op_error(op)
+
+
+def lowered_ops(body: Block) -> list[Op]:
+  """The ops codegen lowers one by one with a rule: those of `body` and of the regions of its
+  control-flow ops (reduce and sort bodies are matched whole by their op's rule; terminators
+  are not lowered)."""
+  return [op for block in control_flow_blocks(body) for op in block.ops[:-1]]

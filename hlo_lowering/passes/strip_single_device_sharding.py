@@ -2,7 +2,7 @@
 
 JAX puts `sdy.sharding_constraint` (and `sdy.reshard`) into programs even for one device, e.g.
 around jax.random inside Flax initialisers. On one NeuronCore every value is whole on that core,
-so each such op is its operand. Multi-device programs never get here: the driver rejects
+so each such op is its operand. Multi-device programs never get here: compiler.py rejects
 num_partitions > 1 until the sharding passes exist.
 
 Requires: calls inlined (inline-calls).

@@ -1,6 +1,6 @@
-"""The NeuronCore program format, the compiler side: build (builder.py), derive waits (sync.py),
-serialize (writer.py), and read back / disassemble (reader.py). docs/program-format.md is the
-contract; pjrt_plugin/sim/program_loader.cc is the other side."""
+"""The NeuronCore program format, the compiler side: build (builder.py; symbolic on-chip buffers
+in buffers.py), serialize (writer.py), and read back / disassemble (reader.py).
+docs/program-format.md is the contract; pjrt_plugin/sim/program_loader.cc is the other side."""
 
 from .builder import ProgramBuilder
 from .enums import Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind, NUM_STREAMS, stream_name

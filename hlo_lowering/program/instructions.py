@@ -1,9 +1,10 @@
 """The in-memory instruction, the operand layout of every opcode (one table that the writer and
-the reader both follow), and the memory each instruction reads and writes (for sync.py)."""
+the reader both follow), and the memory each instruction reads and writes (for the back end's
+insert-semaphores stage and the verifier)."""
 
 import dataclasses
 
-from .enums import ControlOp, Opcode
+from .enums import MATMUL_START, ControlOp, Opcode
 from .operands import HbmAP, TileAP
 
 
@@ -22,12 +23,14 @@ class DebugEntry:
   op: str
   name: str
   location: str
+  lowering: str = ""  # "native" | "gpsimd" | "fused" | "empty" | "" (not an op's instructions)
+  rule: str = ""      # the lowering rule, "matmul.lower_dot_general" (may be empty)
 
 
 @dataclasses.dataclass
 class Instruction:
   opcode: Opcode
-  stream: int
+  stream: int | None  # None: a DMA whose queue the back end's assign-dma-queues stage chooses
   debug_id: int
   operands: dict  # field name -> value, in OPERAND_LAYOUT order
   waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]
@@ -46,8 +49,18 @@ class Exit:
 
 @dataclasses.dataclass
 class Block:
-  streams: dict = dataclasses.field(default_factory=dict)  # stream id -> [Instruction]
+  # In program order as the builder emitted them (a program read back: stream by stream, which
+  # keeps the order within each stream, the only order a loaded program has).
+  instructions: list = dataclasses.field(default_factory=list)
   exit: Exit = dataclasses.field(default_factory=Exit)
+
+  @property
+  def streams(self) -> dict:
+    """stream id -> its instructions in order."""
+    streams: dict = {}
+    for inst in self.instructions:
+      streams.setdefault(inst.stream, []).append(inst)
+    return streams
 
 
 # Operand kinds: "u8", "u32", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
@@ -97,8 +110,6 @@ OPERAND_LAYOUT = {
 # gp_scatter combines into what its destination holds.
 _READS_DST = frozenset({Opcode.GP_SCATTER})
 
-MATMUL_START = 1
-MATMUL_STOP = 2
 
 
 def region(operand):

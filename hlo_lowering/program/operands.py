@@ -1,19 +1,14 @@
 """Instruction operands: access patterns over HBM tensors and over SBUF/PSUM tiles, and
-immediates. Each knows its element count and the memory region it touches (for sync.py)."""
+immediates. Each knows its element count and the memory region it touches (for the back end's
+insert-semaphores stage). Their validity (dim counts, partition rules, memory bounds, tile dtypes)
+is the C++ loader's to check; a tile only checks that it lies in its symbolic buffer."""
 
 import dataclasses
 import math
 from typing import Sequence
 
-from .enums import DType, Memory, PARTITIONS, PSUM_BYTES_PER_PARTITION
-
-
-def _check_dims(dims, what: str, max_dims: int):
-  if not 1 <= len(dims) <= max_dims:
-    raise ValueError(f"{what}: {len(dims)} dims; expected 1..{max_dims}")
-  for stride, count in dims:
-    if count < 1:
-      raise ValueError(f"{what}: dim count {count} must be >= 1 (dims={list(dims)})")
+from .buffers import Address
+from .enums import DType, Memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +20,6 @@ class HbmAP:
 
   def __post_init__(self):
     object.__setattr__(self, "dims", tuple((int(s), int(c)) for s, c in self.dims))
-    _check_dims(self.dims, f"HbmAP over tensor {self.tensor}", 8)
 
   @classmethod
   def dense(cls, tensor: int, shape: Sequence[int], offset: int = 0) -> "HbmAP":
@@ -55,28 +49,34 @@ class HbmAP:
 @dataclasses.dataclass(frozen=True)
 class TileAP:
   """An access pattern over SBUF or PSUM: a partition range and 1..4 free dims (strides in
-  elements, relative to `byte_offset` inside every partition)."""
+  elements, relative to `byte_offset` inside every partition).
+
+  Built from an `Address` (a lowering rule's symbolic buffer), `byte_offset` is relative to
+  `buffer` until the back end's plan-memory stage places the buffer; `buffer` is None once the
+  offset is absolute (and always in a program read back)."""
   memory: Memory
   dtype: DType
   partition_start: int
   partition_count: int
   byte_offset: int
   free: tuple  # ((stride, count), ...) outermost first
+  buffer: object = None  # buffers.Buffer | None
 
   def __post_init__(self):
+    if isinstance(self.byte_offset, Address):
+      object.__setattr__(self, "buffer", self.byte_offset.buffer)
+      object.__setattr__(self, "byte_offset", self.byte_offset.offset)
     object.__setattr__(self, "memory", Memory(self.memory))
     object.__setattr__(self, "dtype", DType(self.dtype))
     object.__setattr__(self, "free", tuple((int(s), int(c)) for s, c in self.free))
-    _check_dims(self.free, f"TileAP {self}", 4)
-    check_partitions(self.partition_start, self.partition_count)
-    if self.dtype == DType.F64:
-      raise ValueError("f64 is not a tile dtype (GpSimd general-purpose ops only)")
-    low, high = self.byte_range()
-    if low < 0:
-      raise ValueError(f"TileAP addresses byte {low} before the start of its partition: {self}")
-    if self.memory == Memory.PSUM and high > PSUM_BYTES_PER_PARTITION:
-      raise ValueError(f"PSUM TileAP ends at byte {high} past the {PSUM_BYTES_PER_PARTITION} "
-                       f"bytes of a partition: {self}")
+    if self.buffer is not None:
+      if self.buffer.memory != self.memory:
+        raise ValueError(f"a {self.memory.name} TileAP in {self.buffer.memory.name} buffer "
+                         f"{self.buffer}: {self}")
+      high = self.byte_range()[1]
+      if high > self.buffer.size:
+        raise ValueError(f"TileAP ends at byte {high} past the {self.buffer.size} bytes of its "
+                         f"buffer {self.buffer}: {self}")
 
   @classmethod
   def dense(cls, memory: Memory, dtype: DType, partition_start: int, partition_count: int,
@@ -88,6 +88,11 @@ class TileAP:
       stride *= count
     return cls(memory, dtype, partition_start, partition_count, byte_offset,
                tuple(reversed(dims)))
+
+  @property
+  def address(self):
+    """Where the tile starts: an `Address` in its buffer, or the absolute byte offset."""
+    return self.byte_offset if self.buffer is None else Address(self.buffer, self.byte_offset)
 
   @property
   def free_shape(self) -> tuple:
@@ -112,21 +117,6 @@ class TileAP:
     high = sum(s * (c - 1) for s, c in self.free if s > 0)
     return self.byte_offset + low * size, self.byte_offset + (high + 1) * size
 
-
-def check_partitions(start: int, count: int):
-  """The partition rules of docs/program-format.md."""
-  if not 1 <= count <= PARTITIONS:
-    raise ValueError(f"partition count {count} out of range 1..{PARTITIONS}")
-  if start + count > PARTITIONS:
-    raise ValueError(f"partitions {start}..{start + count - 1} run past partition {PARTITIONS - 1}")
-  if count > 64:
-    allowed = (0,)
-  elif count > 32:
-    allowed = (0, 64)
-  else:
-    allowed = (0, 32, 64, 96)
-  if start not in allowed:
-    raise ValueError(f"a tile of {count} partitions must start at one of {allowed}, not {start}")
 
 
 @dataclasses.dataclass(frozen=True)

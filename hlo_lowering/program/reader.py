@@ -5,10 +5,11 @@ what it needs to parse."""
 import dataclasses
 import struct
 
-from .enums import Alu, ControlOp, DType, Memory, Opcode, TensorKind, stream_name
-from .instructions import Block, DebugEntry, Exit, Instruction, MATMUL_START, MATMUL_STOP, OPERAND_LAYOUT, Tensor
+from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
+                    ScalarKind, TensorKind, stream_name)
+from .instructions import Block, DebugEntry, Exit, Instruction, OPERAND_LAYOUT, Tensor
 from .operands import HbmAP, Scalar, TileAP
-from .writer import ENDPOINT_HBM, MAGIC, SCALAR_IMMEDIATE, VERSION
+from .writer import MAGIC, VERSION
 
 
 @dataclasses.dataclass
@@ -81,11 +82,11 @@ class _Reader:
     if kind == "hbm_list":
       return [self.hbm() for _ in range(self.unpack("I"))]
     if kind == "endpoint":
-      return self.hbm() if self.unpack("B") == ENDPOINT_HBM else self.tile()
+      return self.hbm() if self.unpack("B") == EndpointKind.HBM else self.tile()
     if kind == "scalar":
       return self.scalar()
     if kind == "scalar_operand":
-      return self.scalar() if self.unpack("B") == SCALAR_IMMEDIATE else self.tile()
+      return self.scalar() if self.unpack("B") == ScalarKind.IMMEDIATE else self.tile()
     raise ValueError(f"unknown operand kind {kind!r}")
 
 
@@ -94,8 +95,8 @@ def read_program(data: bytes) -> Program:
   if r.bytes(8) != MAGIC:
     raise ValueError("not a NeuronCore program (bad magic)")
   version = r.unpack("I")
-  if version not in (1, VERSION):
-    raise ValueError(f"program format version {version}; this reader knows 1 and {VERSION}")
+  if not 1 <= version <= VERSION:
+    raise ValueError(f"program format version {version}; this reader knows 1 to {VERSION}")
   target = r.str()
   tensors = []
   for _ in range(r.unpack("I")):
@@ -108,26 +109,27 @@ def read_program(data: bytes) -> Program:
     blocks = [Block(_read_streams(r))]
   else:
     blocks = [Block(_read_streams(r), _read_exit(r)) for _ in range(r.unpack("I"))]
-  debug = [DebugEntry(r.str(), r.str(), r.str()) for _ in range(r.unpack("I"))]
+  # Version 3 added each entry's lowering and rule.
+  fields = 5 if version >= 3 else 3
+  debug = [DebugEntry(*(r.str() for _ in range(fields))) for _ in range(r.unpack("I"))]
   source = r.str()
   if r.pos != len(r.data):
     raise ValueError(f"{len(r.data) - r.pos} trailing bytes after the program")
   return Program(target, tensors, blocks, debug, source)
 
 
-def _read_streams(r: _Reader) -> dict:
-  streams = {}
+def _read_streams(r: _Reader) -> list:
+  """A block's instructions, stream by stream."""
+  insts = []
   for _ in range(r.unpack("I")):
     stream = r.unpack("B")
-    insts = []
     for _ in range(r.unpack("I")):
       opcode, debug_id = r.unpack("HI")
       opcode = Opcode(opcode)
       waits = [r.unpack("BI") for _ in range(r.unpack("I"))]
       operands = {name: r.operand(kind) for name, kind in OPERAND_LAYOUT[opcode]}
       insts.append(Instruction(opcode, stream, debug_id, operands, waits))
-    streams[stream] = insts
-  return streams
+  return insts
 
 
 def _read_exit(r: _Reader) -> Exit:
@@ -146,7 +148,7 @@ def _read_exit(r: _Reader) -> Exit:
 def _format_tile(ap: TileAP) -> str:
   free = ",".join(f"{s}x{c}" for s, c in ap.free)
   return (f"{ap.memory.name}[{ap.partition_start}:{ap.partition_start + ap.partition_count}]"
-          f"@{ap.byte_offset}:{ap.dtype.name.lower()}[{free}]")
+          f"@{ap.address}:{ap.dtype.name.lower()}[{free}]")
 
 
 def _format_hbm(ap: HbmAP, tensors) -> str:
@@ -175,7 +177,13 @@ def _format_value(name, value, tensors) -> str:
 def disassemble(data: bytes) -> str:
   """Readable text of a program: tensors, then each stream's instructions with their waits and
   debug entries."""
-  program = read_program(data)
+  return format_program(read_program(data))
+
+
+def format_program(program: Program) -> str:
+  """`disassemble`'s text of a Program, also of one not yet through the back end's stages (a
+  DMA without a queue is listed under stream DMA?, a tile in an unplaced buffer at
+  @<buffer>+<offset>)."""
   lines = [f"target {program.target}"]
   for i, t in enumerate(program.tensors):
     extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
@@ -191,28 +199,40 @@ def disassemble(data: bytes) -> str:
   return "\n".join(lines) + "\n"
 
 
+def _debug_entry(program, debug_id: int):
+  return program.debug[debug_id] if debug_id < len(program.debug) else None
+
+
 def _format_exit(program: Program, exit_: Exit) -> str:
   text = f"exit {exit_.op.name.lower()}"
   if exit_.selector is not None:
     text += " " + _format_hbm(exit_.selector, program.tensors)
   if exit_.targets:
     text += " -> " + ", ".join(f"block {t}" for t in exit_.targets)
-  debug = program.debug[exit_.debug_id] if exit_.debug_id < len(program.debug) else None
+  debug = _debug_entry(program, exit_.debug_id)
   if debug and debug.op and exit_.op != ControlOp.END:
-    text += f"  # {debug.op} {debug.name} {debug.location}".rstrip()
+    text += _format_debug(debug)
+  return text
+
+
+def _format_debug(debug: DebugEntry) -> str:
+  """"  # stablehlo.add jit(f)/add f.py:3:4 [native elementwise.lower_elementwise]"."""
+  text = f"  # {debug.op} {debug.name} {debug.location}".rstrip()
+  if debug.lowering:
+    text += f" [{debug.lowering} {debug.rule}]" if debug.rule else f" [{debug.lowering}]"
   return text
 
 
 def _disassemble_streams(program: Program, streams: dict, indent: str) -> list:
   lines = []
-  for stream in sorted(streams):
-    lines.append(f"{indent}stream {stream_name(stream)}:")
+  for stream in sorted(streams, key=lambda s: (s is None, s or 0)):
+    lines.append(f"{indent}stream {'DMA?' if stream is None else stream_name(stream)}:")
     for pos, inst in enumerate(streams[stream], 1):
       waits = " ".join(f"{stream_name(s)}>={c}" for s, c in inst.waits)
       args = " ".join(f"{name}={_format_value(name, inst.operands[name], program.tensors)}"
                       for name, _ in OPERAND_LAYOUT[inst.opcode])
-      debug = program.debug[inst.debug_id] if inst.debug_id < len(program.debug) else None
-      note = f"  # {debug.op} {debug.name} {debug.location}".rstrip() if debug and debug.op else ""
+      debug = _debug_entry(program, inst.debug_id)
+      note = _format_debug(debug) if debug and debug.op else ""
       wait_text = f" wait[{waits}]" if waits else ""
       lines.append(f"{indent}  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")
   return lines

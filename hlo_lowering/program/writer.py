@@ -2,17 +2,12 @@
 
 import struct
 
-from .enums import ControlOp, Memory
+from .enums import ControlOp, EndpointKind, Memory, ScalarKind
 from .instructions import OPERAND_LAYOUT
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
-VERSION = 2
-
-ENDPOINT_HBM = 0
-ENDPOINT_TILE = 1
-SCALAR_IMMEDIATE = 0
-SCALAR_TILE = 1
+VERSION = 3
 
 
 class _Writer:
@@ -34,6 +29,8 @@ class _Writer:
   def tile(self, ap: TileAP):
     if ap.memory not in (Memory.SBUF, Memory.PSUM):
       raise ValueError(f"TileAP memory {ap.memory!r} is neither SBUF nor PSUM")
+    if ap.buffer is not None:
+      raise ValueError(f"TileAP in unplaced buffer {ap.buffer} (run the back end's plan-memory)")
     self.pack("BBHHI", ap.memory, ap.dtype, ap.partition_start, ap.partition_count,
               ap.byte_offset)
     self.pack("I", len(ap.free))
@@ -76,19 +73,19 @@ class _Writer:
         self.hbm(ap)
     elif kind == "endpoint":
       if isinstance(value, HbmAP):
-        self.pack("B", ENDPOINT_HBM)
+        self.pack("B", EndpointKind.HBM)
         self.hbm(value)
       else:
-        self.pack("B", ENDPOINT_TILE)
+        self.pack("B", EndpointKind.TILE)
         self.tile(value)
     elif kind == "scalar":
       self.scalar(value)
     elif kind == "scalar_operand":
       if isinstance(value, Scalar):
-        self.pack("B", SCALAR_IMMEDIATE)
+        self.pack("B", ScalarKind.IMMEDIATE)
         self.scalar(value)
       else:
-        self.pack("B", SCALAR_TILE)
+        self.pack("B", ScalarKind.TILE)
         self.tile(value)
     else:
       raise ValueError(f"unknown operand kind {kind!r}")
@@ -147,5 +144,7 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
     w.str(entry.op)
     w.str(entry.name)
     w.str(entry.location)
+    w.str(entry.lowering)
+    w.str(entry.rule)
   w.str(source)
   return bytes(w.out)

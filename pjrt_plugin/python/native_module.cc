@@ -8,7 +8,9 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <variant>
 
+#include "sim/execution_index.h"
 #include "sim/program.h"
 #include "sim/runtime.h"
 
@@ -114,6 +116,8 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
       entry["op"] = d.op;
       entry["name"] = d.name;
       entry["location"] = d.location;
+      entry["lowering"] = d.lowering;
+      entry["rule"] = d.rule;
       debug.append(entry);
     }
   }
@@ -124,29 +128,49 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
 
 nb::dict TargetSpecDict(const std::string& name) {
   const TargetSpec* t = FindTarget(name);
-  if (t == nullptr) throw nb::value_error(("unknown target \"" + name + "\" (expected trn1, trn2 or trn3)").c_str());
+  if (t == nullptr) throw nb::value_error(("unknown target \"" + name + "\" (expected one of " + KnownTargets() + ")").c_str());
   nb::dict d;
-  d["name"] = t->name;
-  d["core_version"] = t->core_version;
-  d["physical_cores_per_chip"] = t->physical_cores_per_chip;
-  d["default_lnc"] = t->default_lnc;
-  d["partitions"] = t->partitions;
-  d["sbuf_bytes_per_partition"] = t->sbuf_bytes_per_partition;
-  d["psum_banks"] = t->psum_banks;
-  d["psum_bank_bytes"] = t->psum_bank_bytes;
-  d["matmul_moving_free_max"] = t->matmul_moving_free_max;
-  d["matmul_stationary_free_max"] = t->matmul_stationary_free_max;
-  d["tensor_clock_ghz"] = t->tensor_clock_ghz;
-  d["vector_clock_ghz"] = t->vector_clock_ghz;
-  d["scalar_clock_ghz"] = t->scalar_clock_ghz;
-  d["gpsimd_clock_ghz"] = t->gpsimd_clock_ghz;
-  d["hbm_bytes_per_chip"] = t->hbm_bytes_per_chip;
-  d["hbm_bytes_per_ns_per_chip"] = t->hbm_bytes_per_ns_per_chip;
-  d["dma_engines_per_core"] = t->dma_engines_per_core;
-  d["dma_bytes_per_ns_per_engine"] = t->dma_bytes_per_ns_per_engine;
-  d["dma_fixed_latency_ns"] = t->dma_fixed_latency_ns;
-  d["chip_link_bytes_per_ns"] = t->chip_link_bytes_per_ns;
+  for (const TargetFigure& figure : TargetFigures(*t)) {
+    std::visit([&](auto value) { d[figure.name] = value; }, figure.value);
+  }
   return d;
+}
+
+// isa.def's tables as the C++ side compiled them, named by its name functions (DTypeName,
+// AluOpName, OpcodeName, StreamName): tests/test_isa_table.py compares them with Python's enums.
+nb::dict IsaTables() {
+  nb::dict dtypes, dtype_sizes, alu_ops, alu_arities, opcodes, control_ops, memories, tensor_kinds,
+      endpoint_kinds, scalar_kinds, streams, constants;
+#define TRN_DTYPE(Camel, snake, code, size, cls)                       \
+  dtypes[DTypeName(DType::k##Camel).c_str()] = static_cast<int>(DType::k##Camel); \
+  dtype_sizes[#snake] = DTypeSize(DType::k##Camel);
+#define TRN_ALU_OP(Camel, snake, code, arity, data)                       \
+  alu_ops[AluOpName(AluOp::k##Camel).c_str()] = static_cast<int>(AluOp::k##Camel); \
+  alu_arities[#snake] = AluArity(static_cast<uint8_t>(AluOp::k##Camel));
+#define TRN_OPCODE(Camel, snake, code, engine) \
+  opcodes[OpcodeName(static_cast<uint16_t>(Opcode::k##Camel)).c_str()] = static_cast<int>(Opcode::k##Camel);
+#define TRN_CONTROL_OP(Camel, snake, code) control_ops[#snake] = static_cast<int>(ControlOp::k##Camel);
+#define TRN_MEMORY(Camel, snake, code) memories[#snake] = static_cast<int>(Memory::k##Camel);
+#define TRN_TENSOR_KIND(Camel, snake, code) tensor_kinds[#snake] = static_cast<int>(TensorKind::k##Camel);
+#define TRN_ENDPOINT_KIND(Camel, snake, code) endpoint_kinds[#snake] = static_cast<int>(EndpointKind::k##Camel);
+#define TRN_SCALAR_KIND(Camel, snake, code) scalar_kinds[#snake] = static_cast<int>(ScalarKind::k##Camel);
+#define TRN_ISA_CONSTANT(Camel, SNAKE, value) constants[#SNAKE] = k##Camel;
+#include "sim/isa.def"
+  for (int s = 0; s < kNumStreams; ++s) streams[StreamName(s).c_str()] = s;
+  nb::dict tables;
+  tables["dtypes"] = dtypes;
+  tables["dtype_sizes"] = dtype_sizes;
+  tables["alu_ops"] = alu_ops;
+  tables["alu_arities"] = alu_arities;
+  tables["opcodes"] = opcodes;
+  tables["control_ops"] = control_ops;
+  tables["memories"] = memories;
+  tables["tensor_kinds"] = tensor_kinds;
+  tables["endpoint_kinds"] = endpoint_kinds;
+  tables["scalar_kinds"] = scalar_kinds;
+  tables["streams"] = streams;
+  tables["constants"] = constants;
+  return tables;
 }
 
 nb::tuple RunProgram(nb::bytes program, nb::list inputs, bool record_timeline) {
@@ -219,10 +243,12 @@ nb::dict ProgramInfo(nb::bytes program) {
   return d;
 }
 
+// The latest completed execution on a device of the live PJRT client (execution_index.h).
 nb::object LastExecutionDict(int device_id) {
-  ExecutionProfile profile;
-  if (!LastExecution(device_id, &profile)) return nb::none();
-  return ProfileDict(profile);
+  const std::shared_ptr<const ExecutionIndex> index = ExecutionIndex::Current();
+  const std::shared_ptr<const ExecutionProfile> profile = index ? index->Latest(device_id) : nullptr;
+  if (profile == nullptr) return nb::none();
+  return ProfileDict(*profile);
 }
 
 }  // namespace
@@ -232,6 +258,8 @@ NB_MODULE(_native, m) {
   using namespace trn::sim;
   m.doc() = "jax-trn runtime bindings: target table, direct program execution, profiles";
   m.def("target_spec", &TargetSpecDict, nb::arg("name"), "The per-generation hardware constants of a target.");
+  m.def("target_names", &TargetNames, "Every target's name (the target table's order).");
+  m.def("isa_tables", &IsaTables, "isa.def's tables (name -> code) as the C++ side compiled them.");
   m.def("run_program", &RunProgram, nb::arg("program"), nb::arg("inputs"), nb::arg("record_timeline") = false,
         "Loads and runs program bytes on one simulated NeuronCore; returns (outputs, profile).");
   m.def("program_info", &ProgramInfo, nb::arg("program"), "Validates program bytes and describes their tensors.");

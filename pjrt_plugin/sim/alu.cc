@@ -2,27 +2,23 @@
 
 #include <algorithm>
 #include <bit>
+#include <string_view>
 
 namespace trn::sim {
 namespace {
 
-bool IsIntegerOnly(AluOp op) {
+// The data an op is defined for: isa.def's `data` column (any, int, float).
+std::string_view AluData(AluOp op) {
   switch (op) {
-    case AluOp::kNot: case AluOp::kPopcnt: case AluOp::kClz: case AluOp::kAnd: case AluOp::kOr:
-    case AluOp::kXor: case AluOp::kShiftLeft: case AluOp::kShiftRightLogical:
-    case AluOp::kShiftRightArithmetic:
-      return true;
-    default:
-      return false;
+#define TRN_ALU_OP(Camel, snake, code, arity, data) case AluOp::k##Camel: return #data;
+#include "isa.def"
   }
+  return "any";
 }
 
-bool IsFloatOnly(AluOp op) {
-  const int code = static_cast<int>(op);
-  return (code >= static_cast<int>(AluOp::kExp) && code <= static_cast<int>(AluOp::kRoundNearestAfz)) ||
-         op == AluOp::kIsFinite || op == AluOp::kReciprocal || op == AluOp::kErf ||
-         op == AluOp::kAtan2;
-}
+bool IsIntegerOnly(AluOp op) { return AluData(op) == "int"; }
+
+bool IsFloatOnly(AluOp op) { return AluData(op) == "float"; }
 
 uint64_t WidthMask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 
@@ -203,29 +199,19 @@ void BinaryInteger(AluOp op, DType dtype, T* a, const T* b, size_t n) {
 }  // namespace
 
 int AluArity(uint8_t code) {
-  if (code <= static_cast<uint8_t>(AluOp::kErf)) return 1;
-  if (code >= 32 && code <= 46) return 2;
-  if (code >= 48 && code <= 53) return 2;
-  if (code == 64 || code == 65) return 3;
+  switch (code) {
+#define TRN_ALU_OP(Camel, snake, code, arity, data) case code: return arity;
+#include "isa.def"
+  }
   return 0;
 }
 
 std::string AluOpName(AluOp op) {
-  static const char* const kUnary[] = {
-      "copy", "neg", "abs", "exp", "expm1", "log", "log1p", "tanh", "logistic", "sqrt", "rsqrt",
-      "cbrt", "sin", "cos", "tan", "floor", "ceil", "round_nearest_even", "round_nearest_afz",
-      "sign", "not", "popcnt", "clz", "is_finite", "reciprocal", "erf"};
-  static const char* const kBinary[] = {
-      "add", "sub", "mul", "div", "rem", "max", "min", "pow", "atan2", "and", "or", "xor",
-      "shift_left", "shift_right_logical", "shift_right_arithmetic"};
-  static const char* const kCompare[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-  const int code = static_cast<int>(op);
-  if (code <= 25) return kUnary[code];
-  if (code >= 32 && code <= 46) return kBinary[code - 32];
-  if (code >= 48 && code <= 53) return kCompare[code - 48];
-  if (op == AluOp::kSelect) return "select";
-  if (op == AluOp::kClamp) return "clamp";
-  return "alu_op(" + std::to_string(code) + ")";
+  switch (op) {
+#define TRN_ALU_OP(Camel, snake, code, arity, data) case AluOp::k##Camel: return #snake;
+#include "isa.def"
+  }
+  return "alu_op(" + std::to_string(static_cast<int>(op)) + ")";
 }
 
 bool IsReduceOp(AluOp op) {

@@ -17,21 +17,18 @@
 
 namespace trn::sim {
 
+// The op codes, arities and data domains are isa.def's TRN_ALU_OP table.
 enum class AluOp : uint8_t {
-  kCopy = 0, kNeg = 1, kAbs = 2, kExp = 3, kExpm1 = 4, kLog = 5, kLog1p = 6, kTanh = 7,
-  kLogistic = 8, kSqrt = 9, kRsqrt = 10, kCbrt = 11, kSin = 12, kCos = 13, kTan = 14,
-  kFloor = 15, kCeil = 16, kRoundNearestEven = 17, kRoundNearestAfz = 18, kSign = 19, kNot = 20,
-  kPopcnt = 21, kClz = 22, kIsFinite = 23, kReciprocal = 24, kErf = 25,
-  kAdd = 32, kSub = 33, kMul = 34, kDiv = 35, kRem = 36, kMax = 37, kMin = 38, kPow = 39,
-  kAtan2 = 40, kAnd = 41, kOr = 42, kXor = 43, kShiftLeft = 44, kShiftRightLogical = 45,
-  kShiftRightArithmetic = 46,
-  kEq = 48, kNe = 49, kLt = 50, kLe = 51, kGt = 52, kGe = 53,
-  kSelect = 64, kClamp = 65,
+#define TRN_ALU_OP(Camel, snake, code, arity, data) k##Camel = code,
+#include "isa.def"
 };
 
+// Exported for the Python bindings' isa_tables().
+#define TRN_ALU_API __attribute__((visibility("default")))
+
 // 0 for a code the table does not define.
-int AluArity(uint8_t code);
-std::string AluOpName(AluOp op);
+TRN_ALU_API int AluArity(uint8_t code);
+TRN_ALU_API std::string AluOpName(AluOp op);
 bool IsReduceOp(AluOp op);
 
 enum class Domain : uint8_t { kF32, kF64, kI64, kU64 };

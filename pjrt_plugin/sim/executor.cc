@@ -60,13 +60,6 @@ std::string DeadlockReport(const Program& program, size_t block_index,
   return report;
 }
 
-std::string DescribeDebug(const Program& program, uint32_t debug_id) {
-  const DebugInfo& debug = program.debug[debug_id];
-  std::string text;
-  if (!debug.op.empty() || !debug.name.empty()) text += "; " + debug.op + " \"" + debug.name + "\"";
-  if (!debug.location.empty()) text += " at " + debug.location;
-  return text;
-}
 
 int64_t BlockEntryCap(const ExecuteOptions& options) {
   if (options.max_block_entries > 0) return options.max_block_entries;
@@ -158,13 +151,6 @@ int64_t ReadSelector(Machine& machine, const HbmAP& ap, bool* is_unsigned) {
 
 }  // namespace
 
-std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index) {
-  const Instruction& inst = program.blocks[block].streams[stream][index];
-  std::string text = (program.blocks.size() > 1 ? "block " + std::to_string(block) + " " : std::string()) +
-                     StreamName(stream) + " instruction " + std::to_string(index) + " (" +
-                     OpcodeName(static_cast<uint16_t>(inst.opcode));
-  return text + DescribeDebug(program, inst.debug_id) + ")";
-}
 
 Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProfile* profile) {
   const Program& program = machine.program;

@@ -17,8 +17,5 @@ Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProf
 // ExecuteOptions or TRN_MAX_LOOP_ITERATIONS says otherwise.
 constexpr int64_t kDefaultMaxBlockEntries = 10'000'000;
 
-// "DVE instruction 3 (tensor_tensor; stablehlo.add \"jit(f)/add\" at f.py:3:4)", prefixed with
-// "block B " in a program of several blocks.
-std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index);
 
 }  // namespace trn::sim

@@ -334,7 +334,10 @@ Status CheckInstruction(const Program& program, const Instruction& inst) {
     case Opcode::kTranspose: {
       const auto& t = std::get<Transpose>(inst.operands);
       if (t.dst.memory != Memory::kPsum) return InvalidArgument("dst must be in PSUM");
-      if (t.src.num_free != 1 || t.src.free_size() > 128) return InvalidArgument("src must be [P, F <= 128] with one free dim");
+      const int partitions = program.target->partitions;
+      if (t.src.num_free != 1 || t.src.free_size() > partitions) {
+        return InvalidArgument("src must be [P, F <= " + std::to_string(partitions) + "] with one free dim");
+      }
       if (t.dst.partition_count != t.src.free_size() || t.dst.free_size() != t.src.partition_count) {
         return InvalidArgument("dst is " + Shape(t.dst) + ", the transpose of " + Shape(t.src) + " needs [" + std::to_string(t.src.free_size()) +
                                " partitions, " + std::to_string(t.src.partition_count) + "]");

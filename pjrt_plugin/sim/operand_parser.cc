@@ -59,9 +59,11 @@ Operands Parser::ParseOperands(Opcode opcode) {
       m.stationary = ReadTile();
       m.moving = ReadTile();
       const uint8_t flags = in_.Read<uint8_t>("matmul flags");
-      if (in_.ok() && flags > 3) in_.Fail("matmul flags " + std::to_string(flags) + " (only bits 0 and 1 are defined)");
-      m.start = flags & 1;
-      m.stop = flags & 2;
+      if (in_.ok() && (flags & ~(kMatmulStart | kMatmulStop)) != 0) {
+        in_.Fail("matmul flags " + std::to_string(flags) + " (only the start and stop bits are defined)");
+      }
+      m.start = flags & kMatmulStart;
+      m.stop = flags & kMatmulStop;
       return m;
     }
     case Opcode::kTranspose: {
@@ -185,7 +187,7 @@ Operands Parser::ParseOperands(Opcode opcode) {
     case Opcode::kGpScatter: {
       GpScatter g;
       g.op = ReadAluOp();
-      g.clamp = ReadFlag("scatter bounds mode");
+      g.clamp = ReadFlag("scatter bounds mode") == kScatterClamp;
       g.dst = ReadHbm();
       g.updates = ReadHbm();
       g.indices = ReadHbm();
@@ -194,7 +196,7 @@ Operands Parser::ParseOperands(Opcode opcode) {
     case Opcode::kGpArgReduce: {
       GpArgReduce g;
       g.op = ReadAluOp();
-      g.select_form = ReadFlag("arg-reduce body");
+      g.select_form = ReadFlag("arg-reduce body") == kArgReduceSelect;
       for (HbmAP* ap : {&g.dst_value, &g.dst_index, &g.src_value, &g.src_index}) *ap = ReadHbm();
       g.reduced = in_.Read<uint8_t>("reduced dim count");
       g.init_value = ReadScalar();
@@ -204,8 +206,8 @@ Operands Parser::ParseOperands(Opcode opcode) {
     case Opcode::kGpSort: {
       GpSort g;
       g.num_keys = in_.Read<uint8_t>("sort key count");
-      g.descending = ReadFlag("sort direction");
-      g.canonical_floats = ReadFlag("sort float order");
+      g.descending = ReadFlag("sort direction") == 1;
+      g.canonical_floats = ReadFlag("sort float order") == kSortFloatCanonical;
       g.dsts = ReadHbmList();
       g.srcs = ReadHbmList();
       return g;
@@ -296,8 +298,8 @@ TileAP Parser::ReadTile() {
   if (!in_.ok()) return ap;
   const int start = ap.partition_start, count = ap.partition_count;
   std::string rule;
-  if (count < 1 || start + count > 128) {
-    rule = "partitions must lie in 0..127";
+  if (count < 1 || start + count > program_->target->partitions) {
+    rule = "partitions must lie in 0.." + std::to_string(program_->target->partitions - 1);
   } else if (count > 64 && start != 0) {
     rule = "a tile of more than 64 partitions starts at 0";
   } else if (count > 32 && count <= 64 && start != 0 && start != 64) {
@@ -367,8 +369,12 @@ ScalarOperand Parser::ReadScalarOperand() {
   ScalarOperand s{};
   const size_t at = in_.offset();
   const uint8_t kind = in_.Read<uint8_t>("scalar operand kind");
-  if (in_.ok() && kind > 1) in_.Fail(at, "scalar operand kind " + std::to_string(kind) + " (expected 0 immediate or 1 tile)");
-  s.is_tile = kind == 1;
+  const auto immediate = static_cast<uint8_t>(ScalarKind::kImmediate), tile = static_cast<uint8_t>(ScalarKind::kTile);
+  if (in_.ok() && kind != immediate && kind != tile) {
+    in_.Fail(at, "scalar operand kind " + std::to_string(kind) + " (expected " + std::to_string(immediate) + " immediate or " +
+                     std::to_string(tile) + " tile)");
+  }
+  s.is_tile = kind == tile;
   if (s.is_tile) {
     s.tile = ReadTile();
   } else {
@@ -381,8 +387,12 @@ Endpoint Parser::ReadEndpoint() {
   Endpoint e{};
   const size_t at = in_.offset();
   const uint8_t kind = in_.Read<uint8_t>("DMA endpoint kind");
-  if (in_.ok() && kind > 1) in_.Fail(at, "DMA endpoint kind " + std::to_string(kind) + " (expected 0 HBM or 1 tile)");
-  e.is_tile = kind == 1;
+  const auto hbm = static_cast<uint8_t>(EndpointKind::kHbm), tile = static_cast<uint8_t>(EndpointKind::kTile);
+  if (in_.ok() && kind != hbm && kind != tile) {
+    in_.Fail(at, "DMA endpoint kind " + std::to_string(kind) + " (expected " + std::to_string(hbm) + " HBM or " +
+                     std::to_string(tile) + " tile)");
+  }
+  e.is_tile = kind == tile;
   if (e.is_tile) {
     e.tile = ReadTile();
   } else {
@@ -398,12 +408,12 @@ std::vector<HbmAP> Parser::ReadHbmList() {
   return list;
 }
 
-// A u8 that must be 0 or 1.
-bool Parser::ReadFlag(const char* what) {
+// A u8 that must be 0 or 1 (a two-valued mode of isa.def, or a yes/no).
+uint8_t Parser::ReadFlag(const char* what) {
   const size_t at = in_.offset();
   const uint8_t value = in_.Read<uint8_t>(what);
   if (in_.ok() && value > 1) in_.Fail(at, std::string(what) + " " + std::to_string(value) + " (expected 0 or 1)");
-  return value == 1;
+  return value;
 }
 
 }  // namespace trn::sim::loader

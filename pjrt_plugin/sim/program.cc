@@ -3,36 +3,32 @@
 namespace trn::sim {
 
 std::string OpcodeName(uint16_t opcode) {
-  if (opcode == static_cast<uint16_t>(ControlOp::kJump)) return "jump";
-  if (opcode == static_cast<uint16_t>(ControlOp::kBranch)) return "branch";
-  if (opcode == static_cast<uint16_t>(ControlOp::kSwitch)) return "switch";
-  switch (static_cast<Opcode>(opcode)) {
-    case Opcode::kDmaCopy: return "dma_copy";
-    case Opcode::kMatmul: return "matmul";
-    case Opcode::kTranspose: return "transpose";
-    case Opcode::kTensorTensor: return "tensor_tensor";
-    case Opcode::kTensorScalar: return "tensor_scalar";
-    case Opcode::kTensorReduce: return "tensor_reduce";
-    case Opcode::kTensorCopy: return "tensor_copy";
-    case Opcode::kTensorTernary: return "tensor_ternary";
-    case Opcode::kTensorUnary: return "tensor_unary";
-    case Opcode::kActivation: return "activation";
-    case Opcode::kGpElementwise: return "gp_elementwise";
-    case Opcode::kGpCopy: return "gp_copy";
-    case Opcode::kGpFill: return "gp_fill";
-    case Opcode::kGpIota: return "gp_iota";
-    case Opcode::kGpBitcast: return "gp_bitcast";
-    case Opcode::kGpReduce: return "gp_reduce";
-    case Opcode::kGpBatchMatmul: return "gp_batch_matmul";
-    case Opcode::kGpGather: return "gp_gather";
-    case Opcode::kGpScatter: return "gp_scatter";
-    case Opcode::kGpArgReduce: return "gp_arg_reduce";
-    case Opcode::kGpSort: return "gp_sort";
-    case Opcode::kGpReduceWindow: return "gp_reduce_window";
-    case Opcode::kGpSelectAndScatter: return "gp_select_and_scatter";
-    case Opcode::kGpConvolution: return "gp_convolution";
+  switch (opcode) {
+#define TRN_OPCODE(Camel, snake, code, engine) case code: return #snake;
+#include "isa.def"
+    // Block exits share the opcode space (docs/program-format.md); `end` is no instruction.
+    case static_cast<uint16_t>(ControlOp::kJump): return "jump";
+    case static_cast<uint16_t>(ControlOp::kBranch): return "branch";
+    case static_cast<uint16_t>(ControlOp::kSwitch): return "switch";
   }
   return "opcode(" + std::to_string(opcode) + ")";
+}
+
+std::string DescribeDebug(const Program& program, uint32_t debug_id) {
+  if (debug_id >= program.debug.size()) return "; debug id " + std::to_string(debug_id);
+  const DebugInfo& debug = program.debug[debug_id];
+  std::string text;
+  if (!debug.op.empty() || !debug.name.empty()) text += "; " + debug.op + " \"" + debug.name + "\"";
+  if (!debug.location.empty()) text += " at " + debug.location;
+  return text;
+}
+
+std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index) {
+  const Instruction& inst = program.blocks[block].streams[stream][index];
+  std::string text = (program.blocks.size() > 1 ? "block " + std::to_string(block) + " " : std::string()) +
+                     StreamName(stream) + " instruction " + std::to_string(index) + " (" +
+                     OpcodeName(static_cast<uint16_t>(inst.opcode));
+  return text + DescribeDebug(program, inst.debug_id) + ")";
 }
 
 int64_t TileAP::free_size() const {

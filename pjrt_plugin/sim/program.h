@@ -15,43 +15,40 @@
 
 namespace trn::sim {
 
-enum class TensorKind : uint8_t { kParameter = 0, kOutput = 1, kTemporary = 2, kConstant = 3 };
+// The numbered vocabularies are isa.def's tables.
+enum class TensorKind : uint8_t {
+#define TRN_TENSOR_KIND(Camel, snake, code) k##Camel = code,
+#include "isa.def"
+};
 
-enum class Memory : uint8_t { kSbuf = 1, kPsum = 2 };
+enum class Memory : uint8_t {
+#define TRN_MEMORY(Camel, snake, code) k##Camel = code,
+#include "isa.def"
+};
+
+// Operand kind tags (docs/program-format.md): a DMA endpoint is an HBM or a tile access pattern;
+// a scalar operand an immediate or a per-partition tile.
+enum class EndpointKind : uint8_t {
+#define TRN_ENDPOINT_KIND(Camel, snake, code) k##Camel = code,
+#include "isa.def"
+};
+
+enum class ScalarKind : uint8_t {
+#define TRN_SCALAR_KIND(Camel, snake, code) k##Camel = code,
+#include "isa.def"
+};
 
 enum class Opcode : uint16_t {
-  kDmaCopy = 1,
-  kMatmul = 16,
-  kTranspose = 17,
-  kTensorTensor = 32,
-  kTensorScalar = 33,
-  kTensorReduce = 34,
-  kTensorCopy = 35,
-  kTensorTernary = 36,
-  kTensorUnary = 37,
-  kActivation = 48,
-  kGpElementwise = 64,
-  kGpCopy = 65,
-  kGpFill = 66,
-  kGpIota = 67,
-  kGpBitcast = 68,
-  kGpReduce = 69,
-  kGpBatchMatmul = 70,
-  kGpGather = 71,
-  kGpScatter = 72,
-  kGpArgReduce = 73,
-  kGpSort = 74,
-  kGpReduceWindow = 90,
-  kGpSelectAndScatter = 91,
-  kGpConvolution = 80,
+#define TRN_OPCODE(Camel, snake, code, engine) k##Camel = code,
+#include "isa.def"
 };
 
 // "matmul", ...; "opcode(N)" for a number the format does not define.
 TRN_API std::string OpcodeName(uint16_t opcode);
 
-// Stream ids (docs/program-format.md).
-constexpr int kStreamSP = 0, kStreamACT = 1, kStreamPE = 2, kStreamDVE = 3, kStreamPOOL = 4;
-constexpr int kFirstDmaStream = 5;
+// Stream ids of the engines (docs/program-format.md); the DMA streams follow (runtime.h).
+#define TRN_ENGINE_STREAM(NAME, code) constexpr int kStream##NAME = code;
+#include "isa.def"
 
 struct Tensor {
   std::string name;
@@ -185,7 +182,10 @@ struct Instruction {
 
 // Control opcodes: the SP (Sync) engine's control instruction that ends a block and picks the
 // next one. They appear only as block exits, never inside a stream's instruction list.
-enum class ControlOp : uint16_t { kEnd = 0, kJump = 8, kBranch = 9, kSwitch = 10 };
+enum class ControlOp : uint16_t {
+#define TRN_CONTROL_OP(Camel, snake, code) k##Camel = code,
+#include "isa.def"
+};
 
 // The end of a block (docs/program-format.md "Blocks and control flow"): after every stream of
 // the block has finished (a barrier), SP reads `selector` (branch: a predicate, switch: an
@@ -202,6 +202,13 @@ struct Block {
   std::array<std::vector<Instruction>, kNumStreams> streams;
   BlockExit exit;
 };
+
+// For error messages: "; stablehlo.add \"jit(f)/add\" at f.py:3:4" (what is known of the entry).
+std::string DescribeDebug(const Program& program, uint32_t debug_id);
+
+// "DVE instruction 3 (tensor_tensor; stablehlo.add \"jit(f)/add\" at f.py:3:4)", prefixed with
+// "block B " in a program of several blocks.
+std::string DescribeInstruction(const Program& program, size_t block, int stream, size_t index);
 
 struct Program {
   const TargetSpec* target = nullptr;

@@ -1,6 +1,7 @@
 #include "program_loader.h"
 
 #include <string>
+#include <string_view>
 
 #include "program_parser.h"
 
@@ -11,7 +12,7 @@ namespace {
 constexpr char kMagic[8] = {'T', 'R', 'N', 'P', 'R', 'O', 'G', '\0'};
 // Version 2 added blocks and control flow; a version 1 program (one stream list) still loads, as
 // one block that ends the program.
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kOldestVersion = 1;
 
 }  // namespace
@@ -29,7 +30,7 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   const std::string target = in_.String("target name");
   if (in_.ok()) {
     program_->target = FindTarget(target);
-    if (program_->target == nullptr) in_.Fail(target_at, "unknown target \"" + target + "\" (expected trn1, trn2 or trn3)");
+    if (program_->target == nullptr) in_.Fail(target_at, "unknown target \"" + target + "\" (expected one of " + KnownTargets() + ")");
   }
   ParseTensors();
   if (version == 1) {
@@ -38,12 +39,18 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   } else {
     ParseBlocks();
   }
-  const uint32_t debug_count = in_.Count("debug table length", 12);
+  // Version 3 added each entry's lowering and rule (two more strings).
+  const bool has_lowering = version >= 3;
+  const uint32_t debug_count = in_.Count("debug table length", has_lowering ? 20 : 12);
   for (uint32_t i = 0; i < debug_count && in_.ok(); ++i) {
     DebugInfo entry;
     entry.op = in_.String("debug op");
     entry.name = in_.String("debug name");
     entry.location = in_.String("debug location");
+    if (has_lowering) {
+      entry.lowering = in_.String("debug lowering");
+      entry.rule = in_.String("debug rule");
+    }
     program_->debug.push_back(std::move(entry));
   }
   program_->source = in_.String("source text");
@@ -55,7 +62,8 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   return std::move(program_);
 }
 
-// What can only be checked once the whole program is read: debug ids and block targets.
+// What can only be checked once the whole program is read: debug ids, block targets, and each
+// instruction's rules (instruction_rules.cc), reported with the instruction's debug entry.
 Status Parser::CheckBlocks() const {
   const size_t num_debug = program_->debug.size(), num_blocks = program_->blocks.size();
   for (size_t b = 0; b < num_blocks; ++b) {
@@ -69,6 +77,8 @@ Status Parser::CheckBlocks() const {
                                  " has debug id " + std::to_string(insts[i].debug_id) + " but the debug table has " +
                                  std::to_string(num_debug) + " entries");
         }
+        const Status rule = CheckInstruction(*program_, insts[i]);
+        if (!rule.ok()) return InvalidArgument("malformed program: " + DescribeInstruction(*program_, b, s, i) + ": " + rule.message());
       }
     }
     const BlockExit& exit = block.exit;
@@ -211,34 +221,29 @@ void Parser::ParseStreams(Block& block) {
     const uint32_t count = in_.Count("instruction count", 10);
     auto& insts = block.streams[id];
     for (uint32_t k = 0; k < count && in_.ok(); ++k) {
-      const size_t inst_at = in_.offset();
-      in_.SetContext(" (" + block_name_ + StreamName(id) + " instruction " + std::to_string(k) + ")");
-      Instruction inst = ParseInstruction(id);
+      const std::string where = block_name_ + StreamName(id) + " instruction " + std::to_string(k);
+      in_.SetContext(" (" + where + ")");
+      Instruction inst = ParseInstruction(id, where);
       if (!in_.ok()) return;
-      const Status rule = CheckInstruction(*program_, inst);
-      if (!rule.ok()) {
-        in_.Fail(inst_at, OpcodeName(static_cast<uint16_t>(inst.opcode)) + ": " + rule.message());
-        return;
-      }
       insts.push_back(std::move(inst));
     }
     in_.SetContext("");
   }
 }
 
+// isa.def's `engine` column: DMA runs on every DMA queue's stream, the others on their engine's.
 bool OpcodeRunsOn(uint16_t opcode, int stream) {
-  if (opcode == static_cast<uint16_t>(Opcode::kDmaCopy)) return stream >= kFirstDmaStream;
-  if (opcode == 16 || opcode == 17) return stream == kStreamPE;
-  if (opcode >= 32 && opcode <= 37) return stream == kStreamDVE;
-  if (opcode == 48) return stream == kStreamACT;
-  if (opcode == static_cast<uint16_t>(Opcode::kGpConvolution)) return stream == kStreamPOOL;
-  if (opcode == static_cast<uint16_t>(Opcode::kGpReduceWindow) || opcode == static_cast<uint16_t>(Opcode::kGpSelectAndScatter)) {
-    return stream == kStreamPOOL;
+  const auto runs_on = [stream](std::string_view engine) {
+    return engine == "DMA" ? stream >= kFirstDmaStream : StreamName(stream) == engine;
+  };
+  switch (opcode) {
+#define TRN_OPCODE(Camel, snake, code, engine) case code: return runs_on(#engine);
+#include "isa.def"
   }
-  return opcode >= 64 && opcode <= 74 && stream == kStreamPOOL;
+  return false;
 }
 
-Instruction Parser::ParseInstruction(int stream) {
+Instruction Parser::ParseInstruction(int stream, const std::string& where) {
   Instruction inst{};
   const size_t at = in_.offset();
   const uint16_t opcode = in_.Read<uint16_t>("opcode");
@@ -257,6 +262,8 @@ Instruction Parser::ParseInstruction(int stream) {
   }
   inst.opcode = static_cast<Opcode>(opcode);
   inst.debug_id = in_.Read<uint32_t>("debug id");
+  // The debug table follows the blocks: an operand error names the entry by id.
+  in_.SetContext(" (" + where + ", " + OpcodeName(opcode) + ", debug id " + std::to_string(inst.debug_id) + ")");
   const uint32_t waits = in_.Count("wait count", 5);
   for (uint32_t i = 0; i < waits && in_.ok(); ++i) {
     const size_t wait_at = in_.offset();

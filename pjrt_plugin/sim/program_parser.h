@@ -25,7 +25,7 @@ class Parser {
   void ParseStreams(Block& block);
   void ParseExit(Block& block);
   Status CheckBlocks() const;
-  Instruction ParseInstruction(int stream);
+  Instruction ParseInstruction(int stream, const std::string& where);  // where: "DVE instruction 3"
   Operands ParseOperands(Opcode opcode);
   DType ReadDType(const char* what, bool allow_f64);
   AluOp ReadAluOp();
@@ -35,7 +35,7 @@ class Parser {
   ScalarOperand ReadScalarOperand();
   Endpoint ReadEndpoint();
   std::vector<HbmAP> ReadHbmList();
-  bool ReadFlag(const char* what);
+  uint8_t ReadFlag(const char* what);
 
   Cursor in_;
   std::string block_name_;  // "block 3 " while parsing blocks of a multi-block program

@@ -1,11 +1,9 @@
-// LoadedProgram and Execute (runtime.h): binding caller buffers to the HBM tensor table,
-// allocating temporaries, and keeping each device's last profile.
+// LoadedProgram and Execute (runtime.h): binding caller buffers to the HBM tensor table and
+// allocating temporaries.
 #include "runtime.h"
 
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 
 #include "executor.h"
 #include "machine.h"
@@ -16,16 +14,6 @@ namespace trn::sim {
 namespace {
 
 TensorInfo InfoOf(const Tensor& t) { return {t.name, t.dtype, t.shape, t.byte_size}; }
-
-std::mutex& LastExecutionMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-std::map<int, ExecutionProfile>& LastExecutions() {
-  static std::map<int, ExecutionProfile> profiles;
-  return profiles;
-}
 
 }  // namespace
 
@@ -119,28 +107,12 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
 }
 
 std::string StreamName(int stream) {
-  static const char* const kEngines[] = {"SP", "ACT", "PE", "DVE", "POOL"};
-  if (stream >= 0 && stream < 5) return kEngines[stream];
-  if (stream >= 5 && stream < kNumStreams) return "DMA" + std::to_string(stream - 5);
+  switch (stream) {
+#define TRN_ENGINE_STREAM(NAME, code) case code: return #NAME;
+#include "isa.def"
+  }
+  if (stream >= kFirstDmaStream && stream < kNumStreams) return "DMA" + std::to_string(stream - kFirstDmaStream);
   return "stream(" + std::to_string(stream) + ")";
-}
-
-void RecordLastExecution(int device_id, const ExecutionProfile& profile) {
-  std::lock_guard<std::mutex> lock(LastExecutionMutex());
-  LastExecutions()[device_id] = profile;
-}
-
-void RecordLastExecution(int device_id, ExecutionProfile&& profile) {
-  std::lock_guard<std::mutex> lock(LastExecutionMutex());
-  LastExecutions()[device_id] = std::move(profile);
-}
-
-bool LastExecution(int device_id, ExecutionProfile* profile) {
-  std::lock_guard<std::mutex> lock(LastExecutionMutex());
-  auto it = LastExecutions().find(device_id);
-  if (it == LastExecutions().end()) return false;
-  *profile = it->second;
-  return true;
 }
 
 namespace {

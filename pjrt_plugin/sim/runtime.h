@@ -28,6 +28,8 @@ struct DebugInfo {
   std::string op;        // "stablehlo.dot_general"
   std::string name;      // "jit(f)/dot_general"
   std::string location;  // "file.py:36:15"
+  std::string lowering;  // "native", "gpsimd", "fused", "empty" or "" (format version 3 on)
+  std::string rule;      // the compiler's lowering rule, "matmul.lower_dot_general" (may be "")
 };
 
 class Program;  // defined in program.h; opaque to users of the runtime
@@ -102,12 +104,10 @@ TRN_API Status Execute(const LoadedProgram& program, const std::vector<const voi
 
 // Names for reports: "SP", "ACT", "PE", "DVE", "POOL", "DMA0".."DMA15".
 TRN_API std::string StreamName(int stream);
-constexpr int kNumStreams = 21;
-
-// The profile of the most recent execution on each device, kept for jax_trn.profile.
-TRN_API void RecordLastExecution(int device_id, const ExecutionProfile& profile);
-TRN_API void RecordLastExecution(int device_id, ExecutionProfile&& profile);  // no timeline copy
-TRN_API bool LastExecution(int device_id, ExecutionProfile* profile);
+// kFirstDmaStream, kNumDmaStreams (isa.def).
+#define TRN_ISA_CONSTANT(Camel, SNAKE, value) constexpr int k##Camel = value;
+#include "isa.def"
+constexpr int kNumStreams = kFirstDmaStream + kNumDmaStreams;
 
 // Whether executions should record their per-instruction timeline: TRN_PROFILE is set, or a
 // caller turned it on (jax_trn.profile.trace()). SetRecordTimeline nests: each `true` needs a

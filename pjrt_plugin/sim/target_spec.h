@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 namespace trn::sim {
 
@@ -26,6 +29,7 @@ struct TargetSpec {
   int64_t hbm_bytes_per_chip;
   double hbm_bytes_per_ns_per_chip;
   int dma_engines_per_core;
+  int dma_queues;                   // DMA instruction queues a program may use (streams DMA0..)
   double dma_bytes_per_ns_per_engine;
   double dma_fixed_latency_ns;      // trigger to start of a transfer
   double chip_link_bytes_per_ns;    // chip-to-chip NeuronLink
@@ -33,5 +37,22 @@ struct TargetSpec {
 
 // Returns nullptr for an unknown name.
 __attribute__((visibility("default"))) const TargetSpec* FindTarget(std::string_view name);
+
+// Every target's name, in table order ("trn1", "trn2", "trn3").
+__attribute__((visibility("default"))) std::vector<std::string> TargetNames();
+
+// "trn1, trn2, trn3": for error messages naming the known targets.
+__attribute__((visibility("default"))) std::string KnownTargets();
+
+// One figure of a target, by the name the compiler reads it under.
+struct TargetFigure {
+  const char* name;
+  std::variant<int64_t, double, const char*> value;
+};
+
+// Every field of `target`, in declaration order: the target description the compiler receives
+// (compiler_bridge.cc) and jax_trn._native.target_spec() returns, built from this one list.
+__attribute__((visibility("default"))) std::vector<TargetFigure> TargetFigures(
+    const TargetSpec& target);
 
 }  // namespace trn::sim

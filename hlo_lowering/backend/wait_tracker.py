@@ -1,4 +1,5 @@
-"""Derives every instruction's semaphore waits from the memory it reads and writes.
+"""WaitTracker: derives every instruction's semaphore waits from the memory it reads and writes
+(the insert-semaphores stage feeds it each block's instructions in program order).
 
 For a new instruction on stream S, each other stream T contributes the latest earlier
 instruction of T that conflicts with it (read-after-write, write-after-read or write-after-write
@@ -14,7 +15,7 @@ conflicts with at least as much (a write covers reads and writes; a read covers 
 the buckets short when compilers reuse buffers.
 """
 
-from .enums import NUM_STREAMS
+from hlo_lowering.program.enums import NUM_STREAMS
 
 _QUADRANT = 32
 _CHUNK_BYTES = 2048

@@ -1,24 +1,29 @@
 """A persistent, cross-process cache of compiled NeuronCore programs (and their compile reports).
 
 JAX's own persistent compilation cache is gated on platform names and does not serve "trn", so the
-compiler keeps its own: `driver.compile_for_pjrt` looks a program up here before compiling it.
+plugin keeps its own (the cache is the plugin's policy, not the compiler's: JAX keeps its cache in
+JAX, not in XLA): `jax_trn.compilation.compile_for_pjrt` looks a program up here before it calls
+the compiler.
 
 Key: sha256 over (the compiler fingerprint, code bytes, fmt, the compile options the compiler reads,
-target, the target's spec). The compile options enter as the driver's canonical summary of them
-(today `num_replicas`; partitioned programs are refused before any lookup), not as the serialized
-CompileOptionsProto: its DebugOptions hold protobuf maps that serialize in hash order, so the same
-options give different bytes in different processes. A compiler change that starts reading another
-option must add it to that summary. The compiler fingerprint is the program format version plus a hash of
-every source file of the `hlo_lowering` package, computed once per process, so any compiler change
-misses every older entry (older entries age out through eviction).
+target, the target description). The compile options enter as the parsed options the compiler
+reads (`hlo_lowering.compiler.CompileOptions` after `check_options`; partitioned programs are
+refused before any lookup), not as the serialized CompileOptionsProto: its DebugOptions hold
+protobuf maps that serialize in hash order, so the same options give different bytes in different
+processes. A compiler change that starts reading another option adds it to CompileOptions, and so
+to the key. The compiler fingerprint is the program format version plus a hash of every source
+file of the `hlo_lowering` package, computed once per process, so any compiler change (a program
+format change included) misses every older entry (older entries age out through eviction).
 
 Storage: `TRN_CACHE_DIR` (default `~/.cache/jax-trn`; empty or `0` disables the cache), one file
 `<key>.trnc` per entry, written to a temporary file in the same directory and renamed into place
 (`os.replace`, atomic on POSIX), so concurrent processes and threads never see a partial entry; two
 writers of one key both write a complete, identical entry and the last rename wins. An entry holds
-the program bytes and the compile report (JSON) behind a magic header and a sha256 checksum of both;
-an entry that is truncated, corrupted, of another layout or whose program the loader refuses
-(`jax_trn._native.program_info`) is ignored (the program is recompiled and the entry rewritten).
+the key it was stored under, then the program bytes and the compile report (JSON), behind a magic
+header and a sha256 checksum of all three; an entry that is truncated, corrupted, of another layout,
+stored under another key (a file renamed or copied onto this name: served, it would run another
+program) or whose program the loader refuses (`jax_trn._native.program_info`) is ignored (the
+program is recompiled and the entry rewritten).
 
 Size cap: `TRN_CACHE_MAX_BYTES` (default 1 GiB). A hit refreshes the entry's mtime; after each
 store, the oldest entries by mtime are deleted until the directory is under the cap (an entry
@@ -38,14 +43,20 @@ import tempfile
 import threading
 import time
 
+import hlo_lowering
+from hlo_lowering.program import writer
+from hlo_lowering.report import CompileReport, LoweredOp
+from jax_trn import _native
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_DIR = os.path.join("~", ".cache", "jax-trn")
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".trnc"
-_MAGIC = b"TRNCACHE1\n"
-# magic, program length, report length, sha256(program + report)
-_HEADER = struct.Struct(f"<{len(_MAGIC)}sQQ32s")
+_MAGIC = b"TRNCACHE2\n"
+# magic, the entry's key (sha256 digest), program length, report length,
+# sha256(key + program + report)
+_HEADER = struct.Struct(f"<{len(_MAGIC)}s32sQQ32s")
 _STALE_TMP_S = 3600.0
 
 _fingerprint: str | None = None
@@ -80,8 +91,7 @@ def compiler_fingerprint() -> str:
   global _fingerprint
   with _fingerprint_lock:
     if _fingerprint is None:
-      from hlo_lowering.program import writer
-      root = os.path.dirname(os.path.abspath(__file__))
+      root = os.path.dirname(os.path.abspath(hlo_lowering.__file__))
       digest = hashlib.sha256(f"program-format-{writer.VERSION}\n".encode())
       paths = []
       for directory, dirs, files in os.walk(root):
@@ -111,15 +121,18 @@ def make_key(code: bytes, fmt: str, compile_options: bytes, target: str,
 
 def _report_to_json(report) -> bytes:
   return json.dumps({"module": report.module, "target": report.target,
-                     "ops": [dataclasses.asdict(op) for op in report.ops]},
+                     "ops": [dataclasses.asdict(op) for op in report.ops],
+                     "sbuf_peak_bytes": report.sbuf_peak_bytes,
+                     "psum_peak_bytes": report.psum_peak_bytes},
                     separators=(",", ":")).encode()
 
 
-def _report_from_json(data: bytes):
-  from hlo_lowering.report import CompileReport, LoweredOp
+def _report_from_json(data: bytes) -> CompileReport:
   doc = json.loads(data.decode())
   return CompileReport(module=doc["module"], target=doc["target"],
-                       ops=[LoweredOp(**op) for op in doc["ops"]])
+                       ops=[LoweredOp(**op) for op in doc["ops"]],
+                       sbuf_peak_bytes=doc["sbuf_peak_bytes"],
+                       psum_peak_bytes=doc["psum_peak_bytes"])
 
 
 # --- entries -------------------------------------------------------------------------------------
@@ -129,10 +142,6 @@ def _path(directory: str, key: str) -> str:
 
 
 def _validate_program(program: bytes) -> bool:
-  try:
-    from jax_trn import _native
-  except ImportError:  # the loader is not built: the checksum alone vouches for the entry
-    return True
   try:
     _native.program_info(program)
     return True
@@ -155,7 +164,7 @@ def load(key: str):
   except OSError as e:
     logger.warning("compile cache: cannot read %s: %s", path, e)
     return None
-  entry = _decode(data)
+  entry = _decode(data, key)
   if entry is None or not _validate_program(entry[0]):
     logger.warning("compile cache: ignoring corrupted entry %s", path)
     _remove(path)
@@ -167,14 +176,14 @@ def load(key: str):
   return entry
 
 
-def _decode(data: bytes):
+def _decode(data: bytes, key: str):
   if len(data) < _HEADER.size:
     return None
-  magic, program_len, report_len, checksum = _HEADER.unpack_from(data)
+  magic, stored_key, program_len, report_len, checksum = _HEADER.unpack_from(data)
   if magic != _MAGIC or _HEADER.size + program_len + report_len != len(data):
     return None
   body = data[_HEADER.size:]
-  if hashlib.sha256(body).digest() != checksum:
+  if stored_key != bytes.fromhex(key) or hashlib.sha256(stored_key + body).digest() != checksum:
     return None
   try:
     report = _report_from_json(body[program_len:])
@@ -183,10 +192,11 @@ def _decode(data: bytes):
   return bytes(body[:program_len]), report
 
 
-def _encode(program: bytes, report) -> bytes:
+def _encode(key: str, program: bytes, report) -> bytes:
   report_json = _report_to_json(report)
-  body = bytes(program) + report_json
-  return _HEADER.pack(_MAGIC, len(program), len(report_json), hashlib.sha256(body).digest()) + body
+  digest, body = bytes.fromhex(key), bytes(program) + report_json
+  return _HEADER.pack(_MAGIC, digest, len(program), len(report_json),
+                      hashlib.sha256(digest + body).digest()) + body
 
 
 def store(key: str, program: bytes, report) -> bool:
@@ -194,7 +204,7 @@ def store(key: str, program: bytes, report) -> bool:
   directory = cache_dir()
   if directory is None:
     return False
-  data = _encode(program, report)
+  data = _encode(key, program, report)
   limit = max_bytes()
   if len(data) > limit:
     logger.info("compile cache: %d-byte entry exceeds TRN_CACHE_MAX_BYTES=%d; not stored",

@@ -1,0 +1,24 @@
+"""assign-dma-queues: gives every DMA without a queue its queue, round robin in program order.
+
+Requires: lowering done (DMAs emitted by `LoweringContext.dma` have no queue, `stream` None).
+Ensures: every instruction has a stream; every DMA's stream is one of the target's
+`dma_queues` queues. Independent transfers land on different queues and run in parallel.
+
+The round robin runs over the whole program in the order lowering emitted its instructions
+(blocks included), as one counter per compilation; a DMA that already has a queue (a
+hand-written program) keeps it and does not advance the counter.
+"""
+
+from __future__ import annotations
+
+from hlo_lowering.program import Opcode, ProgramBuilder, Stream
+from hlo_lowering.report import CompileReport
+
+
+def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> None:
+  queues = int(target_spec["dma_queues"])
+  queue = 0
+  for inst in builder.instructions:
+    if inst.opcode == Opcode.DMA_COPY and inst.stream is None:
+      inst.stream = Stream.dma(queue)
+      queue = (queue + 1) % queues

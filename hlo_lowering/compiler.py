@@ -1,0 +1,82 @@
+"""The compiler's entry point: a pure function from a program to a NeuronCore program.
+
+    compile_program(code, fmt, options, target) -> (program bytes, CompileReport)
+
+bytes → importer → pass pipeline → codegen → back-end stages → serialized NeuronCore program. The caller passes
+everything the compile depends on: the program and its format, the compile options already
+parsed (`CompileOptions`; the plugin's C++ bridge is their one parser) and the target description
+(the per-generation figures the C++ side holds, `jax_trn._native.target_spec(name)`; an opaque
+mapping handed to codegen). The compiler keeps no state between compiles: the compile
+counters, the list of reports and the persistent cache are the plugin's (jax_trn/compilation.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+
+from hlo_lowering import codegen, importer, ir, pipeline
+from hlo_lowering.errors import CompileError, UNIMPLEMENTED
+from hlo_lowering.report import CompileReport
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+  """The compile options the compiler reads, as the C++ bridge parsed them from the
+  CompileOptionsProto (executable_build_options.num_replicas / num_partitions; 0 when absent)."""
+  num_replicas: int = 1
+  num_partitions: int = 1
+
+
+# Ops that talk to other replicas or whose result depends on which replica runs them.
+_CROSS_REPLICA_OPS = frozenset({
+    "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all",
+    "stablehlo.reduce_scatter", "stablehlo.collective_permute", "stablehlo.collective_broadcast",
+    "stablehlo.replica_id", "stablehlo.partition_id", "stablehlo.send", "stablehlo.recv"})
+
+
+def _multi_device_error(replicas: int, partitions: int, why: str = "") -> CompileError:
+  return CompileError(
+      "multi-device programs (pmap, shard_map, sharded jit: "
+      f"{max(replicas, partitions)} {'partitions' if partitions > 1 else 'replicas'}{why}) are "
+      f"not supported yet (num_replicas={replicas}, num_partitions={partitions}); run on one "
+      "NeuronCore device", UNIMPLEMENTED)
+
+
+def check_options(options: CompileOptions) -> CompileOptions:
+  """The options as the compile reads them (at least one replica); refuses partitioned programs.
+  Callers that key a cache on the options check them first, so a refused program is never served."""
+  if options.num_partitions > 1:
+    raise _multi_device_error(options.num_replicas, options.num_partitions)
+  return CompileOptions(num_replicas=max(options.num_replicas, 1), num_partitions=1)
+
+
+def _check_replicated(module, replicas: int) -> None:
+  """A program compiled for several replicas (torch_xla compiles every program with
+  num_replicas = device count) is the same single-device program on each of them, and runs on
+  whichever device Execute names, unless it communicates between replicas."""
+  if replicas == 1:
+    return
+  for function in module.functions.values():
+    for op in ir.walk_ops(function.body):
+      if op.name in _CROSS_REPLICA_OPS:
+        raise _multi_device_error(replicas, 1, f", {op.name} at {op.loc}")
+
+
+def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapping,
+                    *, dump_tag: str = "0") -> tuple[bytes, CompileReport]:
+  """The NeuronCore program for `code` ("mlir" or "hlo") on `target` (a target description with
+  at least "name"), and its compile report; CompileError with a user-ready message.
+  `dump_tag` names the IR and program dumps of this compile (TRN_DUMP_IR)."""
+  options = check_options(options)
+  module = importer.import_program(code, fmt)
+  _check_replicated(module, options.num_replicas)
+  target_name = str(target["name"])
+  report = CompileReport(module=str(module.attrs.get("sym_name", "")), target=target_name)
+  pipeline.run_pipeline(module, tag=dump_tag)
+  builder = codegen.generate(module, target_name, target, report)
+  pipeline.run_backend(builder, target, report, tag=dump_tag)
+  return builder.serialize(), report

@@ -1,0 +1,48 @@
+"""The plugin's private JAX symbols, gathered in one place (checked against jax and jaxlib
+0.10.2, the one version `_compat.check_jaxlib_version` accepts).
+
+Every other module of jax_trn uses public API only; a test (tests/test_import_graph.py) fails if
+`jax._src` appears anywhere else. Each symbol here is one JAX has no public spelling for:
+
+- `jax._src.xla_bridge.register_plugin`: how a `jax_plugins` entry point registers a PJRT plugin
+  (JAX's plugin docs name it; there is no public alias).
+- `jax._src.xla_bridge._backend_factories`: whether "trn" is registered already (the entry point
+  and an explicit `jax_trn.plugin.initialize()` may both run).
+- `jax._src.xla_bridge._backends`: whether the trn backend has started (the configuration is read
+  then, so `jax_trn.configure` must refuse afterwards).
+- `jax._src.xla_bridge.register_backend_factory(..., fail_quietly=False)`: a backend whose
+  creation fails with our message; JAX raises it from the first `jax.devices()`, where an
+  exception out of a plugin's import or `initialize()` is only logged (jax_trn/_libraries.py).
+
+Imported when first used, so importing jax_trn does not import JAX's internals.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+def plugin_registered(platform: str) -> bool:
+  from jax._src import xla_bridge
+  return platform in xla_bridge._backend_factories
+
+
+def backend_started(platform: str) -> bool:
+  from jax._src import xla_bridge
+  return platform in getattr(xla_bridge, "_backends", {})
+
+
+def register_plugin(platform: str, *, priority: int, library_path: str,
+                    options: Callable[[], dict]) -> None:
+  from jax._src import xla_bridge
+  xla_bridge.register_plugin(platform, priority=priority, library_path=library_path,
+                             options=options)
+
+
+def register_failing_backend(platform: str, *, priority: int, message: str) -> None:
+  from jax._src import xla_bridge
+
+  def fail():
+    raise RuntimeError(message)
+
+  xla_bridge.register_backend_factory(platform, fail, priority=priority, fail_quietly=False)

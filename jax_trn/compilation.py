@@ -1,0 +1,149 @@
+"""The plugin's compile service: what PJRT_Client_Compile calls (pjrt_plugin/compiler_bridge.cc).
+
+    compile_for_pjrt(code, fmt, options, target) -> program bytes
+
+The C++ bridge passes the program, the compile options it parsed (a dict of
+`hlo_lowering.compiler.CompileOptions` fields) and the client's target description. This module
+holds the policy around the pure compiler (`hlo_lowering.compiler.compile_program`): it serves
+programs from the persistent compile cache (`compile_cache.py`, `TRN_CACHE_DIR`) when it holds them
+(a hit returns the stored program bytes and records the stored compile report, identical in content
+to the one the compile made), counts compilations and keeps every compile report of this process
+(`compile_count()`, `cache_stats()`, `last_report()`, `reports()`; `jax_trn.compile_report()`).
+`compile_count()` counts the compilations requested of this process (hits included: what JAX asked
+to compile); `cache_stats()` tells hits, misses and the real compiles apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+
+from hlo_lowering import compiler, pipeline
+from hlo_lowering.report import CompileReport
+from jax_trn import compile_cache, config
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_compile_count = 0
+_cache_stats = {"hits": 0, "misses": 0, "bypassed": 0, "compiles": 0}
+_reports: list[CompileReport] = []
+
+
+def compile_count() -> int:
+  """How many compilations this process was asked for (successful or not), cache hits included:
+  a program JAX reuses from its in-memory executable cache does not count; one served from the
+  persistent cache does. `cache_stats()["compiles"]` counts only the real compiles."""
+  return _compile_count
+
+
+def cache_stats() -> dict[str, int]:
+  """{"hits", "misses", "bypassed", "compiles"} of this process: persistent-cache hits, misses
+  (then compiled and stored), compiles that did not consult the cache (cache disabled, IR dumps or
+  verification requested, a patched pipeline, compile_text), and real compiles (misses +
+  bypassed, successful or not)."""
+  with _lock:
+    return dict(_cache_stats)
+
+
+def last_report() -> CompileReport | None:
+  return _reports[-1] if _reports else None
+
+
+def reports() -> list[CompileReport]:
+  return list(_reports)
+
+
+def _next_tag() -> str:
+  global _compile_count
+  with _lock:
+    _compile_count += 1
+    return str(_compile_count)
+
+
+def _compile(code: bytes, fmt: str, options: compiler.CompileOptions, target: Mapping,
+             tag: str) -> tuple[bytes, CompileReport]:
+  with _lock:
+    _cache_stats["compiles"] += 1
+  program, report = compiler.compile_program(code, fmt, options, target, dump_tag=tag)
+  _record(report)
+  return program, report
+
+
+def _record(report: CompileReport) -> None:
+  with _lock:
+    _reports.append(report)
+  logger.info("%s", report)
+
+
+def _pipeline() -> tuple:
+  """The passes and back-end stages as the compiler will run them (read at call time)."""
+  return pipeline.run_pipeline, pipeline.PASSES, pipeline.run_backend, pipeline.backend.STAGES
+
+
+_PIPELINE = _pipeline()
+
+
+def _cacheable() -> bool:
+  """Whether the persistent cache may serve this compile: it is enabled, no compile-time side
+  effect (IR dumps, IR verification) was asked for, and the pipeline is the one this source tree
+  defines (a test or tool that patches it must really compile)."""
+  if compile_cache.cache_dir() is None:
+    return False
+  if os.environ.get("TRN_DUMP_IR", "") or os.environ.get("TRN_VERIFY_IR", "") not in ("", "0"):
+    return False
+  return _pipeline() == _PIPELINE
+
+
+def _options_key(options: compiler.CompileOptions) -> bytes:
+  return f"num_replicas={options.num_replicas},num_partitions={options.num_partitions}".encode()
+
+
+def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],
+                     target: Mapping) -> bytes:
+  """The plugin's compile: a NeuronCore program, or CompileError with a user-ready message.
+  `options`: the parsed compile options (CompileOptions fields); `target`: the target
+  description. Served from the persistent compile cache when it holds the program."""
+  parsed = compiler.check_options(compiler.CompileOptions(**options))
+  tag = _next_tag()
+  if not _cacheable():
+    with _lock:
+      _cache_stats["bypassed"] += 1
+    return _compile(code, fmt, parsed, target, tag)[0]
+  start = time.perf_counter()
+  try:
+    key = compile_cache.make_key(code, fmt, _options_key(parsed), str(target["name"]), target)
+    entry = compile_cache.load(key)
+  except Exception as e:  # noqa: BLE001 — the cache never makes a compile fail
+    logger.warning("compile cache: lookup failed (%s); compiling", e)
+    key, entry = None, None
+  if entry is not None:
+    program, report = entry
+    with _lock:
+      _cache_stats["hits"] += 1
+    logger.info("compile cache hit %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
+    _record(report)
+    return program
+  with _lock:
+    _cache_stats["misses"] += 1
+  program, report = _compile(code, fmt, parsed, target, tag)
+  if key is not None:
+    try:
+      compile_cache.store(key, program, report)
+    except Exception as e:  # noqa: BLE001
+      logger.warning("compile cache: store failed (%s)", e)
+  logger.info("compile cache miss %s (%.1f ms)", (key or "-")[:16],
+              (time.perf_counter() - start) * 1e3)
+  return program
+
+
+def compile_text(mlir_text: str, target: str = "trn2") -> bytes:
+  """Compiles StableHLO/MLIR text for a target by name (tests, tools, `jax-trn compile`); never
+  consults the persistent cache."""
+  with _lock:
+    _cache_stats["bypassed"] += 1
+  return _compile(mlir_text.encode("utf-8"), "mlir", compiler.CompileOptions(),
+                  config.target_spec(target), _next_tag())[0]
