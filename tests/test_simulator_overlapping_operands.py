@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, ProgramBuilder
+from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -31,7 +32,7 @@ def _run(emit, x):
   b.dma_copy(0, region, HbmAP.dense(src, x.shape))
   emit(b)
   b.dma_copy(1, HbmAP.dense(out, x.shape), region)
-  outputs, _ = _native.run_program(b.serialize(), [x])
+  outputs, _ = _native.run_program(finish(b), [x])
   return outputs[0]
 
 
