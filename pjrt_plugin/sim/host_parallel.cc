@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -106,14 +107,27 @@ void ParallelFor(int64_t pieces, const std::function<void(int64_t begin, int64_t
   if (threads > 1) {
     // Threads take small runs of pieces from a shared counter until none are left, so a thread
     // the host deschedules delays only the run it holds.
+    // An exception (std::bad_alloc of a temporary) never leaves a thread: the first one stops
+    // the job and is rethrown here, once every thread has left it, as the serial path would.
     const int64_t grain = std::max<int64_t>(1, pieces / (int64_t{8} * threads));
     std::atomic<int64_t> next{0};
+    std::mutex error_mutex;
+    std::exception_ptr error;
     const std::function<void()> drain = [&] {
-      for (int64_t begin; (begin = next.fetch_add(grain, std::memory_order_relaxed)) < pieces;) {
-        body(begin, std::min(begin + grain, pieces));
+      try {
+        for (int64_t begin; (begin = next.fetch_add(grain, std::memory_order_relaxed)) < pieces;) {
+          body(begin, std::min(begin + grain, pieces));
+        }
+      } catch (...) {
+        next.store(pieces, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
       }
     };
-    if (Pool().TryRun(drain)) return;
+    if (Pool().TryRun(drain)) {
+      if (error) std::rethrow_exception(error);
+      return;
+    }
   }
   body(0, pieces);
 }
