@@ -2,6 +2,8 @@
 of pjrt_plugin/sim/isa.def today, and the Python enums built from it agree with the tables the
 C++ side compiled from the same file (codes, names, dtype sizes, ALU arities, streams)."""
 
+import pathlib
+
 import pytest
 
 from hlo_lowering import gen_isa
@@ -12,9 +14,14 @@ from hlo_lowering.program.enums import (Alu, ControlOp, DType, EndpointKind, Mem
 _native = pytest.importorskip("jax_trn._native")
 
 
+# The repository's files (an installed package has the table but not pjrt_plugin/sim/isa.def).
+_REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
+
+
 def test_generated_table_is_current():
-  committed = gen_isa.OUTPUT.read_text()
-  assert committed == gen_isa.render(gen_isa.DEF_FILE.read_text()), (
+  committed = (_REPOSITORY / gen_isa.OUTPUT.relative_to(gen_isa.ROOT)).read_text()
+  definition = (_REPOSITORY / gen_isa.DEF_FILE.relative_to(gen_isa.ROOT)).read_text()
+  assert committed == gen_isa.render(definition), (
       "hlo_lowering/program/isa_table.py is stale: run `python -m hlo_lowering.gen_isa`")
 
 

@@ -74,9 +74,21 @@ def test_the_torch_xla_plugin_fails_with_the_fix(shadowed):
   assert FIX in result.stderr
 
 
+# The test environment may have jax-trn installed (CI does): the process hides that distribution.
+_NOT_INSTALLED = """
+from importlib import metadata
+_distribution = metadata.distribution
+def distribution(name):
+  if name == "jax-trn":
+    raise metadata.PackageNotFoundError(name)
+  return _distribution(name)
+metadata.distribution = distribution
+"""
+
+
 def test_without_an_installed_package_the_fix_is_to_install(tmp_path):
   checkout = _source_tree(tmp_path)
-  result = run_python("import jax_trn; jax_trn.last_execution()",
+  result = run_python(_NOT_INSTALLED + "import jax_trn; jax_trn.last_execution()",
                       {"PYTHONPATH": str(BUILT.parent)}, cwd=str(checkout))
   assert result.returncode != 0 and "compiled libraries are missing" in result.stderr
   assert "pip install ." in result.stderr

@@ -334,9 +334,23 @@ Values ReduceRows(AluOp op, const Values& x, int64_t rows, int64_t cols, const V
     using T = decltype(tag);
     const T* in = x.data<T>();
     T* o = out.data<T>();
-    // Folding one element at a time keeps the order (and so the rounding) sequential.
+    // Folding one element at a time keeps the order (and so the rounding) sequential. Rows are
+    // independent: folding kRows of them side by side keeps kRows dependency chains in flight
+    // instead of waiting out one operation's latency per element.
+    constexpr int64_t kRows = 8;
     auto fold = [&](auto f) {
-      for (int64_t r = 0; r < rows; ++r) {
+      int64_t r = 0;
+      for (; r + kRows <= rows; r += kRows) {
+        const T* block = in + r * cols;
+        const int64_t c0 = init ? 0 : 1;
+        T acc[kRows];
+        for (int64_t j = 0; j < kRows; ++j) acc[j] = init ? init->data<T>()[0] : block[j * cols];
+        for (int64_t c = c0; c < cols; ++c) {
+          for (int64_t j = 0; j < kRows; ++j) acc[j] = f(acc[j], block[j * cols + c]);
+        }
+        for (int64_t j = 0; j < kRows; ++j) o[r + j] = acc[j];
+      }
+      for (; r < rows; ++r) {
         const T* row = in + r * cols;
         int64_t c = 0;
         T acc = init ? init->data<T>()[0] : row[c++];

@@ -2,9 +2,11 @@
 // source views in the op's compute domain, materialise immediates, broadcast per-row scalars.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "alu.h"
+#include "host_parallel.h"
 #include "program.h"
 #include "strided_view.h"
 
@@ -32,13 +34,29 @@ bool CanChunk(const StridedView& dst, const std::vector<StridedView>& srcs);
 // Calls body(first, n) over [0, total): in chunks of a few thousand elements when `chunked`,
 // otherwise once for the whole range. Chunks bound an instruction's scratch arrays (a tile of
 // 128 x 2048 fp32 is 1 MiB per gathered operand) and keep them in cache between gather, op and
-// scatter; on the benchmarks the time is the same either way (libm and the tiles' own memory
-// traffic dominate), the memory is not.
+// scatter. The chunks of a large instruction are spread over the host's threads (ParallelFor):
+// body runs concurrently for distinct ranges, so it may share only what it reads.
 template <typename F>
 void ForEachChunk(int64_t total, bool chunked, F&& body) {
   constexpr int64_t kChunkElements = 8192;
-  const int64_t step = chunked ? kChunkElements : total;
-  for (int64_t first = 0; first < total; first += step) body(first, std::min(step, total - first));
+  // Fewer chunks than this stay on one thread: the hand-off costs about as much as a chunk.
+  constexpr int64_t kParallelChunks = 8;
+  if (!chunked) {
+    if (total > 0) body(int64_t{0}, total);
+    return;
+  }
+  const int64_t chunks = (total + kChunkElements - 1) / kChunkElements;
+  const auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t first = c * kChunkElements;
+      body(first, std::min(kChunkElements, total - first));
+    }
+  };
+  if (chunks >= kParallelChunks) {
+    ParallelFor(chunks, run);
+  } else {
+    run(0, chunks);
+  }
 }
 
 // `n` copies of an immediate, first rounded to its own dtype, then converted to `domain`.

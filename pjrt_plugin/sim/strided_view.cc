@@ -184,13 +184,46 @@ bool Distinct(const StridedView& view) {
   return true;
 }
 
+// [lowest, highest] byte offset from base of an element's first byte, over dims 1..rank-1
+// (within one row of the outermost dim).
+std::pair<int64_t, int64_t> InnerOffsets(const StridedView& view) {
+  int64_t low = 0, high = 0;
+  for (int d = 1; d < view.rank; ++d) {
+    const int64_t extent = view.stride_bytes[d] * (view.count[d] - 1);
+    (extent < 0 ? low : high) += extent;
+  }
+  return {low, high};
+}
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+// For views with the same positive outermost stride P (tiles: one row per partition): an element
+// at A + i*P + x of a meets one at B + j*P + y of b only if (j - i) * P lies strictly between
+// A - B + x - y - size_b and A - B + x - y + size_a for some rows i, j. Two tiles at different
+// offsets of the same partitions never do, although their bounding ranges span each other.
+bool RowsMayMeet(const StridedView& a, const StridedView& b) {
+  const int64_t stride = a.stride_bytes[0];
+  const auto [a_low, a_high] = InnerOffsets(a);
+  const auto [b_low, b_high] = InnerOffsets(b);
+  const int64_t offset = a.base - b.base;
+  const int64_t low = offset + a_low - b_high - DTypeSize(b.dtype);
+  const int64_t high = offset + a_high - b_low + DTypeSize(a.dtype);
+  // The smallest row difference m = j - i with m * P > low, at least -(rows of a - 1).
+  const int64_t m = std::max(FloorDiv(low, stride) + 1, 1 - a.count[0]);
+  return m <= b.count[0] - 1 && m * stride < high;
+}
+
 }  // namespace
 
 bool MayOverlap(const StridedView& a, const StridedView& b) {
   if (a.num_elements() == 0 || b.num_elements() == 0) return false;
   const auto [a_low, a_high] = ByteRange(a);
   const auto [b_low, b_high] = ByteRange(b);
-  return a_low < b_high && b_low < a_high;
+  if (!(a_low < b_high && b_low < a_high)) return false;
+  if (a.rank > 1 && b.rank > 1 && a.stride_bytes[0] > 0 && a.stride_bytes[0] == b.stride_bytes[0]) {
+    return RowsMayMeet(a, b);
+  }
+  return true;
 }
 
 bool SameDistinctAddresses(const StridedView& a, const StridedView& b) {
@@ -201,26 +234,73 @@ bool SameDistinctAddresses(const StridedView& a, const StridedView& b) {
   return Distinct(a);
 }
 
+namespace {
+
+template <int64_t kSize>
+void CopyStrided(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, kSize);
+}
+
+// n elements of `size` bytes from src to dst (either stride may differ from size: a broadcast
+// reads with stride 0). The element size is a constant in each strided loop, so every element
+// is one load and one store, not a call to memcpy.
+void CopyRow(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t n, int64_t size) {
+  if (dst_stride == size && src_stride == size) {
+    std::memcpy(dst, src, n * size);
+    return;
+  }
+  switch (size) {
+    case 1: return CopyStrided<1>(dst, dst_stride, src, src_stride, n);
+    case 2: return CopyStrided<2>(dst, dst_stride, src, src_stride, n);
+    case 4: return CopyStrided<4>(dst, dst_stride, src, src_stride, n);
+    case 8: return CopyStrided<8>(dst, dst_stride, src, src_stride, n);
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_stride, src + i * src_stride, size);
+  }
+}
+
+// The innermost rows of a view one after another, in ForEachRow's order.
+class RowCursor {
+ public:
+  explicit RowCursor(const StridedView& view) : view_(view) {}
+  const uint8_t* address() const {
+    const uint8_t* address = view_.base;
+    for (int d = 0; d < view_.rank - 1; ++d) address += index_[d] * view_.stride_bytes[d];
+    return address;
+  }
+  int64_t stride() const { return view_.stride_bytes[view_.rank - 1]; }
+  void Next() {
+    int d = view_.rank - 2;
+    while (d >= 0 && ++index_[d] == view_.count[d]) index_[d--] = 0;
+  }
+
+ private:
+  const StridedView& view_;
+  std::array<int64_t, 9> index_{};
+};
+
+}  // namespace
+
 void CopyBits(const StridedView& dst, const StridedView& src) {
   if (src.num_elements() == 0) return;
   const int64_t size = DTypeSize(src.dtype);
-  // Through a contiguous buffer, so overlapping views behave as read-everything-then-write.
+  // Disjoint views whose rows pair up (the same innermost count) copy row to row directly.
+  if (!MayOverlap(dst, src) && dst.count[dst.rank - 1] == src.count[src.rank - 1]) {
+    RowCursor from(src);
+    ForEachRow(dst, [&](uint8_t* address, int64_t stride, int64_t n, int64_t) {
+      CopyRow(address, stride, from.address(), from.stride(), n, size);
+      from.Next();
+    });
+    return;
+  }
+  // Otherwise through a contiguous buffer, so overlapping views behave as
+  // read-everything-then-write.
   std::vector<uint8_t> bytes(static_cast<size_t>(src.num_elements() * size));
   ForEachRow(src, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
-    uint8_t* out = bytes.data() + first * size;
-    if (stride == size) {
-      std::memcpy(out, address, n * size);
-    } else {
-      for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * size, address + i * stride, size);
-    }
+    CopyRow(bytes.data() + first * size, size, address, stride, n, size);
   });
   ForEachRow(dst, [&](uint8_t* address, int64_t stride, int64_t n, int64_t first) {
-    const uint8_t* in = bytes.data() + first * size;
-    if (stride == size) {
-      std::memcpy(address, in, n * size);
-    } else {
-      for (int64_t i = 0; i < n; ++i) std::memcpy(address + i * stride, in + i * size, size);
-    }
+    CopyRow(address, stride, bytes.data() + first * size, size, n, size);
   });
 }
 

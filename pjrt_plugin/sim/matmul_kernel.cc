@@ -1,0 +1,159 @@
+#include "matmul_kernel.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "host_parallel.h"
+
+namespace trn::sim {
+namespace {
+
+// A register block: kRowBlock output rows x kColVectors vectors of one ISA's width, held in
+// registers across the whole k loop. 4 x 2 accumulators plus 2 operand vectors and a broadcast
+// fit the 16 registers of SSE2 and AVX2 (and leave AVX-512's 32 mostly free); 8 independent
+// add chains cover the add latency. The blocking only chooses which elements are worked on
+// together: each lane does the same IEEE multiply and add (-ffp-contract=off) as the scalar
+// edge loop.
+constexpr int64_t kRowBlock = 4;
+constexpr int64_t kColVectors = 2;
+
+template <int kLanes>
+struct FloatVector {
+  typedef float Type __attribute__((vector_size(kLanes * sizeof(float))));
+};
+
+// The columns [n_begin, n_end) (whole panels of kLanes * kColVectors) of the first m_blocked
+// rows. `weights` is stationary packed as [m block][k][kRowBlock]. Inlined into one function
+// per ISA below, so the vector type always matches the target's registers: a vector wider than
+// the target's is split by the compiler through the stack, which on AVX2 hosts spilled the
+// accumulators on every k step.
+template <int kLanes>
+[[gnu::always_inline]] inline void MatmulPanels(const float* weights, const Rows& moving, const Rows& out,
+                                                int64_t k_size, int64_t m_blocked, int64_t n_begin, int64_t n_end) {
+  using Vector = typename FloatVector<kLanes>::Type;
+  constexpr int64_t kWidth = kLanes * kColVectors;
+  // Operand rows sit a power-of-two stride apart (SBUF partitions, gathered rows), so reading one
+  // panel of every row hits the same cache sets: the panel is copied to adjacent [k][kWidth]
+  // first, and stays in L1 while every row block uses it.
+  std::vector<float> panel(k_size * kWidth);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kWidth) {
+    for (int64_t k = 0; k < k_size; ++k) {
+      std::memcpy(&panel[k * kWidth], moving.row(k) + n0, kWidth * sizeof(float));
+    }
+    for (int64_t m0 = 0; m0 < m_blocked; m0 += kRowBlock) {
+      Vector acc[kRowBlock][kColVectors];
+      for (int64_t r = 0; r < kRowBlock; ++r) {
+        for (int64_t c = 0; c < kColVectors; ++c) {
+          std::memcpy(&acc[r][c], out.row(m0 + r) + n0 + c * kLanes, sizeof(Vector));
+        }
+      }
+      const float* w = weights + m0 * k_size;
+      const float* v = panel.data();
+      for (int64_t k = 0; k < k_size; ++k, w += kRowBlock, v += kWidth) {
+        Vector x[kColVectors];
+        for (int64_t c = 0; c < kColVectors; ++c) std::memcpy(&x[c], v + c * kLanes, sizeof(Vector));
+        for (int64_t r = 0; r < kRowBlock; ++r) {
+          for (int64_t c = 0; c < kColVectors; ++c) acc[r][c] += w[r] * x[c];
+        }
+      }
+      for (int64_t r = 0; r < kRowBlock; ++r) {
+        for (int64_t c = 0; c < kColVectors; ++c) {
+          std::memcpy(out.row(m0 + r) + n0 + c * kLanes, &acc[r][c], sizeof(Vector));
+        }
+      }
+    }
+  }
+}
+
+using PanelKernel = void (*)(const float*, const Rows&, const Rows&, int64_t, int64_t, int64_t, int64_t);
+
+void Panels128(const float* w, const Rows& moving, const Rows& out, int64_t k, int64_t m, int64_t n0, int64_t n1) {
+  MatmulPanels<4>(w, moving, out, k, m, n0, n1);
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] void Panels256(const float* w, const Rows& moving, const Rows& out, int64_t k, int64_t m,
+                                       int64_t n0, int64_t n1) {
+  MatmulPanels<8>(w, moving, out, k, m, n0, n1);
+}
+
+[[gnu::target("avx512f")]] void Panels512(const float* w, const Rows& moving, const Rows& out, int64_t k,
+                                          int64_t m, int64_t n0, int64_t n1) {
+  MatmulPanels<16>(w, moving, out, k, m, n0, n1);
+}
+#endif
+
+int HostVectorBits() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return 512;
+  if (__builtin_cpu_supports("avx2")) return 256;
+#endif
+  return 128;
+}
+
+int VectorBitsFromEnvironment() {
+  int bits = HostVectorBits();
+  if (const char* env = std::getenv("TRN_SIM_VECTOR_BITS"); env != nullptr && *env != '\0') {
+    const int cap = std::atoi(env);
+    while (bits > 128 && bits > cap) bits /= 2;
+  }
+  return bits;
+}
+
+PanelKernel KernelFor(int bits) {
+#if defined(__x86_64__)
+  if (bits == 512) return Panels512;
+  if (bits == 256) return Panels256;
+#endif
+  return Panels128;
+}
+
+// Below this many multiply-adds a matmul stays on one thread (a hand-off costs microseconds).
+constexpr int64_t kParallelMacs = int64_t{1} << 20;
+
+}  // namespace
+
+int MatmulVectorBits() {
+  static const int bits = VectorBitsFromEnvironment();
+  return bits;
+}
+
+void MatmulAccumulate(const Rows& stationary, const Rows& moving, const Rows& out, int64_t k_size, int64_t m_size,
+                      int64_t n_size) {
+  const int bits = MatmulVectorBits();
+  const int64_t width = bits / 32 * kColVectors;
+  const int64_t m_blocked = m_size - m_size % kRowBlock, n_blocked = n_size - n_size % width;
+  std::vector<float> weights(m_blocked * k_size);
+  for (int64_t m0 = 0; m0 < m_blocked; m0 += kRowBlock) {
+    for (int64_t k = 0; k < k_size; ++k) {
+      std::memcpy(&weights[(m0 * k_size) + k * kRowBlock], stationary.row(k) + m0, kRowBlock * sizeof(float));
+    }
+  }
+  // Panels write disjoint columns of out, so they split across threads with no effect on the
+  // result.
+  const PanelKernel kernel = KernelFor(bits);
+  const int64_t panels = m_blocked > 0 ? n_blocked / width : 0;
+  const auto run = [&](int64_t begin, int64_t end) {
+    kernel(weights.data(), moving, out, k_size, m_blocked, begin * width, end * width);
+  };
+  if (m_blocked * n_blocked * k_size >= kParallelMacs) {
+    ParallelFor(panels, run);
+  } else {
+    run(0, panels);
+  }
+  // The edges (rows past the last full row block, columns past the last full panel), element
+  // by element in the same k order.
+  for (int64_t m = 0; m < m_size; ++m) {
+    float* o = out.row(m);
+    for (int64_t k = 0; k < k_size; ++k) {
+      const float w = stationary.row(k)[m];
+      const float* v = moving.row(k);
+      for (int64_t n = m < m_blocked ? n_blocked : 0; n < n_size; ++n) o[n] += w * v[n];
+    }
+  }
+}
+
+}  // namespace trn::sim

@@ -1,0 +1,27 @@
+// TensorE's arithmetic on the host: a blocked fp32 matmul that keeps the instruction's
+// definition (every output element receives its products one at a time in k order, each sum
+// rounded to fp32) at any vector width and thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace trn::sim {
+
+// A row-major fp32 matrix: row r starts at data + r * row_stride.
+struct Rows {
+  float* data;
+  int64_t row_stride;
+  float* row(int64_t r) const { return data + r * row_stride; }
+};
+
+// out[m][n] += stationary[k][m] * moving[k][n] for k = 0..k_size-1 in order, for every
+// m < m_size, n < n_size. out must not alias the operands.
+void MatmulAccumulate(const Rows& stationary, const Rows& moving, const Rows& out, int64_t k_size, int64_t m_size,
+                      int64_t n_size);
+
+// The widest vector (bits) the kernel uses on this host: 512 (AVX-512), 256 (AVX2) or 128
+// (SSE2, and every non-x86 host), capped by TRN_SIM_VECTOR_BITS when set (tests run each width
+// to show they agree bit for bit).
+int MatmulVectorBits();
+
+}  // namespace trn::sim
