@@ -235,6 +235,14 @@ def row(name: str, trn: float, cpu: float, unit: str = "s", scale: float = 1.0) 
         f"trn/cpu {trn / cpu:7.2f}", flush=True)
 
 
+def _register_trn() -> None:
+  # An installed jax-trn registers itself through its entry point; a source checkout does not.
+  from importlib import metadata
+  if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
+    from jax_trn import plugin
+    plugin.initialize()
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--seq", type=int, default=512, help="transformer block sequence length")
@@ -246,6 +254,7 @@ def main() -> None:
   parser.add_argument("--skip-execute", action="store_true", help="compile figures only")
   args = parser.parse_args()
 
+  _register_trn()
   trn, cpu = jax.devices("trn")[0], jax.devices("cpu")[0]
   print(f"jax-trn {jax_trn.__version__}, {trn.device_kind}; jax {jax.__version__}")
   print(f"host: {cpu_model()}, {os.cpu_count()} cores")
