@@ -9,16 +9,25 @@ earlier wait of S (streams run in order), or by what a waited-for instruction it
 (it could not start before its own waits were met).
 
 Accesses are indexed by region so each new instruction looks only at the accesses that can
-overlap it: HBM by tensor, tiles by (memory, 32-partition quadrant, 2 KiB byte chunk). Inside an
-index bucket, an access is forgotten once a later access of the same stream covers it and
-conflicts with at least as much (a write covers reads and writes; a read covers reads), which keeps
-the buckets short when compilers reuse buffers.
+overlap it: HBM by tensor, tiles by (memory, 32-partition quadrant, 2 KiB byte chunk), and inside
+a chunk the narrow accesses (within one 64-byte slice) by slice. An access is forgotten once a
+later access covers it and conflicts with at least as much, which keeps the buckets short (independent of program length) when buffers are reused:
+- a read covers the same stream's reads;
+- a write covers every access, of any stream. Of its own stream: stream order. Of another
+  stream T: the write waited (directly or through a chain) for T's access, and the known counts
+  are transitively closed (if an instruction's known count of S is c, its known counts include
+  those of S's instruction c), so any later instruction that would conflict with T's access
+  conflicts with the write, and its wait on the write (or a stronger one it already has) implies
+  the wait on T's access: forgetting it changes no wait.
 """
 
 from hlo_lowering.program.enums import NUM_STREAMS
 
 _QUADRANT = 32
 _CHUNK_BYTES = 2048
+# A tile access whose bytes lie in one such slice of a chunk is "narrow" (a column written or read
+# one at a time): indexed by slice, so a chunk full of them is not scanned whole per access.
+_SLICE_BYTES = 64
 
 
 class _Access:
@@ -53,6 +62,46 @@ def _bucket_keys(region):
           for c in range(b0 // _CHUNK_BYTES, (b1 - 1) // _CHUNK_BYTES + 1)]
 
 
+def _narrow_slice(region):
+  """The slice index of a narrow tile region, or None."""
+  if region[0] == "hbm" or region[4] // _SLICE_BYTES != (region[5] - 1) // _SLICE_BYTES:
+    return None
+  return region[4] // _SLICE_BYTES
+
+
+def _slices(region, key):
+  """The slice indices of chunk `key` that tile `region` touches."""
+  chunk = key[2] * _CHUNK_BYTES
+  lo = max(region[4], chunk) // _SLICE_BYTES
+  hi = (min(region[5], chunk + _CHUNK_BYTES) - 1) // _SLICE_BYTES
+  return range(lo, hi + 1)
+
+
+class _Bucket:
+  """The accesses of one index key: `wide` in a list, narrow ones by slice."""
+  __slots__ = ("wide", "narrow")
+
+  def __init__(self):
+    self.wide = []
+    self.narrow = {}
+
+  def lists_touching(self, region, key):
+    """The lists holding every access of this bucket that can overlap `region`."""
+    lists = [self.wide]
+    if self.narrow:
+      slice_ = _narrow_slice(region)
+      if slice_ is not None:
+        if slice_ in self.narrow:
+          lists.append(self.narrow[slice_])
+      else:
+        span = _slices(region, key)
+        if len(span) < len(self.narrow):
+          lists.extend(self.narrow[i] for i in span if i in self.narrow)
+        else:
+          lists.extend(l for i, l in self.narrow.items() if i in span)
+    return lists
+
+
 class WaitTracker:
   """Feed instructions in program order with `add`; it returns each one's waits."""
 
@@ -69,11 +118,15 @@ class WaitTracker:
     for is_write, regions in ((False, reads), (True, writes)):
       for region in regions:
         for key in _bucket_keys(region):
-          for access in self._buckets.get(key, ()):
-            if (access.stream != stream and (is_write or access.is_write)
-                and access.position > latest.get(access.stream, 0)
-                and _overlaps(access.region, region)):
-              latest[access.stream] = access.position
+          bucket = self._buckets.get(key)
+          if bucket is None:
+            continue
+          for accesses in bucket.lists_touching(region, key):
+            for access in accesses:
+              if (access.stream != stream and (is_write or access.is_write)
+                  and access.position > latest.get(access.stream, 0)
+                  and _overlaps(access.region, region)):
+                latest[access.stream] = access.position
     waits = self._minimal_waits(stream, latest)
     for is_write, regions in ((False, reads), (True, writes)):
       for region in regions:
@@ -98,10 +151,18 @@ class WaitTracker:
     return waits
 
   def _record(self, access):
-    for key in _bucket_keys(access.region):
-      bucket = self._buckets.setdefault(key, [])
-      bucket[:] = [old for old in bucket
-                   if not (old.stream == access.stream
-                           and (access.is_write or not old.is_write)
-                           and _covers(access.region, old.region))]
-      bucket.append(access)
+    region = access.region
+    slice_ = _narrow_slice(region)
+    for key in _bucket_keys(region):
+      bucket = self._buckets.get(key)
+      if bucket is None:
+        bucket = self._buckets[key] = _Bucket()
+      for accesses in bucket.lists_touching(region, key):
+        accesses[:] = [old for old in accesses
+                       if not ((access.is_write
+                                or (old.stream == access.stream and not old.is_write))
+                               and _covers(region, old.region))]
+      if slice_ is None:
+        bucket.wide.append(access)
+      else:
+        bucket.narrow.setdefault(slice_, []).append(access)

@@ -1,0 +1,78 @@
+"""Where the Python compiler spends its time, stage by stage, on issue 6's programs.
+
+    python benchmarks/compile_breakdown.py [--seq 512] [--profile N]
+
+For the transformer block fwd+bwd and the 4-layer GPT AdamW step of
+benchmarks/compile_and_execute.py, lowers the jitted function to StableHLO once, then compiles it
+for trn2 as hlo_lowering.compiler.compile_program does, timing each step: import, every IR pass
+by name, codegen (lowering), every back-end stage by name, serialize. Prints the program's size,
+instruction count and sha256 (a speed change to the compiler must leave the hash unchanged).
+`--profile N` also prints the N functions with the largest cumulative time under cProfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import pstats
+import time
+
+import jax
+
+from compile_and_execute import block_fwd_bwd, block_inputs, gpt_inputs, gpt_step
+from hlo_lowering import codegen, importer, pipeline
+from hlo_lowering.program.reader import read_program
+from hlo_lowering.report import CompileReport
+from jax_trn import config
+
+
+def compile_timed(mlir_text: str) -> tuple[bytes, list[tuple[str, float]]]:
+  """The trn2 program for `mlir_text` and [(step, seconds)] in pipeline order."""
+  target = config.target_spec("trn2")
+  steps = []
+
+  def timed(name, fn, *args):
+    start = time.perf_counter()
+    result = fn(*args)
+    steps.append((name, time.perf_counter() - start))
+    return result
+
+  module = timed("import", importer.import_program, mlir_text.encode(), "mlir")
+  report = CompileReport(target="trn2")
+  for p in pipeline.PASSES:
+    timed(f"pass {p.name}", pipeline.run_pipeline, module, "0", (p,))
+  builder = timed("lowering (codegen)", codegen.generate, module, "trn2", target, report)
+  for stage in pipeline.backend.STAGES:
+    timed(f"back end {stage.name}", pipeline.run_backend, builder, target, report, "0", (stage,))
+  program = timed("serialize", builder.serialize)
+  return program, steps
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--seq", type=int, default=512, help="transformer block sequence length")
+  parser.add_argument("--profile", type=int, default=0, help="cProfile's top N functions")
+  args = parser.parse_args()
+  cases = {f"transformer block fwd+bwd, seq {args.seq}": (block_fwd_bwd, block_inputs(args.seq)),
+           "4-layer GPT AdamW step": (gpt_step, gpt_inputs())}
+  for name, (fn, inputs) in cases.items():
+    text = jax.jit(fn).lower(*inputs).as_text()
+    program, steps = compile_timed(text)
+    instructions = sum(len(b.instructions) for b in read_program(program).blocks)
+    total = sum(s for _, s in steps)
+    print(f"{name}: {total:.2f} s, {len(program):,d} bytes, {instructions:,d} instructions, "
+          f"sha256 {hashlib.sha256(program).hexdigest()[:16]}")
+    for step, seconds in steps:
+      if seconds >= 0.0005:
+        print(f"  {step:<44} {seconds * 1e3:9.1f} ms  {100 * seconds / total:5.1f} %")
+    if args.profile:
+      profiler = cProfile.Profile()
+      profiler.enable()
+      compile_timed(text)
+      profiler.disable()
+      pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
+
+
+if __name__ == "__main__":
+  main()
