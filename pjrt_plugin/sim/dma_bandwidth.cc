@@ -2,27 +2,36 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 namespace trn::sim {
 namespace {
 
 // est.: the slot length. Shorter slots resolve contention between queues more finely and cost
-// host memory (one double per slot and resource for the whole execution); a lone transfer is
-// exact whatever the length. 256 ns is about one 2 KiB-per-partition tile load on a full core.
+// host time and memory (one double per kept slot and resource); a lone transfer is exact
+// whatever the length. 256 ns is about one 2 KiB-per-partition tile load on a full core.
 constexpr double kSlotNs = 256;
+// est.: slots kept behind the latest one touched, ~1 ms: far more than any instruction's reach
+// back in time in the executor's earliest-start-first order.
+constexpr size_t kKeptSlots = 4096;
 
 }  // namespace
 
 SlotLedger::SlotLedger(double bytes_per_ns) : capacity_(bytes_per_ns * kSlotNs) {}
 
 double SlotLedger::Free(size_t slot) {
-  return slot < used_.size() ? std::max(0.0, capacity_ - used_[slot]) : capacity_;
+  if (slot < first_ || slot >= first_ + used_.size()) return capacity_;
+  return std::max(0.0, capacity_ - used_[slot - first_]);
 }
 
 void SlotLedger::Take(size_t slot, double bytes) {
-  if (slot >= used_.size()) used_.resize(slot + 1, 0.0);
-  used_[slot] += bytes;
+  if (slot < first_) return;
+  if (slot >= first_ + kKeptSlots) {  // forget the slots more than kKeptSlots behind this one
+    const size_t first = slot + 1 - kKeptSlots;
+    used_.erase(used_.begin(), used_.begin() + static_cast<std::ptrdiff_t>(std::min(used_.size(), first - first_)));
+    first_ = first;
+  }
+  if (slot - first_ >= used_.size()) used_.resize(slot - first_ + 1, 0.0);
+  used_[slot - first_] += bytes;
 }
 
 ChipHbmBandwidth::ChipHbmBandwidth(const TargetSpec& target)

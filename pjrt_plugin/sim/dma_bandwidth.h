@@ -6,13 +6,16 @@
 // deterministic, and a transfer that nothing else contends with ends exactly at bytes / rate.
 #pragma once
 
-#include <vector>
+#include <cstddef>
+#include <deque>
 
 #include "target_spec.h"
 
 namespace trn::sim {
 
-// Bytes a resource can still move in each time slot.
+// Bytes a resource can still move in each time slot. Only a window of recent slots is kept
+// (host memory stays bounded however long the execution): transfers are scheduled in about
+// time order, so none starts far behind the latest one.
 class SlotLedger {
  public:
   explicit SlotLedger(double bytes_per_ns);
@@ -20,8 +23,9 @@ class SlotLedger {
   void Take(size_t slot, double bytes);
 
  private:
-  double capacity_;            // bytes per slot
-  std::vector<double> used_;   // bytes taken per slot, grown on demand
+  double capacity_;          // bytes per slot
+  size_t first_ = 0;         // the slot used_.front() is; earlier slots are forgotten (free)
+  std::deque<double> used_;  // bytes taken per slot from first_, grown on demand
 };
 
 // One per chip: the HBM bandwidth its cores share.

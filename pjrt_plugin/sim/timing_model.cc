@@ -73,10 +73,10 @@ constexpr double kDmaRunOverheadBytes = 256;
 // --- control flow (SP, block exits; est.) ----------------------------------------------------
 // est.: a block boundary is one cross-engine semaphore round: each of the five engine
 // sequencers (and the DMA queues through theirs) signals SP's semaphore, SP's wait retires and
-// SP signals every engine back. A semaphore update crossing engines is ~64 cycles of the
-// receiving sequencer (MIN_II, neuroncore.md); two hops at ~1.2 GHz plus SP's own instruction
-// issue give ~150 ns.
-constexpr double kBlockBarrierNs = 150;
+// SP signals every engine back. The first hop is already in each engine's completion
+// (target semaphore_handoff_ns); this is the second, ~64 cycles of the receiving sequencers
+// (MIN_II, neuroncore.md) at ~1.2 GHz, plus SP's own instruction issue: ~100 ns.
+constexpr double kBlockBarrierNs = 100;
 // est.: SP reads the branch predicate / switch index (one element) from HBM with a register
 // load: an HBM round trip, well below the ~1.3 us of a descriptor-based DMA (no descriptor, no
 // queue) but still DRAM latency: ~500 ns.
