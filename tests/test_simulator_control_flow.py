@@ -103,15 +103,17 @@ def test_timing_charges_each_block_boundary():
     return profile
   p1, p11 = device_time(1), device_time(11)
   per_iteration = (p11["device_time_ns"] - p1["device_time_ns"]) / 10
-  # Two dependent GpSimd ops plus the barrier and the predicate read (150 + 500 ns, est.).
+  # Two dependent GpSimd ops back to back, the last one's semaphore reaching SP, then the
+  # barrier and the predicate read (100 + 500 ns, est.).
   pool = [r for r in p1["timeline"] if r["stream"] == "POOL"]  # fill, add, lt
-  body = sum(r["end_ns"] - r["start_ns"] for r in pool[1:])
-  assert per_iteration == pytest.approx(body + 650, rel=1e-6)
+  body = sum(r["busy_end_ns"] - r["start_ns"] for r in pool[1:])
+  handoff = _native.target_spec("trn2")["semaphore_handoff_ns"]
+  assert per_iteration == pytest.approx(body + handoff + 600, rel=1e-6)
   # SP runs one control instruction per block exit: jump + one branch per iteration.
   assert p11["streams"]["SP"]["instructions"] == 1 + 11
   branches = [r for r in p11["timeline"] if r["opcode"] == "branch"]
   assert len(branches) == 11 and all(r["stream"] == "SP" for r in branches)
-  assert branches[0]["end_ns"] - branches[0]["start_ns"] == pytest.approx(650)
+  assert branches[0]["end_ns"] - branches[0]["start_ns"] == pytest.approx(600)
 
 
 def _exit_offset(data):

@@ -124,7 +124,7 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     StreamState& stream = state[best];
     const Instruction& inst = block.streams[best][stream.next];
     Run(machine, inst);
-    const InstructionTiming timing = EstimateTiming(program, inst);
+    const InstructionTiming timing = EstimateTiming(machine, inst, best_start);
     const double end = best_start + timing.latency_ns;
     stream.free_ns = best_start + timing.busy_ns;
     // Completions of one stream are in order even when its instructions overlap (DMA queues).

@@ -34,7 +34,9 @@ Machine::Machine(const Program& program)
       sbuf(ThreadTileMemory(0, program.target->partitions, program.target->sbuf_bytes_per_partition)),
       psum(ThreadTileMemory(1, program.target->partitions,
                             program.target->psum_banks * program.target->psum_bank_bytes)),
-      hbm(program.tensors.size(), HbmTensor{nullptr, 0}) {}
+      hbm(program.tensors.size(), HbmTensor{nullptr, 0}),
+      chip_hbm(*program.target),
+      dma_bandwidth(*program.target, &chip_hbm) {}
 
 StridedView Machine::View(const TileAP& ap) {
   TileMemory& memory = ap.memory == Memory::kSbuf ? sbuf : psum;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "dma_bandwidth.h"
 #include "program.h"
 #include "strided_view.h"
 
@@ -68,6 +69,10 @@ struct Machine {
   TileMemory& psum;
   std::vector<HbmTensor> hbm;  // indexed like program.tensors
   std::vector<ZeroedBuffer> temporaries;  // owns the temporaries' storage
+  // Timing state of this execution: the chip's HBM and this core's DMA engines, shared by the
+  // transfers of all its queues (one core per chip today; more cores would share chip_hbm).
+  ChipHbmBandwidth chip_hbm;
+  CoreDmaBandwidth dma_bandwidth;
 
   StridedView View(const TileAP& ap);
   StridedView View(const HbmAP& ap);

@@ -30,8 +30,11 @@ struct TargetSpec {
   double hbm_bytes_per_ns_per_chip;
   int dma_engines_per_core;
   int dma_queues;                   // DMA instruction queues a program may use (streams DMA0..)
-  double dma_bytes_per_ns_per_engine;
-  double dma_fixed_latency_ns;      // trigger to start of a transfer
+  double dma_bytes_per_ns_per_engine;  // end to end, fixed cost included; x engines = per core cap
+  double matmul_fp8_speedup;        // fp8 x fp8 matmul rate / bf16 rate
+  double matmul_fp32_slowdown;      // bf16 matmul rate / fp32 rate
+  double instruction_fixed_cycles;  // ScalarE/VectorE cost of an instruction beyond max(64, N)
+  double semaphore_handoff_ns;      // completion to a waiting engine seeing the semaphore (est.)
   double chip_link_bytes_per_ns;    // chip-to-chip NeuronLink
 };
 

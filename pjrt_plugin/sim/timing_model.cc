@@ -10,11 +10,6 @@ namespace {
 // --- compute engines (neuroncore.md "Instruction costs") -----------------------------------
 // MIN_II: the minimum initiation interval of an engine instruction, in engine cycles.
 constexpr double kMinCycles = 64;
-// "≈60 cycles to start an SBUF/PSUM access", charged once per VectorE/ScalarE/GpSimd
-// instruction. TensorE matmuls stream back to back and are charged the formula alone.
-constexpr double kAccessStartCycles = 60;
-// fp32 matmul (and transpose, a matmul with the identity) runs at a quarter of the bf16 rate.
-constexpr double kFp32MatmulFactor = 4;
 // The stationary operand's load overlaps the running matmul; below 64 columns it still costs
 // 64 cycles ("max(min(64, N_stationary), N_moving)").
 constexpr double kStationaryLoadCycles = 64;
@@ -74,18 +69,14 @@ constexpr double kDmaHbmChunkBytes = 4096;
 // processing): with 256 B runs half the time is overhead ("< 256 B is overhead-bound"), with
 // 2 KiB runs ~89 % ("≥ 2 KiB recommended"), with 4 KiB ~94 % ("≥ 4 KiB saturates").
 constexpr double kDmaRunOverheadBytes = 256;
-// est.: a queue hands the next descriptor set to the engines this long after the previous one
-// finished streaming; the ~1.3 us trigger-to-start latency (target_spec) overlaps with the
-// previous transfer of the same queue and only delays completion.
-constexpr double kDmaQueueGapNs = 50;
 
 // --- control flow (SP, block exits; est.) ----------------------------------------------------
 // est.: a block boundary is one cross-engine semaphore round: each of the five engine
 // sequencers (and the DMA queues through theirs) signals SP's semaphore, SP's wait retires and
-// SP signals every engine back. A semaphore update crossing engines is ~64 cycles of the
-// receiving sequencer (MIN_II, neuroncore.md); two hops at ~1.2 GHz plus SP's own instruction
-// issue give ~150 ns.
-constexpr double kBlockBarrierNs = 150;
+// SP signals every engine back. The first hop is already in each engine's completion
+// (target semaphore_handoff_ns); this is the second, ~64 cycles of the receiving sequencers
+// (MIN_II, neuroncore.md) at ~1.2 GHz, plus SP's own instruction issue: ~100 ns.
+constexpr double kBlockBarrierNs = 100;
 // est.: SP reads the branch predicate / switch index (one element) from HBM with a register
 // load: an HBM round trip, well below the ~1.3 us of a descriptor-based DMA (no descriptor, no
 // queue) but still DRAM latency: ~500 ns.
@@ -129,7 +120,10 @@ double HbmRunBytes(const Program& p, const HbmAP& ap) {
   return static_cast<double>(run * DTypeSize(p.tensors[ap.tensor].dtype));
 }
 
-InstructionTiming DmaTiming(const Program& p, const DmaCopy& d) {
+bool IsFp8(DType t) { return t == DType::kF8E4M3FN || t == DType::kF8E5M2; }
+
+InstructionTiming DmaTiming(Machine& machine, const DmaCopy& d, double start_ns) {
+  const Program& p = machine.program;
   const TargetSpec& t = *p.target;
   const int64_t dst_bytes = d.dst.is_tile ? TileBytes(d.dst.tile) : HbmBytes(p, d.dst.hbm);
   const int64_t src_bytes = d.src.is_tile ? TileBytes(d.src.tile) : HbmBytes(p, d.src.hbm);
@@ -145,8 +139,12 @@ InstructionTiming DmaTiming(const Program& p, const DmaCopy& d) {
   double run = std::min(d.dst.is_tile ? TileRunBytes(d.dst.tile) : HbmRunBytes(p, d.dst.hbm),
                         d.src.is_tile ? TileRunBytes(d.src.tile) : HbmRunBytes(p, d.src.hbm));
   const double efficiency = run / (run + kDmaRunOverheadBytes);
-  const double transfer = bytes / (t.dma_bytes_per_ns_per_engine * used * efficiency);
-  return {transfer + kDmaQueueGapNs, t.dma_fixed_latency_ns + transfer, static_cast<int64_t>(bytes), 0};
+  const int hbm_crossings = (d.dst.is_tile ? 0 : 1) + (d.src.is_tile ? 0 : 1);
+  const double end = machine.dma_bandwidth.Transfer(
+      start_ns, bytes, t.dma_bytes_per_ns_per_engine * used * efficiency, hbm_crossings);
+  // The queue is busy until the transfer ends: the published end-to-end time the rate comes from
+  // already contains the descriptor hand-off and the trigger-to-start latency.
+  return {end - start_ns, end - start_ns, static_cast<int64_t>(bytes), 0};
 }
 
 InstructionTiming TensorTiming(const Program& p, const Instruction& inst) {
@@ -156,7 +154,9 @@ InstructionTiming TensorTiming(const Program& p, const Instruction& inst) {
     const double cols = static_cast<double>(m.stationary.free_size());
     const double n = static_cast<double>(m.moving.free_size());
     const bool fp32 = m.stationary.dtype == DType::kF32 || m.moving.dtype == DType::kF32;
-    const double cycles = std::max(std::min(kStationaryLoadCycles, cols), n) * (fp32 ? kFp32MatmulFactor : 1);
+    const bool fp8 = IsFp8(m.stationary.dtype) && IsFp8(m.moving.dtype);
+    const double rate = fp32 ? 1 / p.target->matmul_fp32_slowdown : fp8 ? p.target->matmul_fp8_speedup : 1;
+    const double cycles = std::max(std::min(kStationaryLoadCycles, cols), n) / rate;
     const int64_t flops = 2 * m.stationary.free_size() * m.moving.free_size() * m.moving.partition_count;
     const double ns = cycles / ghz;
     return {ns, ns, TileBytes(m.stationary) + TileBytes(m.moving) + TileBytes(m.dst), flops};
@@ -164,7 +164,7 @@ InstructionTiming TensorTiming(const Program& p, const Instruction& inst) {
   const auto& tr = std::get<Transpose>(inst.operands);
   const double cycles = std::max(static_cast<double>(tr.src.partition_count),
                                  std::min(kMinCycles, static_cast<double>(tr.src.free_size()))) *
-                        (tr.src.dtype == DType::kF32 ? kFp32MatmulFactor : 1);
+                        (tr.src.dtype == DType::kF32 ? p.target->matmul_fp32_slowdown : 1);
   const double ns = cycles / ghz;
   const int64_t flops = 2 * tr.src.num_elements() * tr.src.partition_count;
   return {ns, ns, TileBytes(tr.src) + TileBytes(tr.dst), flops};
@@ -342,31 +342,42 @@ InstructionTiming GpSimdTiming(const Program& p, const Instruction& inst) {
   return {ns, ns, bytes, flops};
 }
 
-}  // namespace
+// A compute engine's instruction occupies its stream for busy_ns; the engines waiting on it see
+// its semaphore increment semaphore_handoff_ns later. (A DMA's measured end-to-end time already
+// includes its completion signal.)
+InstructionTiming SignalledBySemaphore(const TargetSpec& t, InstructionTiming timing) {
+  timing.latency_ns += t.semaphore_handoff_ns;
+  return timing;
+}
 
-InstructionTiming EstimateTiming(const Program& program, const Instruction& inst) {
+InstructionTiming ComputeTiming(const Program& program, const Instruction& inst) {
   const TargetSpec& t = *program.target;
   switch (inst.opcode) {
-    case Opcode::kDmaCopy:
-      return DmaTiming(program, std::get<DmaCopy>(inst.operands));
     case Opcode::kMatmul:
     case Opcode::kTranspose:
       return TensorTiming(program, inst);
     case Opcode::kActivation: {
       const auto& a = std::get<Activation>(inst.operands);
-      const double cycles = kAccessStartCycles + std::max(kMinCycles, static_cast<double>(a.src.free_size()));
+      const double cycles = t.instruction_fixed_cycles + std::max(kMinCycles, static_cast<double>(a.src.free_size()));
       const double ns = cycles / t.scalar_clock_ghz;
       return {ns, ns, TileBytes(a.src) + TileBytes(a.dst), 0};
     }
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
     case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary: {
       int64_t bytes = 0;
-      const double ns = (kAccessStartCycles + VectorCycles(t, inst, &bytes)) / t.vector_clock_ghz;
+      const double ns = (t.instruction_fixed_cycles + VectorCycles(t, inst, &bytes)) / t.vector_clock_ghz;
       return {ns, ns, bytes, 0};
     }
     default:
       return GpSimdTiming(program, inst);
   }
+}
+
+}  // namespace
+
+InstructionTiming EstimateTiming(Machine& machine, const Instruction& inst, double start_ns) {
+  if (inst.opcode == Opcode::kDmaCopy) return DmaTiming(machine, std::get<DmaCopy>(inst.operands), start_ns);
+  return SignalledBySemaphore(*machine.program.target, ComputeTiming(machine.program, inst));
 }
 
 InstructionTiming EstimateControlTiming(const Program& program, const BlockExit& exit) {

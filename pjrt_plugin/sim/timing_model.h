@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "machine.h"
 #include "program.h"
 
 namespace trn::sim {
@@ -15,7 +16,9 @@ struct InstructionTiming {
   int64_t flops;      // matmul family: 2*M*N*K
 };
 
-InstructionTiming EstimateTiming(const Program& program, const Instruction& inst);
+// `inst` starting at `start_ns` on `machine`: DMA transfers share the core's and the chip's
+// bandwidth with the transfers scheduled before them (dma_bandwidth.h).
+InstructionTiming EstimateTiming(Machine& machine, const Instruction& inst, double start_ns);
 
 // The cost of leaving a block: the barrier (every engine reports to SP, SP releases them) and,
 // for branch/switch, SP's read of the selector from HBM. Charged from the moment the block's
