@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 import jax_trn
+from foundation import cold_compile_s, put
 
 D_MODEL, HEADS = 1024, 16
 GPT_LAYERS, GPT_D, GPT_T, GPT_B, GPT_HEADS, GPT_VOCAB = 4, 256, 128, 8, 4, 256
@@ -134,18 +135,6 @@ def programs(seq: int) -> dict:
 
 # --- measurements -------------------------------------------------------------------------------
 
-def put(tree, device):
-  return jax.tree_util.tree_map(lambda a: jax.device_put(a, device), tree)
-
-
-def cold_compile_s(fn, args) -> float:
-  # A fresh function object each time: nothing of an earlier compile is reused.
-  fresh = jax.jit(lambda *a: fn(*a))
-  start = time.perf_counter()
-  fresh.lower(*args).compile()
-  return time.perf_counter() - start
-
-
 def steady_execute_s(fn, args, repeats: int) -> float:
   jitted = jax.jit(fn)
   jax.block_until_ready(jitted(*args))
@@ -167,7 +156,8 @@ import jax
 if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
   from jax_trn import plugin
   plugin.initialize()
-from compile_and_execute import cold_compile_s, programs, put
+from compile_and_execute import programs
+from foundation import cold_compile_s, put
 from jax_trn import compilation
 out = {}
 for name, (fn, args) in programs(int(sys.argv[2])).items():

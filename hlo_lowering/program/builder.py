@@ -19,28 +19,26 @@ from .operands import HbmAP, Scalar, TileAP
 from .writer import serialize
 
 
+def _expect(value, kinds, where: str, what: str):
+  if not isinstance(value, kinds):
+    raise ValueError(f"{where}: expected {what}, got {type(value).__name__}")
+  return value
+
+
 def _tile(ap, where: str) -> TileAP:
-  if not isinstance(ap, TileAP):
-    raise ValueError(f"{where}: expected a TileAP, got {type(ap).__name__}")
-  return ap
+  return _expect(ap, TileAP, where, "a TileAP")
 
 
 def _hbm(ap, where: str) -> HbmAP:
-  if not isinstance(ap, HbmAP):
-    raise ValueError(f"{where}: expected an HbmAP, got {type(ap).__name__}")
-  return ap
+  return _expect(ap, HbmAP, where, "an HbmAP")
 
 
 def _endpoint(ap, where: str):
-  if not isinstance(ap, (HbmAP, TileAP)):
-    raise ValueError(f"{where}: expected an HbmAP or TileAP, got {type(ap).__name__}")
-  return ap
+  return _expect(ap, (HbmAP, TileAP), where, "an HbmAP or TileAP")
 
 
 def _scalar(value, where: str) -> Scalar:
-  if not isinstance(value, Scalar):
-    raise ValueError(f"{where}: expected a Scalar, got {type(value).__name__}")
-  return value
+  return _expect(value, Scalar, where, "a Scalar")
 
 
 def _scalar_operand(value, where: str):
