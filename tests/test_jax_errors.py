@@ -51,3 +51,11 @@ def test_a_buffer_of_another_client_is_refused_not_dereferenced(trn, cpu):
                      r"client .*jax.device_put"):
     executable.execute_sharded([foreign, x])
   np.testing.assert_array_equal(jax.jit(lambda a: a * 2)(x), np.full(4, 2, np.float32))
+
+
+def test_the_complex_refusal_lists_only_types_neuroncores_hold(trn):
+  x = jax.device_put(np.ones(3, np.float32), trn)
+  with pytest.raises(Exception, match=r"element type complex<f32> is not supported on NeuronCores "
+                     r"\(supported: i1, .*f32, bf16, .*\)") as refusal:
+    jax.jit(lambda v: v * (1 + 2j))(x)
+  assert "f64" not in str(refusal.value)
