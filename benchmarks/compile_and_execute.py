@@ -21,11 +21,9 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +31,7 @@ import numpy as np
 import optax
 
 import jax_trn
-from foundation import cold_compile_s, put
+from foundation import cold_compile_s, put, steady_execute_s
 
 D_MODEL, HEADS = 1024, 16
 GPT_LAYERS, GPT_D, GPT_T, GPT_B, GPT_HEADS, GPT_VOCAB = 4, 256, 128, 8, 4, 256
@@ -134,17 +132,6 @@ def programs(seq: int) -> dict:
 
 
 # --- measurements -------------------------------------------------------------------------------
-
-def steady_execute_s(fn, args, repeats: int) -> float:
-  jitted = jax.jit(fn)
-  jax.block_until_ready(jitted(*args))
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(jitted(*args))
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
-
 
 # Run in a fresh process: the cached compile of every program, as a researcher's next script sees
 # it. It imports this file as `compile_and_execute`, so source locations (the cache key) match.
@@ -270,8 +257,8 @@ def main() -> None:
 
   if not args.skip_execute:
     for name, (fn, inputs) in cases.items():
-      row(f"execute, {name}", steady_execute_s(fn, put(inputs, trn), args.repeats),
-          steady_execute_s(fn, put(inputs, cpu), args.repeats), unit="ms", scale=1e3)
+      row(f"execute, {name}", steady_execute_s(jax.jit(fn), put(inputs, trn), args.repeats),
+          steady_execute_s(jax.jit(fn), put(inputs, cpu), args.repeats), unit="ms", scale=1e3)
 
   seqs = [int(s) for s in args.size_seqs.split(",") if s]
   if seqs:

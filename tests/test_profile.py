@@ -236,3 +236,22 @@ def test_concurrent_executions_never_mix_profiles(trn):
     for t in threads:
       t.join()
   assert not errors and reads > 1
+
+
+def test_a_second_client_does_not_hide_the_last_execution(trn):
+  """Clients share the process (JAX's, torch_xla's, a tool's): last_execution(device) is the
+  execution on that device that completed last, whichever client ran it."""
+  from pypjrt._loader import Plugin
+  from pypjrt.client import Client
+  from jax_trn import plugin as trn_plugin
+  jax.jit(lambda v: jnp.exp(v) - 1.0)(_inputs(trn, 64)[0]).block_until_ready()
+  ran = profile.last_execution(trn)
+  loader = Plugin(str(trn_plugin.library_path()))
+  loader.initialize()
+  other = Client(loader, options={})
+  try:
+    after = profile.last_execution(trn)
+    assert after is not None and after.device_time_ns == ran.device_time_ns
+    assert after.matmul_flops == ran.matmul_flops
+  finally:
+    other.close()

@@ -243,10 +243,9 @@ nb::dict ProgramInfo(nb::bytes program) {
   return d;
 }
 
-// The latest completed execution on a device of the live PJRT client (execution_index.h).
+// The latest completed execution on a device, of any live PJRT client (execution_index.h).
 nb::object LastExecutionDict(int device_id) {
-  const std::shared_ptr<const ExecutionIndex> index = ExecutionIndex::Current();
-  const std::shared_ptr<const ExecutionProfile> profile = index ? index->Latest(device_id) : nullptr;
+  const std::shared_ptr<const ExecutionProfile> profile = ExecutionIndex::LatestOfAnyClient(device_id);
   if (profile == nullptr) return nb::none();
   return ProfileDict(*profile);
 }

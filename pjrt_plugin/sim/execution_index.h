@@ -4,6 +4,7 @@
 // so a reader gets one whole execution even while others run concurrently on the same device.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -21,14 +22,21 @@ class TRN_API ExecutionIndex {
   // Null before the device's first execution, or for an id the client does not have.
   std::shared_ptr<const ExecutionProfile> Latest(int device_id) const;
 
-  // The index of the most recently created client still alive (clients register theirs), for
-  // the Python bindings, which see no PJRT client; null when there is none.
+  // For the Python bindings, which see no PJRT client: of every live client's index (clients
+  // register theirs; JAX and torch_xla each hold one in a shared process), the execution on
+  // device `device_id` that completed last; null when there is none.
   static void Register(const std::shared_ptr<const ExecutionIndex>& index);
-  static std::shared_ptr<const ExecutionIndex> Current();
+  static std::shared_ptr<const ExecutionProfile> LatestOfAnyClient(int device_id);
 
  private:
+  struct Entry {
+    uint64_t completion = 0;  // process-wide publication order
+    std::shared_ptr<const ExecutionProfile> profile;
+  };
+  Entry LatestEntry(int device_id) const;
+
   mutable std::mutex mutex_;
-  std::vector<std::shared_ptr<const ExecutionProfile>> latest_;  // by device id
+  std::vector<Entry> latest_;  // by device id
 };
 
 }  // namespace trn::sim
