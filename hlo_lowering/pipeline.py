@@ -22,7 +22,8 @@ from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_suppo
                                  decompose_batch_norm, decompose_reduce_precision,
                                  decompose_rng_bit_generator, expand_total_order_compare,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
-                                 normalize_dot_general, strip_single_device_sharding,
+                                 normalize_dot_general, simplify_unit_reduce,
+                                 strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.program.reader import Program, format_program
@@ -46,6 +47,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("decompose-reduce-precision", decompose_reduce_precision.run),
     Pass("decompose-rng-bit-generator", decompose_rng_bit_generator.run),
     Pass("canonicalize", canonicalize.run),
+    Pass("simplify-unit-reduce", simplify_unit_reduce.run),
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),
     Pass("fuse-elementwise", fuse_elementwise.run),

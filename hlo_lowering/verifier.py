@@ -6,7 +6,7 @@ elementwise ops lowering relies on have operands and results of one shape.
 After a pass, what that pass's docstring Ensures, where it can be checked on the IR alone:
 inline-calls (no func.call or stablehlo.composite, only the entry function),
 strip-single-device-sharding, decompose-batch-norm, decompose-reduce-precision,
-decompose-rng-bit-generator and expand-total-order-compare (none of the ops they remove is left
+decompose-rng-bit-generator, expand-total-order-compare and simplify-unit-reduce (none of the ops they remove is left
 where they look: the functions and their while/case/if regions), normalize-dot-general (every
 dot_general in batch-matmul form), check-supported (no float64 value, a registered rule for every
 op codegen lowers one by one).
@@ -20,6 +20,7 @@ from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_
 from hlo_lowering.lowering import registry
 from hlo_lowering.passes.check_supported import lowered_ops
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
+from hlo_lowering.passes.simplify_unit_reduce import is_unit_reduce
 from hlo_lowering.program import DType
 
 _ELEMENTWISE_SAME_SHAPE = frozenset({
@@ -126,6 +127,8 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "decompose-rng-bit-generator": _none_left(frozenset({"stablehlo.rng_bit_generator"}),
                                               "is not decomposed"),
     "expand-total-order-compare": _no_total_order_compare,
+    "simplify-unit-reduce": lambda module: _first(_all_ops(module), is_unit_reduce,
+                                                  "reduces only dims of size one"),
     "normalize-dot-general": _batch_matmuls,
     "check-supported": _supported,
 }

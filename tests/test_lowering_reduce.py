@@ -153,3 +153,21 @@ def test_axis0_reduction_within_2x_of_axis1(reducer):
     times[axis] = harness.native().run_program(program, [x])[1]["device_time_ns"]
   print(f"{reducer} [4096, 1024]: axis 0 {times[0] / 1e3:.1f} us, axis 1 {times[1] / 1e3:.1f} us")
   assert times[0] < 2 * times[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32])
+def test_reduction_over_unit_dims_is_a_reshape_as_on_cpu(dtype):
+  """simplify-unit-reduce: a sum over a batch dim of one is its operand reshaped, bit for bit as
+  on the CPU backend (-0.0 stays; XLA ignores a non-identity init there too), not one reduction
+  row per element."""
+  x = _data((1, 16, 64, 96), dtype)
+  if np.dtype(dtype).kind == "f":
+    x[0, 0, 0, :3] = [-0.0, np.nan, -np.inf]
+  for f in (lambda x: jnp.sum(x, axis=0, dtype=x.dtype), lambda x: jnp.max(x, axis=(0,)),
+            lambda x: jax.lax.reduce(x, x.dtype.type(3), jax.lax.add, (0,))):
+    program = harness.check(f, x, scale=0)
+    assert "stablehlo.reduce" not in compilation.last_report().summary()
+    assert len(program) < 20_000, len(program)
+    cpu = np.asarray(jax.jit(f)(jax.device_put(x, jax.devices("cpu")[0])))
+    actual = np.asarray(harness.run_program(program, [x])[0])
+    assert np.array_equal(actual.view(np.uint8), cpu.view(np.uint8))
