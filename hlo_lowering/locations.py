@@ -23,13 +23,20 @@ def _is_library_file(path: str) -> bool:
 def parse_location(text: str) -> Location:
   """A Location from `str(mlir_location)`; UNKNOWN_LOCATION for `loc(unknown)`."""
   name_match = _NAME.match(text)
-  # "-" is the file name MLIR gives text parsed from a string: no source position.
-  frames = [f for f in _FRAME.findall(text) if f[0] != "-"]
   name = ""
   if name_match and not _FRAME.match(text[len("loc("):]):
     name = name_match.group(1)
-  user_frames = [f for f in frames if not _is_library_file(f[0])]
-  chosen = user_frames[0] if user_frames else (frames[0] if frames else None)
+  # The first frame that is the user's code, else the first frame at all; frames come innermost
+  # first, so the scan stops early ("-" is the file name MLIR gives text parsed from a string:
+  # no source position).
+  chosen = None
+  for frame in _FRAME.finditer(text):
+    if frame.group(1) == "-":
+      continue
+    if not _is_library_file(frame.group(1)):
+      chosen = frame.groups()
+      break
+    chosen = chosen or frame.groups()
   if chosen is None:
     return Location(name=name) if name else UNKNOWN_LOCATION
   file, line, col = chosen

@@ -6,8 +6,9 @@ The C++ bridge passes the program, the compile options it parsed (a dict of
 `hlo_lowering.compiler.CompileOptions` fields) and the client's target description. This module
 holds the policy around the pure compiler (`hlo_lowering.compiler.compile_program`): it serves
 programs from the persistent compile cache (`compile_cache.py`, `TRN_CACHE_DIR`) when it holds them
-(a hit returns the stored program bytes and records the stored compile report, identical in content
-to the one the compile made), counts compilations and keeps every compile report of this process
+(a hit returns the stored program and records the stored compile report, identical in content to
+what a compile would make: when the request differs from the stored one only in source locations,
+both carry the request's, source_locations.py), counts compilations and keeps every compile report of this process
 (`compile_count()`, `cache_stats()`, `last_report()`, `reports()`; `jax_trn.compile_report()`).
 `compile_count()` counts the compilations requested of this process (hits included: what JAX asked
 to compile); `cache_stats()` tells hits, misses and the real compiles apart.
@@ -21,9 +22,10 @@ import threading
 import time
 from collections.abc import Mapping
 
-from hlo_lowering import compiler, pipeline
+from hlo_lowering import compiler, module_identity, pipeline
+from hlo_lowering.errors import CompileError
 from hlo_lowering.report import CompileReport
-from jax_trn import compile_cache, config
+from jax_trn import compile_cache, config, source_locations
 
 logger = logging.getLogger(__name__)
 
@@ -115,13 +117,19 @@ def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],
     return _compile(code, fmt, parsed, target, tag)[0]
   start = time.perf_counter()
   try:
-    key = compile_cache.make_key(code, fmt, _options_key(parsed), str(target["name"]), target)
+    identity = module_identity.identify(code, fmt)
+    key = compile_cache.make_key(identity.canonical, fmt, _options_key(parsed),
+                                 str(target["name"]), target)
     entry = compile_cache.load(key)
+    served = None if entry is None else source_locations.reattach(entry, identity.locations,
+                                                                    identity.source)
+  except CompileError:
+    raise
   except Exception as e:  # noqa: BLE001 — the cache never makes a compile fail
     logger.warning("compile cache: lookup failed (%s); compiling", e)
-    key, entry = None, None
-  if entry is not None:
-    program, report = entry
+    identity, key, served = None, None, None
+  if served is not None:
+    program, report = served
     with _lock:
       _cache_stats["hits"] += 1
     logger.info("compile cache hit %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
@@ -132,7 +140,7 @@ def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],
   program, report = _compile(code, fmt, parsed, target, tag)
   if key is not None:
     try:
-      compile_cache.store(key, program, report)
+      compile_cache.store(key, compile_cache.Entry(program, report, identity.locations))
     except Exception as e:  # noqa: BLE001
       logger.warning("compile cache: store failed (%s)", e)
   logger.info("compile cache miss %s (%.1f ms)", (key or "-")[:16],

@@ -5,8 +5,9 @@ plugin keeps its own (the cache is the plugin's policy, not the compiler's: JAX 
 JAX, not in XLA): `jax_trn.compilation.compile_for_pjrt` looks a program up here before it calls
 the compiler.
 
-Key: sha256 over (the compiler fingerprint, code bytes, fmt, the compile options the compiler reads,
-target, the target description). The compile options enter as the parsed options the compiler
+Key: sha256 over (the compiler fingerprint, the module without its source locations
+(`hlo_lowering.module_identity`: the same function jitted from two scripts, or after an edit above
+it, is one entry), fmt, the compile options the compiler reads, target, the target description). The compile options enter as the parsed options the compiler
 reads (`hlo_lowering.compiler.CompileOptions` after `check_options`; partitioned programs are
 refused before any lookup), not as the serialized CompileOptionsProto: its DebugOptions hold
 protobuf maps that serialize in hash order, so the same options give different bytes in different
@@ -19,8 +20,10 @@ Storage: `TRN_CACHE_DIR` (default `~/.cache/jax-trn`; empty or `0` disables the 
 `<key>.trnc` per entry, written to a temporary file in the same directory and renamed into place
 (`os.replace`, atomic on POSIX), so concurrent processes and threads never see a partial entry; two
 writers of one key both write a complete, identical entry and the last rename wins. An entry holds
-the key it was stored under, then the program bytes and the compile report (JSON), behind a magic
-header and a sha256 checksum of all three; an entry that is truncated, corrupted, of another layout,
+the key it was stored under, then the program bytes and the compile report with the source
+locations of the request it was compiled from (JSON), behind a magic header and a sha256 checksum
+of all three (a hit from a request with other locations gets them re-attached:
+jax_trn/source_locations.py); an entry that is truncated, corrupted, of another layout,
 stored under another key (a file renamed or copied onto this name: served, it would run another
 program) or whose program the loader refuses (`jax_trn._native.program_info`) is ignored (the
 program is recompiled and the entry rewritten).
@@ -53,11 +56,23 @@ logger = logging.getLogger(__name__)
 DEFAULT_DIR = os.path.join("~", ".cache", "jax-trn")
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".trnc"
-_MAGIC = b"TRNCACHE2\n"
-# magic, the entry's key (sha256 digest), program length, report length,
-# sha256(key + program + report)
+_MAGIC = b"TRNCACHE3\n"
+# magic, the entry's key (sha256 digest), program length, metadata (report, locations) length,
+# sha256(key + program + metadata)
 _HEADER = struct.Struct(f"<{len(_MAGIC)}s32sQQ32s")
 _STALE_TMP_S = 3600.0
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  program: bytes
+  report: CompileReport
+  # The compiled request's op locations (hlo_lowering.module_identity.ModuleIdentity.locations).
+  locations: tuple[tuple[str, str], ...]
+  # The loader's description of the program (`jax_trn._native.program_info`), filled on load.
+  info: dict | None = None
+
 
 _fingerprint: str | None = None
 _fingerprint_lock = threading.Lock()
@@ -119,20 +134,22 @@ def make_key(code: bytes, fmt: str, compile_options: bytes, target: str,
 
 # --- reports -------------------------------------------------------------------------------------
 
-def _report_to_json(report) -> bytes:
+def _meta_to_json(report, locations) -> bytes:
   return json.dumps({"module": report.module, "target": report.target,
                      "ops": [dataclasses.asdict(op) for op in report.ops],
                      "sbuf_peak_bytes": report.sbuf_peak_bytes,
-                     "psum_peak_bytes": report.psum_peak_bytes},
+                     "psum_peak_bytes": report.psum_peak_bytes,
+                     "locations": [list(loc) for loc in locations]},
                     separators=(",", ":")).encode()
 
 
-def _report_from_json(data: bytes) -> CompileReport:
+def _meta_from_json(data: bytes) -> tuple[CompileReport, tuple[tuple[str, str], ...]]:
   doc = json.loads(data.decode())
-  return CompileReport(module=doc["module"], target=doc["target"],
-                       ops=[LoweredOp(**op) for op in doc["ops"]],
-                       sbuf_peak_bytes=doc["sbuf_peak_bytes"],
-                       psum_peak_bytes=doc["psum_peak_bytes"])
+  report = CompileReport(module=doc["module"], target=doc["target"],
+                         ops=[LoweredOp(**op) for op in doc["ops"]],
+                         sbuf_peak_bytes=doc["sbuf_peak_bytes"],
+                         psum_peak_bytes=doc["psum_peak_bytes"])
+  return report, tuple((str(name), str(position)) for name, position in doc["locations"])
 
 
 # --- entries -------------------------------------------------------------------------------------
@@ -141,17 +158,16 @@ def _path(directory: str, key: str) -> str:
   return os.path.join(directory, key + SUFFIX)
 
 
-def _validate_program(program: bytes) -> bool:
+def _program_info(program: bytes) -> dict | None:
   try:
-    _native.program_info(program)
-    return True
+    return _native.program_info(program)
   except Exception:  # noqa: BLE001 — any refusal means "not a usable program"
-    return False
+    return None
 
 
-def load(key: str):
-  """(program bytes, CompileReport) of a valid entry, or None (absent, disabled, or invalid: an
-  invalid entry is removed so that the recompile rewrites it)."""
+def load(key: str) -> Entry | None:
+  """The valid entry stored under `key`, or None (absent, disabled, or invalid: an invalid entry
+  is removed so that the recompile rewrites it)."""
   directory = cache_dir()
   if directory is None:
     return None
@@ -165,7 +181,8 @@ def load(key: str):
     logger.warning("compile cache: cannot read %s: %s", path, e)
     return None
   entry = _decode(data, key)
-  if entry is None or not _validate_program(entry[0]):
+  info = None if entry is None else _program_info(entry.program)
+  if info is None:
     logger.warning("compile cache: ignoring corrupted entry %s", path)
     _remove(path)
     return None
@@ -173,38 +190,38 @@ def load(key: str):
     os.utime(path)  # LRU: a hit makes the entry the newest
   except OSError:
     pass
-  return entry
+  return dataclasses.replace(entry, info=info)
 
 
-def _decode(data: bytes, key: str):
+def _decode(data: bytes, key: str) -> Entry | None:
   if len(data) < _HEADER.size:
     return None
-  magic, stored_key, program_len, report_len, checksum = _HEADER.unpack_from(data)
-  if magic != _MAGIC or _HEADER.size + program_len + report_len != len(data):
+  magic, stored_key, program_len, meta_len, checksum = _HEADER.unpack_from(data)
+  if magic != _MAGIC or _HEADER.size + program_len + meta_len != len(data):
     return None
   body = data[_HEADER.size:]
   if stored_key != bytes.fromhex(key) or hashlib.sha256(stored_key + body).digest() != checksum:
     return None
   try:
-    report = _report_from_json(body[program_len:])
-  except Exception:  # noqa: BLE001 — a report of another layout: treat as corrupted
+    report, locations = _meta_from_json(body[program_len:])
+  except Exception:  # noqa: BLE001 — metadata of another layout: treat as corrupted
     return None
-  return bytes(body[:program_len]), report
+  return Entry(bytes(body[:program_len]), report, locations)
 
 
-def _encode(key: str, program: bytes, report) -> bytes:
-  report_json = _report_to_json(report)
-  digest, body = bytes.fromhex(key), bytes(program) + report_json
-  return _HEADER.pack(_MAGIC, digest, len(program), len(report_json),
+def _encode(key: str, entry: Entry) -> bytes:
+  meta = _meta_to_json(entry.report, entry.locations)
+  digest, body = bytes.fromhex(key), bytes(entry.program) + meta
+  return _HEADER.pack(_MAGIC, digest, len(entry.program), len(meta),
                       hashlib.sha256(digest + body).digest()) + body
 
 
-def store(key: str, program: bytes, report) -> bool:
+def store(key: str, entry: Entry) -> bool:
   """Writes the entry atomically and evicts down to the cap; False when not stored."""
   directory = cache_dir()
   if directory is None:
     return False
-  data = _encode(key, program, report)
+  data = _encode(key, entry)
   limit = max_bytes()
   if len(data) > limit:
     logger.info("compile cache: %d-byte entry exceeds TRN_CACHE_MAX_BYTES=%d; not stored",

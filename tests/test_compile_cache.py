@@ -214,3 +214,59 @@ def test_disabled_or_patched_pipeline_bypasses(cache, monkeypatch):
   monkeypatch.setenv("TRN_DUMP_IR", str(cache / "dump"))
   harness.compile_fn(_f, x)
   assert not _entries(cache) and os.listdir(cache / "dump")
+
+
+# --- the key ignores source locations; a hit carries the request's ---------------------------------
+
+_SCRIPT_SOURCE = """
+import jax.numpy as jnp
+
+def step(w, x):
+  h = jnp.tanh(x @ w)
+  return jnp.sum(h * h, axis=1)
+"""
+
+
+def _step_from(filename: str, blank_lines: int):
+  """`step` as if defined in the script `filename`, `blank_lines` lines further down."""
+  scope = {}
+  exec(compile("\n" * blank_lines + _SCRIPT_SOURCE, filename, "exec"), scope)
+  return scope["step"]
+
+
+def test_same_function_from_two_scripts_is_one_entry_with_each_scripts_lines(cache, monkeypatch):
+  rng = np.random.default_rng(0)
+  w, x = rng.standard_normal((64, 32), np.float32), rng.standard_normal((16, 64), np.float32)
+  first = harness.compile_fn(_step_from("/work/first_script.py", 0), w, x)
+  stats = compilation.cache_stats()
+  second_fn = _step_from("/work/second_script.py", 7)
+  second = harness.compile_fn(second_fn, w, x)
+  assert compilation.cache_stats()["hits"] == stats["hits"] + 1
+  assert compilation.cache_stats()["compiles"] == stats["compiles"]
+  assert len(_entries(cache)) == 1
+  # The served program and report name the second script's lines, and nothing of the first.
+  debug_locations = {d[2] for d in harness.native().program_info(second)["debug"]}
+  assert any(loc.startswith("/work/second_script.py:") for loc in debug_locations)
+  assert not any("first_script" in loc for loc in debug_locations)
+  assert "first_script" not in harness.native().program_info(second)["source"]
+  report = compilation.last_report()
+  lines = {op.location for op in report.ops if op.location}
+  assert lines and all(loc.startswith("/work/second_script.py:") for loc in lines)
+  # Line numbers moved by exactly the 7 lines the second script inserts.
+  tanh = lambda program: next(d[2] for d in harness.native().program_info(program)["debug"]
+                              if d[0] == "stablehlo.tanh")
+  assert int(tanh(second).split(":")[1]) == int(tanh(first).split(":")[1]) + 7
+  # It is byte for byte the program a compile of the second script makes, and computes the same.
+  monkeypatch.setenv("TRN_CACHE_DIR", "0")
+  assert harness.compile_fn(second_fn, w, x) == second
+  harness.check(second_fn, w, x)
+
+
+def test_locations_that_do_not_map_one_to_one_are_not_guessed():
+  from jax_trn import source_locations
+  entry = compile_cache.Entry(b"", compilation.CompileReport(), (("a", "f.py:1:1"),
+                                                                ("b", "f.py:2:1")))
+  assert source_locations.reattach(entry, (("a", "g.py:1:1"),), "") is None
+  entry = compile_cache.Entry(b"", compilation.CompileReport(), (("a", "f.py:1:1"),
+                                                                ("a", "f.py:1:1")))
+  assert source_locations.reattach(entry, (("a", "g.py:1:1"), ("a", "g.py:9:1")), "") is None

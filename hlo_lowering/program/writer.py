@@ -139,6 +139,12 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
   for block in blocks:
     _streams(w, block.streams)
     _exit(w, block.exit)
+  _debug_and_source(w, debug, source)
+  return bytes(w.out)
+
+
+def _debug_and_source(w: _Writer, debug, source: str) -> None:
+  """The program's tail: the debug table, then the source text."""
   w.pack("I", len(debug))
   for entry in debug:
     w.str(entry.op)
@@ -147,4 +153,12 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
     w.str(entry.lowering)
     w.str(entry.rule)
   w.str(source)
+
+
+def replace_debug_info(program: bytes, debug_offset: int, debug, source: str) -> bytes:
+  """`program` (version 3, its debug table at `debug_offset`: the loader's program_info says where)
+  with another debug table and source text; the instructions are untouched."""
+  w = _Writer()
+  w.out += program[:debug_offset]
+  _debug_and_source(w, debug, source)
   return bytes(w.out)

@@ -240,6 +240,12 @@ nb::dict ProgramInfo(nb::bytes program) {
   d["temporary_bytes"] = loaded->temporary_bytes();
   d["constant_bytes"] = loaded->constant_bytes();
   d["source"] = loaded->source();
+  d["debug_offset"] = loaded->program().debug_offset;
+  nb::list debug;
+  for (const DebugInfo& entry : loaded->program().debug) {
+    debug.append(nb::make_tuple(entry.op, entry.name, entry.location, entry.lowering, entry.rule));
+  }
+  d["debug"] = debug;
   return d;
 }
 

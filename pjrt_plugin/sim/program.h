@@ -217,6 +217,9 @@ struct Program {
   // A copy of blocks[0].streams, for readers that predate blocks (the profiler's wait lookup).
   std::array<std::vector<Instruction>, kNumStreams> streams;
   std::vector<DebugInfo> debug;
+  // Where the debug table starts in the program bytes: it and the source text end the program, so
+  // the compile cache can re-attach another request's source locations (jax_trn/compile_cache.py).
+  size_t debug_offset = 0;
   std::string source;
 };
 

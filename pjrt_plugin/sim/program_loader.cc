@@ -41,6 +41,7 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   }
   // Version 3 added each entry's lowering and rule (two more strings).
   const bool has_lowering = version >= 3;
+  program_->debug_offset = in_.offset();
   const uint32_t debug_count = in_.Count("debug table length", has_lowering ? 20 : 12);
   for (uint32_t i = 0; i < debug_count && in_.ok(); ++i) {
     DebugInfo entry;
