@@ -92,6 +92,7 @@ def generate(module: Module, target: str, target_spec: dict,
   ctx.lower_ops = lower_ops
   for i, arg in enumerate(main.args):
     ctx.bind_parameter(arg, i, main.arg_names[i] or f"arg{i}")
+  builder.output_aliases = dict(main.output_aliases)
   returned = main.returned
   names = [main.result_names[i] or f"out{i}" for i in range(len(returned))]
   _plan_outputs(ctx, main.body.ops, returned, names)

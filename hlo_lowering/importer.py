@@ -156,7 +156,13 @@ class _Importer:
       for res_attr in attributes.to_python(operation.attributes["res_attrs"]):
         result_names.append(res_attr.get("jax.result_info", "") if isinstance(res_attr, dict)
                             else "")
-    return Function(name, body, result_types, public, result_names=result_names or None)
+    output_aliases = {}
+    if "arg_attrs" in operation.attributes:
+      for i, arg_attr in enumerate(attributes.to_python(operation.attributes["arg_attrs"])):
+        if isinstance(arg_attr, dict) and "tf.aliasing_output" in arg_attr:
+          output_aliases[i] = int(arg_attr["tf.aliasing_output"])
+    return Function(name, body, result_types, public, result_names=result_names or None,
+                    output_aliases=output_aliases)
 
 
 def import_module(module: ir.Module) -> Module:

@@ -131,13 +131,17 @@ class Function:
 
   def __init__(self, name: str, body: Block, result_types: list[TensorType],
                public: bool = True, arg_names: list[str] | None = None,
-               result_names: list[str] | None = None):
+               result_names: list[str] | None = None,
+               output_aliases: dict[int, int] | None = None):
     self.name = name
     self.body = body
     self.result_types = list(result_types)
     self.public = public
     self.arg_names = list(arg_names or [""] * len(body.args))
     self.result_names = list(result_names or [""] * len(result_types))
+    # Donated arguments: argument number -> the result that may reuse its buffer
+    # (`tf.aliasing_output`, what jax.jit(donate_argnums=...) asks for).
+    self.output_aliases = dict(output_aliases or {})
 
   @property
   def args(self) -> list[Value]:

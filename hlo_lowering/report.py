@@ -33,6 +33,8 @@ class CompileReport:
   # Peak bytes per partition held by live SBUF / PSUM buffers (the back end's plan-memory).
   sbuf_peak_bytes: int = 0
   psum_peak_bytes: int = 0
+  # Donated parameters whose output reuses their buffer (the back end's alias-donations).
+  donated_parameters: list[int] = dataclasses.field(default_factory=list)
 
   def add(self, lowered: LoweredOp) -> None:
     self.ops.append(lowered)

@@ -13,6 +13,10 @@ Every other module of jax_trn uses public API only; a test (tests/test_import_gr
 - `jax._src.xla_bridge.register_backend_factory(..., fail_quietly=False)`: a backend whose
   creation fails with our message; JAX raises it from the first `jax.devices()`, where an
   exception out of a plugin's import or `initialize()` is only logged (jax_trn/_libraries.py).
+- `jax._src.interpreters.mlir._platforms_with_donation`: the platforms whose lowering keeps
+  `donate_argnums` (`tf.aliasing_output`); for any other, JAX drops donation with a warning.
+  The plugin implements donation (hlo_lowering/backend/alias_donations.py and the runtime's
+  Execute), so it adds "trn".
 
 Imported when first used, so importing jax_trn does not import JAX's internals.
 """
@@ -37,6 +41,12 @@ def register_plugin(platform: str, *, priority: int, library_path: str,
   from jax._src import xla_bridge
   xla_bridge.register_plugin(platform, priority=priority, library_path=library_path,
                              options=options)
+
+
+def enable_donation(platform: str) -> None:
+  from jax._src.interpreters import mlir
+  if platform not in mlir._platforms_with_donation:
+    mlir._platforms_with_donation.append(platform)
 
 
 def register_failing_backend(platform: str, *, priority: int, message: str) -> None:

@@ -139,6 +139,7 @@ def _meta_to_json(report, locations) -> bytes:
                      "ops": [dataclasses.asdict(op) for op in report.ops],
                      "sbuf_peak_bytes": report.sbuf_peak_bytes,
                      "psum_peak_bytes": report.psum_peak_bytes,
+                     "donated_parameters": report.donated_parameters,
                      "locations": [list(loc) for loc in locations]},
                     separators=(",", ":")).encode()
 
@@ -148,7 +149,8 @@ def _meta_from_json(data: bytes) -> tuple[CompileReport, tuple[tuple[str, str], 
   report = CompileReport(module=doc["module"], target=doc["target"],
                          ops=[LoweredOp(**op) for op in doc["ops"]],
                          sbuf_peak_bytes=doc["sbuf_peak_bytes"],
-                         psum_peak_bytes=doc["psum_peak_bytes"])
+                         psum_peak_bytes=doc["psum_peak_bytes"],
+                         donated_parameters=list(doc["donated_parameters"]))
   return report, tuple((str(name), str(position)) for name, position in doc["locations"])
 
 

@@ -39,4 +39,5 @@ def initialize() -> None:
   _jax_private.register_plugin(
       PLATFORM, priority=PRIORITY, library_path=str(path),
       options=lambda: config.current().client_options())
+  _jax_private.enable_donation(PLATFORM)
   logger.debug("registered PJRT plugin %s from %s", PLATFORM, path)

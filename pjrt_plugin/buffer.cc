@@ -191,6 +191,11 @@ StatusOr<std::unique_ptr<Buffer>> Buffer::CopyTo(Memory* memory) const {
   return std::make_unique<Buffer>(dtype_, dims_, std::move(*copy), std::move(copied));
 }
 
+bool Buffer::donatable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return external_references_ == 0 && !is_deleted();
+}
+
 void Buffer::IncreaseExternalReferenceCount() {
   std::lock_guard<std::mutex> lock(mu_);
   ++external_references_;

@@ -34,6 +34,9 @@ class Buffer : public PJRT_Buffer {
   // `handle` as a trn Buffer, or NULL when this plugin did not create it (a buffer of another
   // PJRT client) or has destroyed it.
   static const Buffer* FromHandle(const PJRT_Buffer* handle);
+  static Buffer* FromHandle(PJRT_Buffer* handle) {
+    return const_cast<Buffer*>(FromHandle(static_cast<const PJRT_Buffer*>(handle)));
+  }
 
   // A new buffer in `memory`, copied from host bytes laid out with `byte_strides`.
   static StatusOr<std::unique_ptr<Buffer>> FromHost(const void* data, sim::DType dtype,
@@ -68,6 +71,10 @@ class Buffer : public PJRT_Buffer {
                                                       int64_t size) const;
   // A new buffer in `memory`, ready once the copy is made.
   StatusOr<std::unique_ptr<Buffer>> CopyTo(Memory* memory) const;
+
+  // Whether an execution may take the bytes over (donation): not deleted, and no external
+  // reference (a DLPack view, an unsafe pointer) could still see them.
+  bool donatable() const;
 
   void IncreaseExternalReferenceCount();
   Status DecreaseExternalReferenceCount();

@@ -1,4 +1,5 @@
 // C-API handlers for executables and loaded executables.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -267,9 +268,20 @@ PJRT_Error* PJRT_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* ar
         args->execute_device != nullptr) {
       device = static_cast<Device*>(args->execute_device);
     }
-    // Donation is not honoured: inputs stay valid and outputs get fresh memory.
-    TRN_ASSIGN_OR_RETURN(execution,
-                         executable->Execute(device, args->argument_lists[0], args->num_args));
+    // Every argument an output may reuse is donated unless the caller lists it as not donatable.
+    const PJRT_ExecuteOptions* options = args->options;
+    auto may_donate = [options](size_t argument) {
+      if (options == nullptr ||
+          !TRN_HAS_FIELD(PJRT_ExecuteOptions, options, num_non_donatable_input_indices) ||
+          options->non_donatable_input_indices == nullptr) {
+        return true;
+      }
+      const int64_t* begin = options->non_donatable_input_indices;
+      const int64_t* end = begin + options->num_non_donatable_input_indices;
+      return std::find(begin, end, static_cast<int64_t>(argument)) == end;
+    };
+    TRN_ASSIGN_OR_RETURN(execution, executable->Execute(device, args->argument_lists[0],
+                                                        args->num_args, may_donate));
     for (size_t i = 0; i < execution.outputs.size(); ++i) {
       args->output_lists[0][i] = execution.outputs[i].release();
     }

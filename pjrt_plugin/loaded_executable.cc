@@ -1,5 +1,6 @@
 #include "loaded_executable.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <new>
@@ -130,7 +131,8 @@ void LoadedExecutable::Delete() {
 }
 
 StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
-    Device* device, PJRT_Buffer* const* arguments, size_t num_arguments) const {
+    Device* device, PJRT_Buffer* const* arguments, size_t num_arguments,
+    const std::function<bool(size_t)>& may_donate) const {
   if (is_deleted()) return FailedPrecondition("the executable has been deleted");
   const sim::LoadedProgram& program = executable_.program();
   const std::vector<sim::TensorInfo>& parameters = program.parameters();
@@ -159,7 +161,18 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
     run.inputs.push_back(std::move(*allocation));
     run.inputs_ready.push_back(argument->ready());
   }
+  std::vector<Buffer*> donated;
   for (const sim::TensorInfo& output : program.outputs()) {
+    if (output.alias >= 0) {
+      const size_t p = static_cast<size_t>(output.alias);
+      Buffer* argument = Buffer::FromHandle(arguments[p]);
+      const bool once = std::count(arguments, arguments + num_arguments, arguments[p]) == 1;
+      if (may_donate(p) && once && argument->donatable()) {
+        run.outputs.push_back(run.inputs[p]);  // the program updates it in place
+        donated.push_back(argument);
+        continue;
+      }
+    }
     StatusOr<std::shared_ptr<Allocation>> allocation =
         Allocation::Create(device->hbm(), output.byte_size);
     if (!allocation.ok()) {
@@ -180,6 +193,7 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
     execution.outputs.push_back(
         std::make_unique<Buffer>(info.dtype, info.shape, run.outputs[i], run.done));
   }
+  for (Buffer* argument : donated) argument->Delete();  // its bytes are the output's now
   WatchInterrupts();
   device->queue()->Submit([run = std::move(run)]() mutable {
     const Status status = RunQueued(run);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,8 +45,13 @@ class LoadedExecutable : public PJRT_LoadedExecutable {
   // there is returned and leaves every buffer and the executable as they were. What fails later
   // (an argument whose producer failed, temporaries not fitting in HBM, a simulator error, an
   // interrupt) completes `done` with the error, which the outputs then carry.
-  StatusOr<Execution> Execute(Device* device, PJRT_Buffer* const* arguments,
-                              size_t num_arguments) const;
+  // Donation: an output that reuses a donated parameter's buffer (a DONATED_PARAMETER tensor)
+  // takes over argument p's bytes when `may_donate(p)` (not in PJRT's non_donatable list), the
+  // buffer appears once among the arguments and is donatable(); the argument buffer is then
+  // deleted, as PJRT's donation semantics say. Otherwise the output gets fresh bytes that start as
+  // a copy of the argument (correct, not in place).
+  StatusOr<Execution> Execute(Device* device, PJRT_Buffer* const* arguments, size_t num_arguments,
+                              const std::function<bool(size_t)>& may_donate) const;
 
  private:
   LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program, Device* device,

@@ -67,6 +67,9 @@ class ProgramBuilder:
     # Buffer -> (address, first, last instruction index using it): filled by the back end's
     # plan-memory stage, read by its verifier.
     self.memory_plan = {}
+    # Donated parameters: parameter number -> the output that may reuse its buffer (read by the
+    # back end's alias-donations stage).
+    self.output_aliases: dict[int, int] = {}
     self._default_debug = None
 
   @property

@@ -16,6 +16,7 @@ class Tensor:
   dtype: int  # DType
   shape: tuple
   data: bytes = b""
+  output: int = 0  # a donated parameter: the number of the output that reuses its buffer
 
 
 @dataclasses.dataclass
@@ -109,6 +110,7 @@ OPERAND_LAYOUT = {
 
 # gp_scatter combines into what its destination holds.
 _READS_DST = frozenset({Opcode.GP_SCATTER})
+_WHOLE = 1 << 62  # an element index past the end of any tensor
 
 
 
@@ -122,6 +124,23 @@ def region(operand):
     return ("tile", int(operand.memory), operand.partition_start,
             operand.partition_start + operand.partition_count, low, high)
   return None
+
+
+def hbm_accesses(inst: Instruction):
+  """(reads, writes) of HBM: lists of (tensor, (first, last) element addressed)."""
+  ops = inst.operands
+  if inst.opcode == Opcode.GP_BITCAST:
+    return [(ops["src"], (0, _WHOLE))], [(ops["dst"], (0, _WHOLE))]
+  reads, writes = [], []
+  for name, kind in OPERAND_LAYOUT[inst.opcode]:
+    if kind not in ("hbm", "hbm_list", "endpoint"):
+      continue
+    values = ops[name] if kind == "hbm_list" else [ops[name]]
+    target = writes if name.startswith("dst") else reads
+    target.extend((ap.tensor, ap.element_range()) for ap in values if isinstance(ap, HbmAP))
+  if inst.opcode in _READS_DST:
+    reads.extend(writes)
+  return reads, writes
 
 
 def accesses(inst: Instruction):

@@ -116,6 +116,7 @@ TENSOR_KINDS = {
     'OUTPUT': {'code': 1},
     'TEMPORARY': {'code': 2},
     'CONSTANT': {'code': 3},
+    'DONATED_PARAMETER': {'code': 4},
 }
 
 ENDPOINT_KINDS = {

@@ -101,10 +101,12 @@ def read_program(data: bytes) -> Program:
   tensors = []
   for _ in range(r.unpack("I")):
     name = r.str()
-    kind, index, dtype = r.unpack("BIB")
+    kind, index = r.unpack("BI")
+    output = r.unpack("I") if kind == TensorKind.DONATED_PARAMETER else 0
+    dtype = r.unpack("B")
     shape = tuple(r.unpack("q") for _ in range(r.unpack("I")))
     data = r.bytes(r.unpack("Q"))
-    tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data))
+    tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data, output))
   if version == 1:
     blocks = [Block(_read_streams(r))]
   else:
@@ -187,6 +189,8 @@ def format_program(program: Program) -> str:
   lines = [f"target {program.target}"]
   for i, t in enumerate(program.tensors):
     extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
+    if t.kind == TensorKind.DONATED_PARAMETER:
+      extra = f" (its buffer is output[{t.output}])"
     lines.append(f"tensor t{i} {t.name!r} {TensorKind(t.kind).name.lower()}[{t.index}] "
                  f"{DType(t.dtype).name.lower()}{list(t.shape)}{extra}")
   several = len(program.blocks) > 1

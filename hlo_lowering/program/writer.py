@@ -2,7 +2,7 @@
 
 import struct
 
-from .enums import ControlOp, EndpointKind, Memory, ScalarKind
+from .enums import ControlOp, EndpointKind, Memory, ScalarKind, TensorKind
 from .instructions import OPERAND_LAYOUT
 from .operands import HbmAP, Scalar, TileAP
 
@@ -130,7 +130,10 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
   w.pack("I", len(tensors))
   for t in tensors:
     w.str(t.name)
-    w.pack("BIB", t.kind, t.index, t.dtype)
+    w.pack("BI", t.kind, t.index)
+    if t.kind == TensorKind.DONATED_PARAMETER:
+      w.pack("I", t.output)
+    w.pack("B", t.dtype)
     w.pack("I", len(t.shape))
     for d in t.shape:
       w.pack("q", d)

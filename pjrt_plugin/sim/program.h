@@ -54,6 +54,7 @@ struct Tensor {
   std::string name;
   TensorKind kind;
   uint32_t index;
+  uint32_t output = 0;  // a donated parameter: the output that reuses its buffer
   DType dtype;
   std::vector<int64_t> shape;
   int64_t num_elements;

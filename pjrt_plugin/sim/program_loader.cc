@@ -169,8 +169,9 @@ void Parser::ParseTensors() {
     t.name = in_.String("tensor name");
     const uint8_t kind = in_.Read<uint8_t>("tensor kind");
     t.index = in_.Read<uint32_t>("tensor index");
+    if (kind == static_cast<uint8_t>(TensorKind::kDonatedParameter)) t.output = in_.Read<uint32_t>("donated parameter's output");
     t.dtype = ReadDType("tensor dtype", true);
-    if (in_.ok() && kind > 3) in_.Fail(at, "tensor " + std::to_string(i) + " has kind " + std::to_string(kind) + " (expected 0..3)");
+    if (in_.ok() && kind > 4) in_.Fail(at, "tensor " + std::to_string(i) + " has kind " + std::to_string(kind) + " (expected 0..4)");
     t.kind = static_cast<TensorKind>(kind);
     const uint32_t rank = in_.Count("tensor rank", 8);
     t.num_elements = 1;
@@ -190,14 +191,20 @@ void Parser::ParseTensors() {
                        std::to_string(constant ? t.byte_size : 0));
       return;
     }
-    if (t.kind == TensorKind::kParameter || t.kind == TensorKind::kOutput) {
-      auto& seen = t.kind == TensorKind::kParameter ? parameter_seen : output_seen;
-      if (t.index >= n || (t.index < seen.size() && seen[t.index])) {
-        in_.Fail(at, "tensor " + std::to_string(i) + " (" + t.name + ") has duplicate or out-of-range index " + std::to_string(t.index));
+    // A donated parameter is a parameter and an output: it takes a number in both.
+    const bool donated = t.kind == TensorKind::kDonatedParameter;
+    std::vector<std::pair<std::vector<int>*, uint32_t>> numbers;
+    if (t.kind == TensorKind::kParameter || donated) numbers.push_back({&parameter_seen, t.index});
+    if (t.kind == TensorKind::kOutput) numbers.push_back({&output_seen, t.index});
+    if (donated) numbers.push_back({&output_seen, t.output});
+    for (auto [seen, number] : numbers) {
+      if (number >= n || (number < seen->size() && (*seen)[number])) {
+        in_.Fail(at, "tensor " + std::to_string(i) + " (" + t.name + ") has duplicate or out-of-range " +
+                         (seen == &parameter_seen ? "parameter" : "output") + " number " + std::to_string(number));
         return;
       }
-      if (seen.size() <= t.index) seen.resize(t.index + 1, 0);
-      seen[t.index] = 1;
+      if (seen->size() <= number) seen->resize(number + 1, 0);
+      (*seen)[number] = 1;
     }
     program_->tensors.push_back(std::move(t));
   }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "executor.h"
 #include "machine.h"
@@ -24,13 +25,21 @@ StatusOr<std::shared_ptr<const LoadedProgram>> LoadedProgram::Load(const void* b
   loaded->program_ = std::move(parsed.value());
   const auto* begin = static_cast<const uint8_t*>(bytes);
   loaded->bytes_.assign(begin, begin + size);
+  auto place = [](std::vector<TensorInfo>& list, uint32_t number, TensorInfo info) {
+    if (list.size() <= number) list.resize(number + 1);
+    list[number] = std::move(info);
+  };
   for (const Tensor& t : loaded->program_->tensors) {
     if (t.kind == TensorKind::kParameter) {
-      if (loaded->parameters_.size() <= t.index) loaded->parameters_.resize(t.index + 1);
-      loaded->parameters_[t.index] = InfoOf(t);
+      place(loaded->parameters_, t.index, InfoOf(t));
     } else if (t.kind == TensorKind::kOutput) {
-      if (loaded->outputs_.size() <= t.index) loaded->outputs_.resize(t.index + 1);
-      loaded->outputs_[t.index] = InfoOf(t);
+      place(loaded->outputs_, t.index, InfoOf(t));
+    } else if (t.kind == TensorKind::kDonatedParameter) {
+      TensorInfo info = InfoOf(t);
+      info.alias = static_cast<int32_t>(t.output);
+      place(loaded->parameters_, t.index, info);
+      info.alias = static_cast<int32_t>(t.index);
+      place(loaded->outputs_, t.output, info);
     }
   }
   loaded->source_ = loaded->program_->source;
@@ -83,6 +92,14 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
       case TensorKind::kOutput:
         data = static_cast<uint8_t*>(outputs[t.index]);
         break;
+      case TensorKind::kDonatedParameter:
+        // Read and written in place in the output's buffer, which starts with the parameter's
+        // bytes: the caller passes the donated buffer as both (nothing to copy) or two buffers.
+        data = static_cast<uint8_t*>(outputs[t.output]);
+        if (data != nullptr && parameters[t.index] != nullptr && parameters[t.index] != data) {
+          std::memcpy(data, parameters[t.index], t.byte_size);
+        }
+        break;
       case TensorKind::kConstant:
         data = const_cast<uint8_t*>(t.data.data());
         break;
@@ -95,7 +112,7 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
         break;
     }
     if (data == nullptr && t.byte_size > 0) {
-      return InvalidArgument(std::string(t.kind == TensorKind::kParameter ? "parameter " : "output ") + std::to_string(t.index) +
+      return InvalidArgument(std::string(t.kind == TensorKind::kOutput ? "output " : "parameter ") + std::to_string(t.index) +
                              " (" + t.name + ") is bound to a null buffer");
     }
     machine.hbm[i] = {data, t.byte_size};

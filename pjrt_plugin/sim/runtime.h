@@ -23,6 +23,9 @@ struct TensorInfo {
   DType dtype;
   std::vector<int64_t> shape;
   int64_t byte_size;  // dense row-major
+  // Donation: for a parameter, the output that reuses its buffer; for an output, the parameter
+  // whose buffer it reuses (it starts holding that parameter's bytes); -1 for neither.
+  int32_t alias = -1;
 };
 
 struct DebugInfo {
