@@ -47,9 +47,9 @@ PASSES: tuple[Pass, ...] = (
     Pass("decompose-reduce-precision", decompose_reduce_precision.run),
     Pass("decompose-rng-bit-generator", decompose_rng_bit_generator.run),
     Pass("canonicalize", canonicalize.run),
-    Pass("simplify-unit-reduce", simplify_unit_reduce.run),
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),
+    Pass("simplify-unit-reduce", simplify_unit_reduce.run),
     Pass("fuse-elementwise", fuse_elementwise.run),
     Pass("check-supported", check_supported.run),
 )

@@ -10,7 +10,7 @@ the CPU backend's bit for bit (-0.0 stays -0.0; a non-identity init is not added
 Requires: canonicalize (the reduce carries `attrs["reducer"]`).
 Ensures: no single-operand reduce whose reduced dims all have size one is left (also inside
 while/case/if regions); each new reshape keeps the reduce's location.
-Runs after: canonicalize, before fuse-elementwise.
+Runs after: canonicalize and normalize-dot-general, before fuse-elementwise.
 """
 
 from __future__ import annotations
