@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 
 from hlo_lowering import compiler, module_identity, pipeline
-from hlo_lowering.errors import CompileError
+from hlo_lowering.errors import FAILED_PRECONDITION, CompileError
 from hlo_lowering.report import CompileReport
 from jax_trn import compile_cache, config, source_locations
 
@@ -79,6 +79,27 @@ def _record(report: CompileReport) -> None:
   with _lock:
     _reports.append(report)
   logger.info("%s", report)
+  _enforce_strict(report)
+
+
+_STRICT_LISTED = 20
+
+
+def _enforce_strict(report: CompileReport) -> None:
+  """Strict mode (TRN_STRICT=1, configure(strict=True)): a program with an op on the GpSimd
+  general-purpose path (the slow one) fails to compile, listing every such op where it is."""
+  slow = report.gpsimd_ops()
+  if not slow or not config.current().strict:
+    return
+  lines = [f"  {e.op} at {e.location or 'unknown location'}" + (f" ({e.name})" if e.name else "")
+           for e in slow[:_STRICT_LISTED]]
+  if len(slow) > _STRICT_LISTED:
+    lines.append(f"  ... and {len(slow) - _STRICT_LISTED} more")
+  raise CompileError(
+      f"strict mode (TRN_STRICT=1): {len(slow)} op(s) would run on the GpSimd general-purpose "
+      "path, far slower than the engines' native lowering:\n" + "\n".join(lines)
+      + "\nRewrite them (docs/coverage.md lists what lowers natively) or turn strict mode off "
+      "(TRN_STRICT=0).", FAILED_PRECONDITION)
 
 
 def _pipeline() -> tuple:

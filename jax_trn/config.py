@@ -3,6 +3,8 @@
 Read once, when the trn backend starts: from `jax_trn.configure(...)` if called, else from the
 environment (TRN_TARGET, TRN_CHIPS, TRN_LNC, TRN_HBM_BYTES), else the defaults of a trn2 instance
 (one chip, LNC=2: four devices). The values travel to the C++ client as PJRT create options.
+`strict` (TRN_STRICT) is the compile service's policy, read at every compile
+(jax_trn/compilation.py): no op may run on the GpSimd general-purpose path.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class TrnConfig:
   chips: int = 1
   lnc: int | None = None        # None: the generation's default
   hbm_bytes: int | None = None  # per device; None: HBM per chip / devices per chip
+  strict: bool = False          # a GpSimd general-path op is a compile error
 
   def resolved_lnc(self) -> int:
     return self.lnc if self.lnc is not None else target_spec(self.target)["default_lnc"]
@@ -64,21 +67,32 @@ def _int_env(name: str) -> int | None:
     raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
+def _bool_env(name: str) -> bool:
+  raw = os.environ.get(name, "").strip().lower()
+  if raw in ("", "0", "false", "no", "off"):
+    return False
+  if raw in ("1", "true", "yes", "on"):
+    return True
+  raise ValueError(f"environment variable {name}={raw!r} is not a boolean (use 1 or 0)")
+
+
 def from_environment() -> TrnConfig:
   chips = _int_env("TRN_CHIPS")
   return _validated(TrnConfig(
       target=os.environ.get("TRN_TARGET", "trn2") or "trn2",
       chips=1 if chips is None else chips,
       lnc=_int_env("TRN_LNC"),
-      hbm_bytes=_int_env("TRN_HBM_BYTES")))
+      hbm_bytes=_int_env("TRN_HBM_BYTES"),
+      strict=_bool_env("TRN_STRICT")))
 
 
 _configured: TrnConfig | None = None
 
 
 def configure(*, target: str | None = None, chips: int | None = None, lnc: int | None = None,
-              hbm_bytes: int | None = None) -> TrnConfig:
-  """Sets the simulated system before the trn backend starts; unset fields keep the environment's."""
+              hbm_bytes: int | None = None, strict: bool | None = None) -> TrnConfig:
+  """Sets the simulated system before the trn backend starts; unset fields keep the environment's.
+  `strict=True`: an op that would run on the GpSimd general path fails its compile instead."""
   global _configured
   if _backend_started():
     raise RuntimeError(
@@ -90,7 +104,8 @@ def configure(*, target: str | None = None, chips: int | None = None, lnc: int |
       target=base.target if target is None else target,
       chips=base.chips if chips is None else chips,
       lnc=lnc if lnc is not None else (base.lnc if target is None else None),
-      hbm_bytes=base.hbm_bytes if hbm_bytes is None else hbm_bytes))
+      hbm_bytes=base.hbm_bytes if hbm_bytes is None else hbm_bytes,
+      strict=base.strict if strict is None else bool(strict)))
   return _configured
 
 
