@@ -105,3 +105,14 @@ def rmsnorm(x, gamma, eps=1e-6):
     nisa.tensor_tensor(dst=result, data1=result, data2=g, op=nl.multiply)
     nisa.dma_copy(dst=out[r0:r0 + rn, :], src=result)
   return out
+
+
+@nki.jit
+def tensor_add_grid(a_input, b_input):
+  """Launched as tensor_add_grid[n](a, b): program i adds rows i*128 .. (i+1)*128."""
+  out = nl.ndarray(a_input.shape, dtype=a_input.dtype, buffer=nl.shared_hbm)
+  r0 = nl.program_id(0) * nl.tile_size.pmax
+  a = nl.load(a_input[r0:r0 + nl.tile_size.pmax, :])
+  b = nl.load(b_input[r0:r0 + nl.tile_size.pmax, :])
+  nl.store(out[r0:r0 + nl.tile_size.pmax, :], value=a + b)
+  return out

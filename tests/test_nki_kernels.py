@@ -109,3 +109,8 @@ def test_matmul_kernel_keeps_tensor_engine_busy():
   profile = kernels.matmul.simulate(lhs_t, rhs).profile
   assert profile.matmul_flops == 2 * 128 * 512 * 512
   assert profile.engine_busy_ns("PE") > 0
+
+
+def test_grid_launch_runs_every_program_id():
+  a, b = _normal((4 * 128, 48)), _normal((4 * 128, 48))
+  np.testing.assert_array_equal(kernels.tensor_add_grid[4](a, b), a + b)

@@ -158,6 +158,15 @@ def writes_its_input(x):
 
 
 @nki.jit
+def reads_uninitialised_memory(x):
+  a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+  nisa.dma_copy(dst=a[:, 0:32], src=x[0:128, 0:32])
+  b = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+  nisa.tensor_copy(dst=b, src=a)  # <- uninitialised
+  return _stored(b)
+
+
+@nki.jit
 def prints(x):
   nl.device_print("x", x)  # <- refused
   return x
@@ -184,6 +193,8 @@ def uses_a_refused_instruction(x):
     (both_inputs_in_psum, "two psum", "at most one input may be in PSUM"),
     (mismatched_shapes, "shapes", "shapes (128, 64) and (128, 32) differ"),
     (writes_its_input, "input", "writes its input 'x'"),
+    (reads_uninitialised_memory, "uninitialised",
+     "tensor_copy reads uninitialised memory: element (0, 32) of sbuf (128, 64) float32"),
     (prints, "refused", "device_print is not supported"),
     (uses_a_refused_instruction, "refused isa", "bn_stats is not supported"),
 ], ids=lambda v: v.__name__ if callable(v) and hasattr(v, "__name__") else None)

@@ -18,6 +18,7 @@ from hlo_lowering.program import DType, HbmAP, TileAP
 from hlo_lowering.program.kernel_program import (CONSTANT, INPUT, OUTPUT, SCRATCH,
                                                   KernelInstruction, KernelProgram, KernelTensor)
 from jax_trn.nki import allocate, rules
+from jax_trn.nki.written import WRITTEN_OPERANDS, WrittenElements
 from jax_trn.nki.errors import kernel_error, kernel_position
 from jax_trn.nki.tensors import HBM, PSUM, Allocation, NkiTensor
 
@@ -46,6 +47,7 @@ class KernelTrace:
     self._hbm_by_order: list[int] = []
     self._hbm_created = 0
     self._constants: dict[tuple, int] = {}
+    self._written = WrittenElements()
     # Open PSUM accumulation groups: dst key -> index of the group's last matmul.
     self._open_groups: dict[tuple, int] = {}
 
@@ -113,9 +115,27 @@ class KernelTrace:
     if line is None:
       line = self._line_index[position] = len(self.lines)
       self.lines.append(position)
+    self._check_initialised(method, operands)
     self._close_groups_touching(method, operands)
     self.instructions.append(KernelInstruction(method, operands, line))
     return len(self.instructions) - 1
+
+  def _check_initialised(self, method: str, operands: dict) -> None:
+    tiles = [(name, v) for name, v in operands.items()
+             if isinstance(v, TileAP) and v.buffer is not None]
+    for name, tile in tiles:
+      reads = name not in WRITTEN_OPERANDS or (method == "matmul" and not operands["start"])
+      if not reads:
+        continue
+      allocation = self.allocations[tile.buffer.id]
+      unwritten = self._written.first_unwritten(allocation, tile)
+      if unwritten is not None:
+        raise kernel_error(f"{method} reads uninitialised memory: element {unwritten} of "
+                           f"{allocation.description} (created at {allocation.position}) was "
+                           f"never written (operand {name.rstrip('_')})")
+    for name, tile in tiles:
+      if name in WRITTEN_OPERANDS:
+        self._written.mark(self.allocations[tile.buffer.id], tile)
 
   def emit_matmul(self, dst: TileAP, stationary: TileAP, moving: TileAP,
                   accumulate: bool | None) -> None:
