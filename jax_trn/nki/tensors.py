@@ -156,6 +156,14 @@ class NkiTensor:
                         self.partition_offset)
     return self._view(shape, row_major_strides(shape), self.offset, 0)
 
+  @property
+  def T(self) -> "NkiTensor":  # noqa: N802 (NumPy's name)
+    """A 2-d HBM tensor transposed (a strided view: a DMA reads it column by column)."""
+    if self.on_chip or self.ndim != 2:
+      raise kernel_error(f".T of {self.describe()}: only 2-d HBM tensors are transposed by view "
+                         "(use nisa.nc_transpose for tiles)")
+    return self._view(self.shape[::-1], self.strides[::-1], self.offset, 0)
+
   def broadcast_to(self, shape) -> "NkiTensor":
     """An HBM view repeating its size-1 dims (stride 0), e.g. a [1, H] row to [128, H]: a DMA
     replicates it (engines never read across partitions)."""

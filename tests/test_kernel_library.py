@@ -1,0 +1,67 @@
+"""jax_trn.kernels: every library kernel gives its plain-JAX reference's result (run on the JAX
+CPU backend) over odd shapes and both float dtypes, on NumPy arrays and inside jax.jit."""
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+
+from cpu_reference import assert_close
+from jax_trn import kernels
+
+pytest.importorskip("jax_trn._native", reason="jax_trn._native is not built", exc_type=ImportError)
+
+rng = np.random.default_rng(2)
+BF16 = ml_dtypes.bfloat16
+
+
+def _normal(shape, dtype):
+  return rng.standard_normal(shape).astype(dtype)
+
+
+def _args(name, dtype):
+  """Odd shapes: partial row tiles, a 3-d input, features not a multiple of 128."""
+  if name == "rmsnorm":
+    return (_normal((3, 67, 200), dtype), _normal((200,), dtype)), {}
+  if name == "layernorm":
+    return (_normal((131, 96), dtype), _normal((96,), dtype), _normal((96,), dtype)), {}
+  if name == "softmax":
+    return (_normal((2, 129, 77), dtype),), {}
+  return ((_normal((600, 200), dtype), _normal((200, 136), dtype), _normal((136,), dtype)),
+          {"act": "silu"})
+
+
+def _expected(name, args, kwargs):
+  cpu = jax.devices("cpu")[0]
+  reference = kernels.KERNELS[name][1]
+  return np.asarray(jax.jit(lambda *a: reference(*a, **kwargs))(
+      *[jax.device_put(a, cpu) for a in args]))
+
+
+# bf16 outputs round once more than the fp32 reference path would be compared at fp32 scale.
+SCALE = {"matmul_bias_act": 16.0}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("name", sorted(kernels.KERNELS))
+def test_library_kernel_on_numpy_matches_its_reference(name, dtype):
+  args, kwargs = _args(name, dtype)
+  kernel = kernels.KERNELS[name][0]
+  assert_close([kernel(*args, **kwargs)], [_expected(name, args, kwargs)],
+               scale=SCALE.get(name, 2.0))
+
+
+@pytest.mark.parametrize("name", sorted(kernels.KERNELS))
+def test_library_kernel_inside_jit_matches_its_reference(name, trn):
+  args, kwargs = _args(name, np.float32)
+  kernel = kernels.KERNELS[name][0]
+  actual = jax.jit(lambda *a: kernel(*a, **kwargs))(*[jax.device_put(a, trn) for a in args])
+  assert_close([np.asarray(actual)], [_expected(name, args, kwargs)], scale=SCALE.get(name, 2.0))
+
+
+@pytest.mark.parametrize("act", sorted(kernels.matmul_bias_act.ACTIVATIONS))
+def test_matmul_bias_act_applies_each_activation(act):
+  x, w, b = _normal((70, 130), np.float32), _normal((130, 40), np.float32), _normal((40,), np.float32)
+  kernel = kernels.KERNELS["matmul_bias_act"][0]
+  assert_close([kernel(x, w, b, act=act)], [_expected("matmul_bias_act", (x, w, b), {"act": act})],
+               scale=16.0)
