@@ -1,0 +1,86 @@
+"""Modeled device time of each jax_trn.kernels kernel against the compiler's own lowering of its
+plain-JAX reference, on the same shapes, both inside jax.jit on one simulated NeuronCore.
+
+    python benchmarks/nki_kernels.py [--rows 4096] [--hidden 1024] [--gemm 1024] [--dtype bfloat16]
+
+For each kernel: the kernel's and the reference's modeled time, the speed-up, the kernel's
+memory-bandwidth utilization (HBM bytes in + out over the core's DMA rate, as a fraction of the
+modeled time: 1.0 is the HBM bound) and, for the matmul, its TensorE utilization (matmul FLOPs
+over the modeled time and the target's bf16/fp32 peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib import metadata
+
+import jax
+import ml_dtypes
+import numpy as np
+
+import jax_trn
+from jax_trn import config, kernels
+
+if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
+  from jax_trn import plugin
+  plugin.initialize()
+
+# TensorE peak per core, FLOP/ns (shared/design/neuroncore.md), by target and input dtype.
+PEAK_FLOPS_PER_NS = {"trn1": {"bfloat16": 92e3, "float32": 23e3},
+                     "trn2": {"bfloat16": 79e3, "float32": 20e3},
+                     "trn3": {"bfloat16": 79e3, "float32": 20e3}}
+
+
+def modeled_ns(f, args, device) -> tuple[float, jax_trn.ExecutionProfile]:
+  placed = [jax.device_put(a, device) for a in args]
+  compiled = jax.jit(f)
+  compiled(*placed).block_until_ready()
+  compiled(*placed).block_until_ready()
+  profile = jax_trn.last_execution(device)
+  return profile.device_time_ns, profile
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--rows", type=int, default=4096)
+  parser.add_argument("--hidden", type=int, default=1024)
+  parser.add_argument("--gemm", type=int, default=1024)
+  parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+  options = parser.parse_args()
+  dtype = np.dtype(ml_dtypes.bfloat16) if options.dtype == "bfloat16" else np.dtype(np.float32)
+  device = jax.devices("trn")[0]
+  target = config.current().target
+  spec = config.target_spec(target)
+  dma_bytes_per_ns = spec["dma_engines_per_core"] * spec["dma_bytes_per_ns_per_engine"]
+  rng = np.random.default_rng(0)
+
+  def normal(*shape):
+    return rng.standard_normal(shape).astype(dtype)
+
+  rows, hidden, n = options.rows, options.hidden, options.gemm
+  cases = {
+      "rmsnorm": ((normal(rows, hidden), normal(hidden)), {}),
+      "layernorm": ((normal(rows, hidden), normal(hidden), normal(hidden)), {}),
+      "softmax": ((normal(rows, hidden),), {}),
+      "matmul_bias_act": ((normal(n, n), normal(n, n), normal(n)), {"act": "relu"}),
+  }
+  print(f"{target}, {options.dtype}; rows x hidden {rows} x {hidden}, GEMM {n}^3; modeled times")
+  print(f"{'kernel':<16} {'kernel us':>10} {'compiled us':>12} {'speed-up':>9} {'MBU':>6} "
+        f"{'TensorE':>8}")
+  for name, (args, kwargs) in cases.items():
+    kernel, reference = kernels.KERNELS[name]
+    kernel_ns, profile = modeled_ns(lambda *a: kernel(*a, **kwargs), args, device)
+    reference_ns, _ = modeled_ns(lambda *a: reference(*a, **kwargs), args, device)
+    moved = sum(a.nbytes for a in args) + args[0].shape[0] * (
+        n if name == "matmul_bias_act" else hidden) * dtype.itemsize
+    mbu = moved / dma_bytes_per_ns / kernel_ns
+    tensor = ""
+    if profile.matmul_flops:
+      peak = PEAK_FLOPS_PER_NS[target][options.dtype]
+      tensor = f"{100 * profile.tensor_engine_utilization(peak):7.1f}%"
+    print(f"{name:<16} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
+          f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {tensor:>8}")
+
+
+if __name__ == "__main__":
+  main()
