@@ -20,7 +20,7 @@ import numpy as np
 from hlo_lowering.program import Alu, DType, Scalar
 from jax_trn.nki import ops, rules
 from jax_trn.nki.errors import kernel_error
-from jax_trn.nki.tensors import HBM, PSUM, SBUF, NkiTensor
+from jax_trn.nki.tensors import PSUM, SBUF, NkiTensor
 from jax_trn.nki.trace import current
 
 
@@ -60,8 +60,8 @@ def _scalar_operand(value, data: NkiTensor, what: str):
                          "partition)")
     return value.tile_ap()
   if isinstance(value, (bool, int, float, np.number)):
-    floating = data.dtype.kind == "f" or data.dtype.name in rules._MATMUL_FLOATS
-    return Scalar(DType.F32, float(value)) if floating else Scalar(DType.S32, int(value))
+    return (Scalar(DType.F32, float(value)) if rules.is_float(data.dtype)
+            else Scalar(DType.S32, int(value)))
   raise kernel_error(f"{what} must be a number or a [P, 1] tensor, got {type(value).__name__}")
 
 
@@ -265,8 +265,8 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
   rules.tile(data, "tensor_scalar data")
   _same_shape("tensor_scalar", dst, data)
   trace = current()
-  first = dst if op1 is None else _scratch(data, np.float32 if data.dtype.kind == "f" or
-                                           data.dtype.name in rules._MATMUL_FLOATS else data.dtype)
+  first = dst if op1 is None else _scratch(data, np.float32 if rules.is_float(data.dtype)
+                                           else data.dtype)
   trace.emit("tensor_scalar", op=ops.binary_alu(op0, "tensor_scalar op0"), dst=first.tile_ap(),
              src=data.tile_ap(), scalar=_scalar_operand(operand0, data, "tensor_scalar operand0"),
              reverse=bool(reverse0))

@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 
 from hlo_lowering.lowering.kernel_call import KERNEL_TARGET
-from hlo_lowering.program.kernel_program import INPUT, OUTPUT, KernelProgram
+from hlo_lowering.program.kernel_program import OUTPUT, KernelProgram
 from jax_trn.nki import simulate as simulation
 from jax_trn.nki.errors import kernel_error
 from jax_trn.nki.tensors import NkiTensor
@@ -112,7 +112,7 @@ class Kernel:
     import jax
     program, payload, is_tuple = self._program(args, kwargs, None)
     arrays = [a for a in args if _is_array(a)]
-    for (_, declared), array in zip(program.of_kind(INPUT), arrays):
+    for array in arrays:
       if not _is_jax(array):
         raise TypeError(f"kernel {program.name}: mix of jax.Arrays and {type(array).__name__} "
                         "arguments; pass jax.Arrays (or jnp.asarray the others)")

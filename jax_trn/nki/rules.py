@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from jax_trn.nki.errors import kernel_error
-from jax_trn.nki.tensors import HBM, PSUM, SBUF, NkiTensor
+from jax_trn.nki.tensors import PSUM, SBUF, NkiTensor
 
 _TILE_DTYPES = frozenset(np.dtype(d) for d in (
     "bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32"))
@@ -18,6 +18,11 @@ _MATMUL_FLOATS = ("float16", "float32", "bfloat16", "float8_e4m3fn", "float8_e5m
 
 def _tile_dtype_ok(dtype: np.dtype) -> bool:
   return dtype in _TILE_DTYPES or dtype.name in _MATMUL_FLOATS
+
+
+def is_float(dtype: np.dtype) -> bool:
+  """A float dtype (fp32, fp16, bf16, fp8): engines compute it in fp32."""
+  return dtype.kind == "f" or dtype.name in _MATMUL_FLOATS
 
 
 def check_new_tile(trace, buffer: str, shape: tuple, dtype: np.dtype) -> None:
@@ -87,7 +92,7 @@ def not_both_psum(what: str, *tensors: NkiTensor) -> None:
 
 
 def float_data(what: str, x: NkiTensor) -> None:
-  if x.dtype.kind != "f" and x.dtype.name not in _MATMUL_FLOATS:
+  if not is_float(x.dtype):
     raise kernel_error(f"{what} needs float data, got {x.describe()}")
 
 
@@ -145,5 +150,3 @@ def dma(dst: NkiTensor, src: NkiTensor) -> None:
     if t.buffer == SBUF:
       tile(t, f"dma_copy {name}", (SBUF,))
   same_elements("dma_copy", dst, src)
-  if dst.buffer == HBM and src.buffer == HBM:
-    return

@@ -20,7 +20,7 @@ from hlo_lowering.program.kernel_program import (CONSTANT, INPUT, OUTPUT, SCRATC
 from jax_trn.nki import allocate, rules
 from jax_trn.nki.written import WRITTEN_OPERANDS, WrittenElements
 from jax_trn.nki.errors import kernel_error, kernel_position
-from jax_trn.nki.tensors import HBM, PSUM, Allocation, NkiTensor
+from jax_trn.nki.tensors import HBM, Allocation, NkiTensor
 
 _CURRENT: list["KernelTrace"] = []
 
