@@ -26,11 +26,15 @@ def _is_kernel_call(op: Op) -> bool:
 
 
 def _payload(op: Op) -> str:
+  """JAX's ffi_call puts the payload in mhlo.backend_config's `kernel`; torch_xla's custom call
+  (an HLO proto) in the plain backend_config string."""
   config = op.attrs.get("mhlo.backend_config")
-  if not isinstance(config, dict) or not isinstance(config.get("kernel"), str):
-    raise CompileError(f"custom_call @{KERNEL_TARGET} at {op.loc} carries no traced kernel "
-                       "(call kernels through jax_trn.nki.jit)", INVALID_ARGUMENT)
-  return config["kernel"]
+  if isinstance(config, dict) and isinstance(config.get("kernel"), str):
+    return config["kernel"]
+  if isinstance(op.attrs.get("backend_config"), str) and op.attrs["backend_config"]:
+    return op.attrs["backend_config"]
+  raise CompileError(f"custom_call @{KERNEL_TARGET} at {op.loc} carries no traced kernel "
+                     "(call kernels through jax_trn.nki.jit)", INVALID_ARGUMENT)
 
 
 def _check_signature(op: Op, kernel: KernelProgram) -> None:

@@ -8,6 +8,9 @@ grid, target) into a KernelProgram. On jax.Arrays the call is a `stablehlo.custo
 arrays the kernel runs alone on the simulator; the outputs come back and `last_simulation`
 keeps the modeled time and profile (`simulate` returns both).
 
+On torch tensors on an XLA device (torch_xla, PJRT_DEVICE=TRN) the call is the same custom call
+in torch_xla's graph.
+
 `kernel[n]` (or `kernel[n, m]`) launches a grid: the kernel is traced once per grid point,
 `nl.program_id(axis)` saying which, into one program on one NeuronCore (the points run one
 after another; splitting them across the two cores of an LNC=2 device is not modeled yet).
@@ -19,6 +22,7 @@ import functools
 import inspect
 import itertools
 
+import ml_dtypes
 import numpy as np
 
 from hlo_lowering.lowering.kernel_call import KERNEL_TARGET
@@ -31,6 +35,20 @@ from jax_trn.nki.trace import KernelTrace
 
 def _is_array(value) -> bool:
   return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, NkiTensor)
+
+
+def _dtype_of(value) -> np.dtype:
+  """The NumPy dtype of an array argument (torch dtypes by name: torch.bfloat16 -> bfloat16)."""
+  dtype = value.dtype
+  if type(dtype).__module__ == "torch":
+    return np.dtype(ml_dtypes.bfloat16) if str(dtype) == "torch.bfloat16" else \
+        np.dtype(str(dtype).removeprefix("torch."))
+  return np.dtype(dtype)
+
+
+def _is_torch_xla(value) -> bool:
+  return (type(value).__module__ == "torch"
+          and getattr(getattr(value, "device", None), "type", "") == "xla")
 
 
 def _is_jax(value) -> bool:
@@ -66,7 +84,7 @@ class Kernel:
   def _program(self, args, kwargs, target) -> tuple[KernelProgram, str, bool]:
     """(program, its encoded payload, whether the kernel returns a tuple)."""
     spec = _target_spec(target)
-    signature = tuple((tuple(a.shape), np.dtype(a.dtype).str) if _is_array(a) else ("static", repr(a))
+    signature = tuple((tuple(a.shape), _dtype_of(a).str) if _is_array(a) else ("static", repr(a))
                       for a in args)
     key = (signature, repr(sorted(kwargs.items())), self.grid, spec["name"])
     if key not in self._programs:
@@ -77,7 +95,7 @@ class Kernel:
   def _trace(self, args, kwargs, spec) -> tuple[KernelProgram, bool]:
     trace = KernelTrace(self.fn.__name__, spec, self.grid)
     names = list(inspect.signature(self.fn).parameters)
-    call_args = [trace.add_input(tuple(a.shape), np.dtype(a.dtype),
+    call_args = [trace.add_input(tuple(a.shape), _dtype_of(a),
                                  names[i] if i < len(names) else f"arg{i}")
                  if _is_array(a) else a for i, a in enumerate(args)]
     returned = None
@@ -96,6 +114,8 @@ class Kernel:
   def __call__(self, *args, **kwargs):
     if any(_is_jax(a) for a in args):
       return self._call_jax(args, kwargs)
+    if any(_is_torch_xla(a) for a in args):
+      return self._call_torch_xla(args, kwargs)
     target = kwargs.pop("target", None)
     outputs = self.simulate(*args, target=target, **kwargs).outputs
     return tuple(outputs) if self._program(args, kwargs, target)[2] else outputs[0]
@@ -118,6 +138,19 @@ class Kernel:
                         "arguments; pass jax.Arrays (or jnp.asarray the others)")
     results = [jax.ShapeDtypeStruct(t.shape, t.dtype.numpy) for _, t in program.of_kind(OUTPUT)]
     outputs = jax.ffi.ffi_call(KERNEL_TARGET, results)(*arrays, kernel=payload)
+    return tuple(outputs) if is_tuple else outputs[0]
+
+
+  def _call_torch_xla(self, args, kwargs):
+    """A custom call in torch_xla's lazy graph (its HLO carries the payload as backend_config)."""
+    import torch
+    import torch_xla
+    program, payload, is_tuple = self._program(args, kwargs, None)
+    tensors = [a for a in args if _is_array(a)]
+    outputs = [t for _, t in program.of_kind(OUTPUT)]
+    outputs = torch_xla._XLAC._xla_custom_call(
+        tensors, KERNEL_TARGET, [list(t.shape) for t in outputs],
+        [getattr(torch, t.dtype.numpy.name) for t in outputs], False, payload, 1, {})
     return tuple(outputs) if is_tuple else outputs[0]
 
 
