@@ -1,12 +1,15 @@
 """Modeled device time of each jax_trn.kernels kernel against the compiler's own lowering of its
 plain-JAX reference, on the same shapes, both inside jax.jit on one simulated NeuronCore.
 
-    python benchmarks/nki_kernels.py [--rows 4096] [--hidden 1024] [--gemm 1024] [--dtype bfloat16]
+    python benchmarks/nki_kernels.py [--rows 4096] [--hidden 1024] [--gemm 1024] [--seq 2048]
+                                     [--dtype bfloat16]
 
 For each kernel: the kernel's and the reference's modeled time, the speed-up, the kernel's
 memory-bandwidth utilization (HBM bytes in + out over the core's DMA rate, as a fraction of the
-modeled time: 1.0 is the HBM bound) and, for the matmul, its TensorE utilization (matmul FLOPs
-over the modeled time and the target's bf16/fp32 peak).
+modeled time: 1.0 is the HBM bound) and, for the matmul and attention (one head, head dim 128,
+causal and not), their TensorE utilization: the model's FLOPs (2MNK; attention 4 S^2 d, half of
+it causal; recomputed scores and mask matmuls not counted) over the modeled time and the
+target's bf16/fp32 peak.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ PEAK_FLOPS_PER_NS = {"trn1": {"bfloat16": 92e3, "float32": 23e3},
 
 
 def modeled_ns(f, args, device) -> tuple[float, jax_trn.ExecutionProfile]:
+  """The modeled device time of jit(f)(*args) on `device` (its second run) and its profile."""
   placed = [jax.device_put(a, device) for a in args]
   compiled = jax.jit(f)
   compiled(*placed).block_until_ready()
@@ -45,6 +49,7 @@ def main() -> None:
   parser.add_argument("--rows", type=int, default=4096)
   parser.add_argument("--hidden", type=int, default=1024)
   parser.add_argument("--gemm", type=int, default=1024)
+  parser.add_argument("--seq", type=int, default=2048)
   parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
   options = parser.parse_args()
   dtype = np.dtype(ml_dtypes.bfloat16) if options.dtype == "bfloat16" else np.dtype(np.float32)
@@ -57,28 +62,34 @@ def main() -> None:
   def normal(*shape):
     return rng.standard_normal(shape).astype(dtype)
 
-  rows, hidden, n = options.rows, options.hidden, options.gemm
+  rows, hidden, n, seq = options.rows, options.hidden, options.gemm, options.seq
+  qkv = (normal(1, seq, 128), normal(1, seq, 128), normal(1, seq, 128))
+  attention_flops = 4 * seq * seq * 128
+  # name -> (library kernel, args, kwargs, output bytes, model FLOPs)
   cases = {
-      "rmsnorm": ((normal(rows, hidden), normal(hidden)), {}),
-      "layernorm": ((normal(rows, hidden), normal(hidden), normal(hidden)), {}),
-      "softmax": ((normal(rows, hidden),), {}),
-      "matmul_bias_act": ((normal(n, n), normal(n, n), normal(n)), {"act": "relu"}),
+      "rmsnorm": ("rmsnorm", (normal(rows, hidden), normal(hidden)), {}, rows * hidden, 0),
+      "layernorm": ("layernorm", (normal(rows, hidden), normal(hidden), normal(hidden)), {},
+                    rows * hidden, 0),
+      "softmax": ("softmax", (normal(rows, hidden),), {}, rows * hidden, 0),
+      "matmul_bias_act": ("matmul_bias_act", (normal(n, n), normal(n, n), normal(n)),
+                          {"act": "relu"}, n * n, 2 * n ** 3),
+      "attention": ("flash_attention", qkv, {}, seq * 128, attention_flops),
+      "attention causal": ("flash_attention", qkv, {"causal": True}, seq * 128,
+                           attention_flops // 2),
   }
-  print(f"{target}, {options.dtype}; rows x hidden {rows} x {hidden}, GEMM {n}^3; modeled times")
-  print(f"{'kernel':<16} {'kernel us':>10} {'compiled us':>12} {'speed-up':>9} {'MBU':>6} "
+  peak = PEAK_FLOPS_PER_NS[target][options.dtype]
+  print(f"{target}, {options.dtype}; rows x hidden {rows} x {hidden}, GEMM {n}^3, attention "
+        f"seq {seq} head dim 128; modeled times")
+  print(f"{'kernel':<17} {'kernel us':>10} {'compiled us':>12} {'speed-up':>9} {'MBU':>6} "
         f"{'TensorE':>8}")
-  for name, (args, kwargs) in cases.items():
-    kernel, reference = kernels.KERNELS[name]
-    kernel_ns, profile = modeled_ns(lambda *a: kernel(*a, **kwargs), args, device)
+  for name, (library_name, args, kwargs, out_elements, flops) in cases.items():
+    kernel, reference = kernels.KERNELS[library_name]
+    kernel_ns, _ = modeled_ns(lambda *a: kernel(*a, **kwargs), args, device)
     reference_ns, _ = modeled_ns(lambda *a: reference(*a, **kwargs), args, device)
-    moved = sum(a.nbytes for a in args) + args[0].shape[0] * (
-        n if name == "matmul_bias_act" else hidden) * dtype.itemsize
+    moved = sum(a.nbytes for a in args) + out_elements * dtype.itemsize
     mbu = moved / dma_bytes_per_ns / kernel_ns
-    tensor = ""
-    if profile.matmul_flops:
-      peak = PEAK_FLOPS_PER_NS[target][options.dtype]
-      tensor = f"{100 * profile.tensor_engine_utilization(peak):7.1f}%"
-    print(f"{name:<16} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
+    tensor = f"{100 * flops / kernel_ns / peak:7.1f}%" if flops else ""
+    print(f"{name:<17} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
           f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {tensor:>8}")
 
 

@@ -27,6 +27,9 @@ def _args(name, dtype):
     return (_normal((131, 96), dtype), _normal((96,), dtype), _normal((96,), dtype)), {}
   if name == "softmax":
     return (_normal((2, 129, 77), dtype),), {}
+  if name == "flash_attention":  # 4 query heads over 2 kv heads (GQA), 600 keys, causal
+    return (_normal((4, 600, 64), dtype), _normal((2, 600, 64), dtype),
+            _normal((2, 600, 64), dtype)), {"causal": True}
   return ((_normal((600, 200), dtype), _normal((200, 136), dtype), _normal((136,), dtype)),
           {"act": "silu"})
 
@@ -39,7 +42,7 @@ def _expected(name, args, kwargs):
 
 
 # bf16 outputs round once more than the fp32 reference path would be compared at fp32 scale.
-SCALE = {"matmul_bias_act": 16.0}
+SCALE = {"matmul_bias_act": 16.0, "flash_attention": 8.0}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16], ids=["f32", "bf16"])
@@ -65,3 +68,9 @@ def test_matmul_bias_act_applies_each_activation(act):
   kernel = kernels.KERNELS["matmul_bias_act"][0]
   assert_close([kernel(x, w, b, act=act)], [_expected("matmul_bias_act", (x, w, b), {"act": act})],
                scale=16.0)
+
+
+def test_flash_attention_without_mask_matches_its_reference():
+  q, k, v = (_normal((2, 300, 128), np.float32) for _ in range(3))
+  kernel, reference = kernels.KERNELS["flash_attention"]
+  assert_close([kernel(q, k, v)], [_expected("flash_attention", (q, k, v), {})], scale=8.0)
