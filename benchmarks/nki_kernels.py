@@ -73,6 +73,8 @@ def main() -> None:
       "softmax": ("softmax", (normal(rows, hidden),), {}, rows * hidden, 0),
       "matmul_bias_act": ("matmul_bias_act", (normal(n, n), normal(n, n), normal(n)),
                           {"act": "relu"}, n * n, 2 * n ** 3),
+      "rotary": ("rotary", (normal(8, seq, 128), normal(seq, 64), normal(seq, 64)), {},
+                 8 * seq * 128, 0),
       "attention": ("flash_attention", qkv, {}, seq * 128, attention_flops),
       "attention causal": ("flash_attention", qkv, {"causal": True}, seq * 128,
                            attention_flops // 2),

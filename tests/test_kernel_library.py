@@ -27,6 +27,8 @@ def _args(name, dtype):
     return (_normal((131, 96), dtype), _normal((96,), dtype), _normal((96,), dtype)), {}
   if name == "softmax":
     return (_normal((2, 129, 77), dtype),), {}
+  if name == "rotary":
+    return (_normal((3, 130, 64), dtype), _normal((130, 32), dtype), _normal((130, 32), dtype)), {}
   if name == "flash_attention":  # 4 query heads over 2 kv heads (GQA), 600 keys, causal
     return (_normal((4, 600, 64), dtype), _normal((2, 600, 64), dtype),
             _normal((2, 600, 64), dtype)), {"causal": True}

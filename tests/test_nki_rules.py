@@ -150,6 +150,13 @@ def mismatched_shapes(x):
 
 
 @nki.jit
+def slices_out_of_bounds(x):
+  a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+  nisa.dma_copy(dst=a, src=x[200:328, :])  # <- bounds
+  return _stored(a)
+
+
+@nki.jit
 def writes_its_input(x):
   a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
   nisa.memset(dst=a, value=0.0)
@@ -192,6 +199,7 @@ def uses_a_refused_instruction(x):
     (dma_from_psum, "psum dma", "PSUM is not a DMA endpoint"),
     (both_inputs_in_psum, "two psum", "at most one input may be in PSUM"),
     (mismatched_shapes, "shapes", "shapes (128, 64) and (128, 32) differ"),
+    (slices_out_of_bounds, "bounds", "slice 200:328 is out of bounds for dim 0 of size 256"),
     (writes_its_input, "input", "writes its input 'x'"),
     (reads_uninitialised_memory, "uninitialised",
      "tensor_copy reads uninitialised memory: element (0, 32) of sbuf (128, 64) float32"),

@@ -6,7 +6,7 @@ Every kernel is called like any nki.jit kernel: on jax.Arrays (inside jax.jit to
 arrays (simulated alone, with `kernel.simulate(...)` giving the modeled time).
 """
 
-from jax_trn.kernels import attention, layernorm, matmul_bias_act, rmsnorm, softmax
+from jax_trn.kernels import attention, layernorm, matmul_bias_act, rmsnorm, rotary, softmax
 
 # name -> (kernel, plain-JAX reference)
 KERNELS = {
@@ -15,6 +15,7 @@ KERNELS = {
     "softmax": (softmax.softmax_kernel, softmax.reference),
     "matmul_bias_act": (matmul_bias_act.matmul_bias_act_kernel, matmul_bias_act.reference),
     "flash_attention": (attention.flash_attention_kernel, attention.reference),
+    "rotary": (rotary.rotary_kernel, rotary.reference),
 }
 
-__all__ = ["KERNELS", "attention", "layernorm", "matmul_bias_act", "rmsnorm", "softmax"]
+__all__ = ["KERNELS", "attention", "layernorm", "matmul_bias_act", "rmsnorm", "rotary", "softmax"]
