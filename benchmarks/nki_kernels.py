@@ -9,7 +9,8 @@ memory-bandwidth utilization (HBM bytes in + out over the core's DMA rate, as a 
 modeled time: 1.0 is the HBM bound) and, for the matmul and attention (one head, head dim 128,
 causal and not), their TensorE utilization: the model's FLOPs (2MNK; attention 4 S^2 d, half of
 it causal; recomputed scores and mask matmuls not counted) over the modeled time and the
-target's bf16/fp32 peak.
+target's bf16/fp32 peak. Then attention forward + backward (jax.grad of a weighted sum through
+kernels.flash_attention, 14 S^2 d FLOPs, half causal) against jax.grad of the reference.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 from importlib import metadata
 
 import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
@@ -38,8 +40,8 @@ def modeled_ns(f, args, device) -> tuple[float, jax_trn.ExecutionProfile]:
   """The modeled device time of jit(f)(*args) on `device` (its second run) and its profile."""
   placed = [jax.device_put(a, device) for a in args]
   compiled = jax.jit(f)
-  compiled(*placed).block_until_ready()
-  compiled(*placed).block_until_ready()
+  jax.block_until_ready(compiled(*placed))
+  jax.block_until_ready(compiled(*placed))
   profile = jax_trn.last_execution(device)
   return profile.device_time_ns, profile
 
@@ -82,7 +84,7 @@ def main() -> None:
   peak = PEAK_FLOPS_PER_NS[target][options.dtype]
   print(f"{target}, {options.dtype}; rows x hidden {rows} x {hidden}, GEMM {n}^3, attention "
         f"seq {seq} head dim 128; modeled times")
-  print(f"{'kernel':<17} {'kernel us':>10} {'compiled us':>12} {'speed-up':>9} {'MBU':>6} "
+  print(f"{'kernel':<19} {'kernel us':>10} {'compiled us':>12} {'speed-up':>9} {'MBU':>6} "
         f"{'TensorE':>8}")
   for name, (library_name, args, kwargs, out_elements, flops) in cases.items():
     kernel, reference = kernels.KERNELS[library_name]
@@ -91,8 +93,21 @@ def main() -> None:
     moved = sum(a.nbytes for a in args) + out_elements * dtype.itemsize
     mbu = moved / dma_bytes_per_ns / kernel_ns
     tensor = f"{100 * flops / kernel_ns / peak:7.1f}%" if flops else ""
-    print(f"{name:<17} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
+    print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
           f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {tensor:>8}")
+  weights = normal(1, seq, 128)
+  for causal in (False, True):
+    def training(attention):
+      loss = lambda q, k, v: jnp.sum((attention(q, k, v) * weights).astype(jnp.float32))  # noqa: E731
+      return jax.grad(loss, argnums=(0, 1, 2))
+    kernel_ns, _ = modeled_ns(training(lambda q, k, v: kernels.flash_attention(q, k, v, causal)),
+                              qkv, device)
+    reference_ns, _ = modeled_ns(training(lambda q, k, v: kernels.attention.reference(
+        q, k, v, causal=causal)), qkv, device)
+    flops = 14 * seq * seq * 128 // (2 if causal else 1)  # forward 4 S^2 d, backward 10 S^2 d
+    name = "attn fwd+bwd" + (" causal" if causal else "")
+    print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
+          f"{reference_ns / kernel_ns:8.2f}x {'':>6} {100 * flops / kernel_ns / peak:7.1f}%")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 CPU backend) over odd shapes and both float dtypes, on NumPy arrays and inside jax.jit."""
 
 import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
 
 from cpu_reference import assert_close
 from jax_trn import kernels
+from jax_trn.kernels import attention_backward
 
 pytest.importorskip("jax_trn._native", reason="jax_trn._native is not built", exc_type=ImportError)
 
@@ -76,3 +78,21 @@ def test_flash_attention_without_mask_matches_its_reference():
   q, k, v = (_normal((2, 300, 128), np.float32) for _ in range(3))
   kernel, reference = kernels.KERNELS["flash_attention"]
   assert_close([kernel(q, k, v)], [_expected("flash_attention", (q, k, v), {})], scale=8.0)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_gradients_match_the_reference(causal, trn, cpu):
+  """jax.grad through the custom_vjp pair (forward kernel saving logsumexp, backward kernel)
+  against jax.grad of the plain-JAX reference: GQA (4 query heads over 2 kv heads), 300 keys."""
+  q = _normal((4, 300, 64), np.float32)
+  k, v = _normal((2, 300, 64), np.float32), _normal((2, 300, 64), np.float32)
+  weights = _normal((4, 300, 64), np.float32)
+
+  def grads(attention, device):
+    loss = lambda q, k, v: jnp.sum(attention(q, k, v) * weights)  # noqa: E731
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*[jax.device_put(a, device)
+                                                         for a in (q, k, v)])
+
+  actual = grads(lambda q, k, v: attention_backward.flash_attention(q, k, v, causal), trn)
+  expected = grads(lambda q, k, v: attention_backward.reference(q, k, v, causal=causal), cpu)
+  assert_close([np.asarray(a) for a in actual], [np.asarray(e) for e in expected], scale=8.0)

@@ -4,9 +4,13 @@ against (benchmarks/nki_kernels.py: modeled time vs the compiler's lowering of t
 
 Every kernel is called like any nki.jit kernel: on jax.Arrays (inside jax.jit too) or on NumPy
 arrays (simulated alone, with `kernel.simulate(...)` giving the modeled time).
+`flash_attention(q, k, v, causal)` is differentiable: the forward kernel and the backward kernel
+as its custom VJP.
 """
 
-from jax_trn.kernels import attention, layernorm, matmul_bias_act, rmsnorm, rotary, softmax
+from jax_trn.kernels import (attention, attention_backward, layernorm, matmul_bias_act, rmsnorm,
+                             rotary, softmax)
+from jax_trn.kernels.attention_backward import flash_attention
 
 # name -> (kernel, plain-JAX reference)
 KERNELS = {
@@ -18,4 +22,4 @@ KERNELS = {
     "rotary": (rotary.rotary_kernel, rotary.reference),
 }
 
-__all__ = ["KERNELS", "attention", "layernorm", "matmul_bias_act", "rmsnorm", "rotary", "softmax"]
+__all__ = ["KERNELS", "attention", "attention_backward", "flash_attention", "layernorm", "matmul_bias_act", "rmsnorm", "rotary", "softmax"]

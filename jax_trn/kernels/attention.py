@@ -37,7 +37,7 @@ def reference(q, k, v, causal=False):
   return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(scores, axis=-1), v).astype(q.dtype)
 
 
-def _transposed(rows, dtype):
+def transposed(rows, dtype):
   """rows [n <= 128, d] (SBUF) as [d, n] in SBUF, through a TensorE transpose."""
   n, d = rows.shape
   flipped = nl.ndarray((d, n), dtype=nl.float32, buffer=nl.psum)
@@ -64,7 +64,7 @@ def _load_kv(k, v, head, seq, dim):
   return k_t, v_tiles
 
 
-def _causal_mask(masks: dict, offset: int, qn: int, kn: int):
+def causal_mask(masks: dict, offset: int, qn: int, kn: int):
   """[qn, kn] bf16: 0 where key k0 + j <= query q0 + p (offset = q0 - k0), -1e30 elsewhere;
   one constant per distinct offset and shape."""
   key = (offset, qn, kn)
@@ -95,16 +95,25 @@ def _probs(scores, scale, neg_max, dtype):
   return probs
 
 
-@nki.jit
-def flash_attention_kernel(q, k, v, causal=False):
-  heads, seq, dim = q.shape
-  kv_heads = k.shape[0]
-  scale = 1.0 / float(np.sqrt(dim))
-  out = nl.ndarray(q.shape, dtype=q.dtype, buffer=nl.shared_hbm)
+def identity_tile():
+  """The [128, 128] bf16 identity (a matmul with it adds its moving operand to a PSUM tile)."""
   pmax = nl.tile_size.pmax
   identity = nl.ndarray((pmax, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
   nisa.iota(dst=identity, pattern=[[-1, pmax]], offset=0, channel_multiplier=1)
   nisa.tensor_scalar(dst=identity, data=identity, op0=nl.equal, operand0=0.0)
+  return identity
+
+
+@nki.jit
+def flash_attention_kernel(q, k, v, causal=False, with_lse=False):
+  """with_lse: also return logsumexp(q k^T * scale) [H, S] in fp32 (what the backward needs)."""
+  heads, seq, dim = q.shape
+  kv_heads = k.shape[0]
+  scale = 1.0 / float(np.sqrt(dim))
+  out = nl.ndarray(q.shape, dtype=q.dtype, buffer=nl.shared_hbm)
+  lse = nl.ndarray((heads, seq), dtype=nl.float32, buffer=nl.shared_hbm) if with_lse else None
+  pmax = nl.tile_size.pmax
+  identity = identity_tile()
   masks = {}
   for kv_head in range(kv_heads):
     k_t, v_tiles = _load_kv(k, v, kv_head, seq, dim)
@@ -112,9 +121,9 @@ def flash_attention_kernel(q, k, v, causal=False):
       for q0, qn in tiles(seq, pmax):
         rows = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=rows, src=q[head, q0:q0 + qn, :])
-        q_t = _transposed(rows, q.dtype)
+        q_t = transposed(rows, q.dtype)
         blocks = tiles(q0 + qn if causal else seq, KEY_BLOCK)
-        block_masks = [_causal_mask(masks, q0 - k0, qn, kn) if causal and k0 + kn > q0 + 1
+        block_masks = [causal_mask(masks, q0 - k0, qn, kn) if causal and k0 + kn > q0 + 1
                        else None for k0, kn in blocks]
         # Pass 1: the row max over every key block (TensorE has time to recompute the scores).
         block_max = nl.ndarray((qn, len(blocks)), dtype=nl.float32, buffer=nl.sbuf)
@@ -151,4 +160,9 @@ def flash_attention_kernel(q, k, v, causal=False):
         result = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=result, data=acc[:, 0:dim], op0=nl.multiply, operand0=inverse)
         nisa.dma_copy(dst=out[head, q0:q0 + qn, :], src=result)
-  return out
+        if with_lse:  # max + log(sum)
+          row_lse = nl.ndarray((qn, 1), dtype=nl.float32, buffer=nl.sbuf)
+          nisa.activation(dst=row_lse, op=nl.log, data=acc[:, dim:dim + 1])
+          nisa.tensor_tensor(dst=row_lse, data1=row_lse, data2=neg_max, op=nl.subtract)
+          nisa.dma_copy(dst=lse[head, q0:q0 + qn], src=row_lse)
+  return (out, lse) if with_lse else out
