@@ -3,6 +3,7 @@ own source line (the innermost frame outside jax_trn.nki), as the NKI compiler r
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -15,10 +16,15 @@ class KernelError(ValueError):
   kernel's file:line."""
 
 
+@functools.lru_cache(maxsize=None)
+def _in_package(filename: str) -> bool:
+  return os.path.dirname(os.path.abspath(filename)) == _PACKAGE_DIR
+
+
 def kernel_position() -> str:
   """'file.py:LINE' of the innermost caller outside this package (the kernel's line)."""
   frame = sys._getframe(1)
-  while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+  while frame is not None and _in_package(frame.f_code.co_filename):
     frame = frame.f_back
   if frame is None:
     return ""

@@ -63,6 +63,7 @@ class NkiTensor:
       if buffer != HBM:
         strides = (1,) + tuple(strides)
     self.strides = tuple(int(s) for s in strides)
+    self._tile_ap = None  # made once: a view never changes
 
   # --- what NKI users read ------------------------------------------------------------------
 
@@ -189,6 +190,11 @@ class NkiTensor:
     return HbmAP(self.storage, self.offset, tuple(zip(strides, shape)))
 
   def tile_ap(self) -> TileAP:
+    if self._tile_ap is None:
+      self._tile_ap = self._make_tile_ap()
+    return self._tile_ap
+
+  def _make_tile_ap(self) -> TileAP:
     if not self.on_chip:
       raise kernel_error(f"{self.describe()} is in HBM: engines read SBUF/PSUM tiles "
                          "(copy it in with nisa.dma_copy / nl.load)")

@@ -26,6 +26,7 @@ def _elements(tile: TileAP) -> np.ndarray:
 class WrittenElements:
   def __init__(self):
     self._masks: dict[int, np.ndarray] = {}
+    self._complete: set[int] = set()  # allocations every element of which is written
 
   def _mask(self, allocation: Allocation, tile: TileAP) -> np.ndarray:
     mask = self._masks.get(allocation.id)
@@ -36,6 +37,8 @@ class WrittenElements:
 
   def first_unwritten(self, allocation: Allocation, tile: TileAP):
     """(partition, element) of the first element `tile` reads that nothing wrote, or None."""
+    if allocation.id in self._complete:
+      return None
     mask = self._mask(allocation, tile)
     rows = mask[tile.partition_start:tile.partition_start + tile.partition_count]
     missing = ~rows[:, _elements(tile)]
@@ -45,5 +48,10 @@ class WrittenElements:
     return int(p) + tile.partition_start, int(i)
 
   def mark(self, allocation: Allocation, tile: TileAP) -> None:
+    if allocation.id in self._complete:
+      return
     mask = self._mask(allocation, tile)
     mask[tile.partition_start:tile.partition_start + tile.partition_count, _elements(tile)] = True
+    if mask.all():
+      self._complete.add(allocation.id)
+      del self._masks[allocation.id]
