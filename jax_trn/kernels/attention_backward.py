@@ -42,10 +42,10 @@ def _rows_and_transposes(tensor, head, seq, dim):
 
 
 def _query_side(q, out, d_out, lse, head, seq, dim):
-  """Per query block of one head: q and dO rows and transposes, -lse and rowsum(dO * O)."""
+  """Per query block of one head: q and dO rows and transposes, -lse and -rowsum(dO * O)."""
   q_rows, q_t = _rows_and_transposes(q, head, seq, dim)
   d_out_rows, d_out_t = _rows_and_transposes(d_out, head, seq, dim)
-  neg_lse, delta = [], []
+  neg_lse, neg_deltas = [], []
   for (s0, sn), d_rows in zip(tiles(seq, nl.tile_size.pmax), d_out_rows):
     row_lse = nl.ndarray((sn, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=row_lse, src=lse[head, s0:s0 + sn])
@@ -55,10 +55,10 @@ def _query_side(q, out, d_out, lse, head, seq, dim):
     nisa.dma_copy(dst=o_rows, src=out[head, s0:s0 + sn, :])
     products = nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=products, data1=d_rows, data2=o_rows, op=nl.multiply)
-    row_delta = nl.ndarray((sn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=row_delta, op=nl.add, data=products, axis=1)
-    delta.append(row_delta)
-  return q_rows, q_t, d_out_rows, d_out_t, neg_lse, delta
+    neg_delta = nl.ndarray((sn, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=neg_delta, op=nl.add, data=products, axis=1, negate=True)
+    neg_deltas.append(neg_delta)
+  return q_rows, q_t, d_out_rows, d_out_t, neg_lse, neg_deltas
 
 
 @nki.jit
@@ -81,34 +81,51 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
     _, v_t = _rows_and_transposes(v, kv_head, seq, dim)
     group_heads = range(kv_head * group, (kv_head + 1) * group)
     sides = {h: _query_side(q, out, d_out, lse, h, seq, dim) for h in group_heads}
-    dq_acc = {h: [nl.zeros((qn, dim), dtype=nl.float32, buffer=nl.sbuf) for _, qn in blocks]
+    # fp32 dQ per query block: key block 0 (which every query block sees) writes it, later
+    # key blocks add to it.
+    dq_acc = {h: [nl.ndarray((qn, dim), dtype=nl.float32, buffer=nl.sbuf) for _, qn in blocks]
               for h in group_heads}
     for j, (k0, kn) in enumerate(blocks):
       dk_acc = nl.ndarray((kn, dim), dtype=nl.float32, buffer=nl.psum)
       dv_acc = nl.ndarray((kn, dim), dtype=nl.float32, buffer=nl.psum)
-      for head in group_heads:
-        q_rows, q_t, d_out_rows, d_out_t, neg_lse, delta = sides[head]
-        for i, (q0, qn) in enumerate(blocks):
-          if causal and q0 + qn <= k0:
-            continue  # every query of the block precedes every key
-          scores = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.psum)
-          nisa.nc_matmul(dst=scores, stationary=q_t[:, q0:q0 + qn], moving=k_t[:, k0:k0 + kn])
-          if causal and k0 + kn > q0 + 1:
-            nisa.nc_matmul(dst=scores, stationary=identity[0:qn, 0:qn],
-                           moving=causal_mask(masks, q0 - k0, qn, kn))
-          probs = nl.ndarray((qn, kn), dtype=q.dtype, buffer=nl.sbuf)
-          nisa.activation(dst=probs, op=nl.exp, data=scores, scale=scale, bias=neg_lse[i])
-          nisa.nc_matmul(dst=dv_acc, stationary=probs, moving=d_out_rows[i])
-          d_probs = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.psum)
-          nisa.nc_matmul(dst=d_probs, stationary=d_out_t[:, q0:q0 + qn], moving=v_t[:, k0:k0 + kn])
-          centred = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.sbuf)
-          nisa.tensor_scalar(dst=centred, data=d_probs, op0=nl.subtract, operand0=delta[i])
-          d_scores = nl.ndarray((qn, kn), dtype=q.dtype, buffer=nl.sbuf)
-          nisa.tensor_tensor(dst=d_scores, data1=centred, data2=probs, op=nl.multiply)
-          nisa.nc_matmul(dst=dk_acc, stationary=d_scores, moving=q_rows[i])
-          d_scores_t = transposed(d_scores, q.dtype)
-          dq_part = nl.ndarray((qn, dim), dtype=nl.float32, buffer=nl.psum)
-          nisa.nc_matmul(dst=dq_part, stationary=d_scores_t, moving=k_rows[j])
+      # Every (head, query block) that sees this key block; the scores and dS of the next one
+      # are issued before the dK/dV/dQ matmuls of this one, so the engines overlap.
+      pairs = [(head, i) for head in group_heads for i, (q0, qn) in enumerate(blocks)
+               if not (causal and q0 + qn <= k0)]  # (skipped: every query precedes every key)
+
+      def scores_stage(head, i):
+        """P and dS of one query block against this key block."""
+        q_rows, q_t, d_out_rows, d_out_t, neg_lse, neg_delta = sides[head]
+        q0, qn = blocks[i]
+        scores = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=scores, stationary=q_t[:, q0:q0 + qn], moving=k_t[:, k0:k0 + kn])
+        if causal and k0 + kn > q0 + 1:
+          nisa.nc_matmul(dst=scores, stationary=identity[0:qn, 0:qn],
+                         moving=causal_mask(masks, q0 - k0, qn, kn))
+        d_probs = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=d_probs, stationary=d_out_t[:, q0:q0 + qn], moving=v_t[:, k0:k0 + kn])
+        probs = nl.ndarray((qn, kn), dtype=q.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=probs, op=nl.exp, data=scores, scale=scale, bias=neg_lse[i])
+        centred = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.sbuf)  # on ScalarE
+        nisa.activation(dst=centred, op=nl.copy, data=d_probs, bias=neg_delta[i])
+        d_scores = nl.ndarray((qn, kn), dtype=q.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=d_scores, data1=centred, data2=probs, op=nl.multiply)
+        return probs, d_scores
+
+      staged = scores_stage(*pairs[0])
+      for p, (head, i) in enumerate(pairs):
+        probs, d_scores = staged
+        if p + 1 < len(pairs):
+          staged = scores_stage(*pairs[p + 1])
+        q_rows, _, d_out_rows, _, _, _ = sides[head]
+        nisa.nc_matmul(dst=dv_acc, stationary=probs, moving=d_out_rows[i])
+        nisa.nc_matmul(dst=dk_acc, stationary=d_scores, moving=q_rows[i])
+        d_scores_t = transposed(d_scores, q.dtype)
+        dq_part = nl.ndarray((blocks[i][1], dim), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=dq_part, stationary=d_scores_t, moving=k_rows[j])
+        if j == 0:
+          nisa.tensor_copy(dst=dq_acc[head][i], src=dq_part)
+        else:
           nisa.tensor_tensor(dst=dq_acc[head][i], data1=dq_acc[head][i], data2=dq_part,
                              op=nl.add)
       dk_tile = nl.ndarray((kn, dim), dtype=k.dtype, buffer=nl.sbuf)
