@@ -4,10 +4,12 @@ each checked against the NeuronCore's rules (rules.py) and recorded as program i
 Where the program format has one instruction for an NKI instruction it records that one. A few
 NKI instructions do more in one step than one of ours; they are recorded as the equivalent short
 sequence, computing through fp32 tiles as the engines do, and documented in docs/kernels.md:
-activation's fused reduction (+ a VectorE tensor_reduce), a tensor scale (+ a VectorE multiply),
-square/relu/silu (+ VectorE work), tensor_scalar's second operator and tensor_reduce's negate
-(+ a tensor_scalar), and memset/iota/affine_select patterns (a constant DMA'd in; affine_select
-+ a VectorE select). Anything else NKI has is refused with a KernelError (docs/kernels.md).
+activation's fused reduction (+ a VectorE tensor_reduce), a tensor scale (+ a VectorE
+multiply), square/relu/silu (+ VectorE work), tensor_scalar's second operator,
+scalar_tensor_tensor and tensor_scalar_reduce (two VectorE instructions each), tensor_reduce's
+negate (+ a tensor_scalar), and memset/iota/affine_select patterns (a constant DMA'd in;
+affine_select + a VectorE select). Anything else NKI has is refused with a KernelError
+(docs/kernels.md).
 """
 
 from __future__ import annotations
@@ -277,6 +279,36 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
                reverse=bool(reverse1))
 
 
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False,
+                         reverse1=False, name=None):
+  """dst = (data op0 operand0) op1 operand1, operand0 a number or [P, 1], operand1 a tile; the
+  first result kept in fp32."""
+  rules.tile(operand1, "scalar_tensor_tensor operand1")
+  first = _scratch(data)
+  tensor_scalar(first, data, op0, operand0, reverse0=reverse0)
+  _same_shape("scalar_tensor_tensor", dst, operand1)
+  a, b = (operand1, first) if reverse1 else (first, operand1)
+  current().emit("tensor_tensor", op=ops.binary_alu(op1, "scalar_tensor_tensor op1"),
+                 dst=dst.tile_ap(), a=a.tile_ap(), b_=b.tile_ap())
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
+                         name=None):
+  """dst = data op0 operand0, and reduce_res [P, 1] = reduce_op over the free dims of that
+  (fp32) result."""
+  rules.tile(reduce_res, "tensor_scalar_reduce reduce_res")
+  if reduce_res.shape[0] != dst.shape[0] or reduce_res.free_size != 1:
+    raise kernel_error(f"tensor_scalar_reduce reduce_res {reduce_res.describe()} must be "
+                       f"[{dst.shape[0]}, 1]")
+  result = dst if dst.dtype == np.float32 or not rules.is_float(data.dtype) else _scratch(dst)
+  tensor_scalar(result, data, op0, operand0, reverse0=reverse0)
+  trace = current()
+  if result is not dst:
+    trace.emit("tensor_copy", dst=dst.tile_ap(), src=result.tile_ap())
+  trace.emit("tensor_reduce", op=ops.binary_alu(reduce_op, "tensor_scalar_reduce reduce_op"),
+             dst=reduce_res.tile_ap(), src=result.tile_ap())
+
+
 def reciprocal(dst, data, name=None):
   rules.tile(dst, "reciprocal dst")
   rules.tile(data, "reciprocal data")
@@ -322,8 +354,6 @@ def _refused(name: str, why: str):
 
 for _name, _why in {
     "tensor_tensor_scan": "scans have no program instruction",
-    "scalar_tensor_tensor": "write it as tensor_scalar then tensor_tensor",
-    "tensor_scalar_reduce": "write it as tensor_scalar then tensor_reduce",
     "tensor_copy_predicated": "write it as a select (affine_select / nl.where)",
     "dropout": "random numbers have no kernel instruction",
     "range_select": "no program instruction", "select_reduce": "no program instruction",
