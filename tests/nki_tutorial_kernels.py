@@ -47,7 +47,7 @@ def matmul(lhs_t, rhs):
   result = nl.ndarray((m_total, n_total), dtype=lhs_t.dtype, buffer=nl.shared_hbm)
   for m0, mn in _tiles(m_total, nl.tile_size.gemm_stationary_fmax):
     for n0, nn in _tiles(n_total, nl.tile_size.gemm_moving_fmax):
-      acc = nl.ndarray((mn, nn), dtype=nl.float32, buffer=nl.psum)
+      acc = nl.ndarray((nl.par_dim(mn), nn), dtype=nl.float32, buffer=nl.psum)
       for k0, kn in _tiles(k_total, nl.tile_size.pmax):
         lhs_tile = nl.ndarray((kn, mn), dtype=lhs_t.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=lhs_tile, src=lhs_t[k0:k0 + kn, m0:m0 + mn])

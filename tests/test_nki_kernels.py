@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import jax_trn.nki.language as nl
 import nki_tutorial_kernels as kernels
 from cpu_reference import assert_close
 
@@ -114,3 +115,5 @@ def test_matmul_kernel_keeps_tensor_engine_busy():
 def test_grid_launch_runs_every_program_id():
   a, b = _normal((4 * 128, 48)), _normal((4 * 128, 48))
   np.testing.assert_array_equal(kernels.tensor_add_grid[4](a, b), a + b)
+  np.testing.assert_array_equal(kernels.tensor_add_grid[nl.nc(2)](a[:256], b[:256]),
+                                a[:256] + b[:256])

@@ -174,6 +174,12 @@ def reads_uninitialised_memory(x):
 
 
 @nki.jit
+def partition_marker_not_first(x):
+  nl.ndarray((4, nl.par_dim(128)), dtype=nl.float32, buffer=nl.sbuf)  # <- par_dim
+  return x
+
+
+@nki.jit
 def prints(x):
   nl.device_print("x", x)  # <- refused
   return x
@@ -203,6 +209,7 @@ def uses_a_refused_instruction(x):
     (writes_its_input, "input", "writes its input 'x'"),
     (reads_uninitialised_memory, "uninitialised",
      "tensor_copy reads uninitialised memory: element (0, 32) of sbuf (128, 64) float32"),
+    (partition_marker_not_first, "par_dim", "nl.par_dim in dim 1"),
     (prints, "refused", "device_print is not supported"),
     (uses_a_refused_instruction, "refused isa", "bn_stats is not supported"),
 ], ids=lambda v: v.__name__ if callable(v) and hasattr(v, "__name__") else None)

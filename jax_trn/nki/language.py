@@ -53,10 +53,28 @@ def _dtype(dtype) -> np.dtype:
   return np.dtype(dtype)
 
 
+class _PartitionDim(int):
+  """nl.par_dim(n): the (Beta 1) marker of the partition dim, which must be dim 0."""
+
+
+def par_dim(n):
+  return _PartitionDim(n)
+
+
+def nc(n):
+  """nl.nc(n): a launch grid over n NeuronCores (kernel[nl.nc(2)]); here its points run one
+  after another on one core (jit.py)."""
+  return int(n)
+
+
 def ndarray(shape, dtype, buffer=sbuf, name=""):
   """An uninitialised tensor: a tile on sbuf/psum (dim 0 the partition dim) or an HBM tensor
   (a kernel output when returned)."""
-  shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+  shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+  marked = [i for i, d in enumerate(shape) if isinstance(d, _PartitionDim) and i > 0]
+  if marked:
+    raise kernel_error(f"nl.par_dim in dim {marked[0]} of {shape}: the partition dim is dim 0")
+  shape = tuple(int(d) for d in shape)
   if buffer == HBM:
     return current().new_hbm(shape, _dtype(dtype), name)
   if buffer not in (SBUF, PSUM):
