@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from hlo_lowering.program import DType, HbmAP, TileAP
+from hlo_lowering.program import DType, HbmAP, Memory, TileAP
 from hlo_lowering.program.kernel_program import (CONSTANT, INPUT, OUTPUT, SCRATCH,
                                                   KernelInstruction, KernelProgram, KernelTensor)
 from jax_trn.nki import allocate, rules
@@ -48,8 +48,8 @@ class KernelTrace:
     self._hbm_created = 0
     self._constants: dict[tuple, int] = {}
     self._written = WrittenElements()
-    # Open PSUM accumulation groups: dst key -> index of the group's last matmul.
-    self._open_groups: dict[tuple, int] = {}
+    # Open PSUM accumulation groups: dst key -> (index of the group's last matmul, its dst).
+    self._open_groups: dict[tuple, tuple] = {}
 
   @contextlib.contextmanager
   def active(self, program_index: tuple = ()):
@@ -140,28 +140,30 @@ class KernelTrace:
   def emit_matmul(self, dst: TileAP, stationary: TileAP, moving: TileAP,
                   accumulate: bool | None) -> None:
     """A matmul into PSUM: starts a new accumulation group unless it continues (accumulate
-    None: when dst is the destination of an open group) the group of its destination."""
+    None: when dst is the destination of an open group) the group of its destination. Groups
+    into disjoint parts of one PSUM tile stay open side by side (k outer, n inner loops)."""
     key = (dst.buffer.id, dst.partition_start, dst.partition_count, dst.byte_offset, dst.free)
     previous = self._open_groups.pop(key, None)
-    self._close_groups_touching("matmul", {"dst": dst})
     if accumulate and previous is None:
       raise kernel_error("nc_matmul(accumulate=True) into a PSUM tile no matmul has written "
                          "since it was last read or overwritten")
     start = previous is None or accumulate is False
     if previous is not None and not start:
-      self.instructions[previous].operands["stop"] = False
+      self.instructions[previous[0]].operands["stop"] = False
     index = self.emit("matmul", dst=dst, stationary=stationary, moving=moving, start=start,
                       stop=True)
-    self._open_groups[key] = index
+    self._open_groups[key] = (index, dst)
 
   def _close_groups_touching(self, method: str, operands: dict) -> None:
-    """Any other access to a PSUM tile ends the accumulation groups into it."""
+    """Any other access to part of a PSUM tile ends the accumulation groups into that part."""
     if not self._open_groups:
       return
-    touched = {v.buffer.id for v in operands.values()
-               if isinstance(v, TileAP) and v.buffer is not None}
-    for key in [k for k in self._open_groups if k[0] in touched]:
-      del self._open_groups[key]
+    for tile in operands.values():
+      if isinstance(tile, TileAP) and tile.buffer is not None and tile.memory == Memory.PSUM:
+        for key, (_, group_dst) in list(self._open_groups.items()):
+          if _overlap(tile, group_dst):
+            del self._open_groups[key]
+
 
   # --- the result ---------------------------------------------------------------------------
 
@@ -198,3 +200,15 @@ def _placed(value, addresses: dict):
     return dataclasses.replace(value, byte_offset=addresses[value.buffer.id] + value.byte_offset,
                                buffer=None)
   return value
+
+
+def _overlap(a: TileAP, b: TileAP) -> bool:
+  """Whether two tiles of the kernel may share bytes (same allocation, overlapping partition and
+  byte ranges)."""
+  if a.buffer.id != b.buffer.id:
+    return False
+  a_low, a_high = a.byte_range()
+  b_low, b_high = b.byte_range()
+  partitions = (a.partition_start < b.partition_start + b.partition_count
+                and b.partition_start < a.partition_start + a.partition_count)
+  return partitions and a_low < b_high and b_low < a_high
