@@ -468,6 +468,11 @@ def last_execution(device=None) -> ExecutionProfile:
   raw = _native.last_execution(int(device_id))
   if raw is None:
     raise LookupError(f"no program has run on trn device {device_id} yet")
+  return profile_from_raw(raw, int(device_id))
+
+
+def profile_from_raw(raw: dict, device_id: int = 0) -> ExecutionProfile:
+  """An ExecutionProfile from the runtime's profile dict (last_execution, run_program)."""
   streams = {name: StreamTime(float(s["busy_ns"]), int(s["instructions"]))
              for name, s in raw["streams"].items()}
   debug = tuple(DebugEntry(d["op"], d["name"], d["location"], d["lowering"], d["rule"])

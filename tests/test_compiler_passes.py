@@ -248,12 +248,12 @@ def test_verifier_checks_what_the_pass_ensures():
 
 def test_check_supported_names_an_op_without_a_rule():
   module = _module("""
-  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
-    %0 = stablehlo.custom_call @no_such_target(%a) : (tensor<4xf32>) -> tensor<4xf32>
-    return %0 : tensor<4xf32>
+  func.func public @main(%a: tensor<2x2xf32>) -> tensor<2x2xf32> {
+    %0 = "stablehlo.cholesky"(%a) {lower = true} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    return %0 : tensor<2x2xf32>
   }
   """)
-  with pytest.raises(CompileError, match="custom_call is not supported.*no lowering rule is "
+  with pytest.raises(CompileError, match="cholesky is not supported.*no lowering rule is "
                                          "registered"):
     check_supported.run(module)
 

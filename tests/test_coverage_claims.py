@@ -14,6 +14,9 @@ import pytest
 
 from hlo_lowering import coverage, limitations
 from hlo_lowering.errors import CompileError
+from hlo_lowering.program import DType, HbmAP
+from hlo_lowering.program.kernel_program import (INPUT, OUTPUT, KernelInstruction, KernelProgram,
+                                                  KernelTensor)
 from jax_trn import compilation
 
 pytest.importorskip("jax_trn._native", reason="jax_trn._native is not built", exc_type=ImportError)
@@ -246,6 +249,11 @@ PROGRAMS: dict[str, list[str]] = {
 }
 
 _F22 = "tensor<2x2xf32>"
+# A traced kernel (jax_trn.nki's payload) that copies its f32[4] input to its output by DMA.
+_COPY_KERNEL = KernelProgram(
+    "copy", [KernelTensor(INPUT, 0, DType.F32, (4,)), KernelTensor(OUTPUT, 0, DType.F32, (4,))],
+    [KernelInstruction("dma_copy", {"dst": HbmAP(1, 0, ((1, 4),)), "src": HbmAP(0, 0, ((1, 4),))},
+                       0)], [""]).encode()
 _CONV = """
 %0 = stablehlo.convolution(%a, %w) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {stride = [1], pad = [[0, 0]], lhs_dilate = [1], rhs_dilate = [1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x4x1xf32>, tensor<2x1x1xf32>) -> tensor<1x3x1xf32>
 return %0 : tensor<1x3x1xf32>"""
@@ -367,7 +375,10 @@ PROGRAMS.update({
                                         "left_side = true, lower = true, unit_diagonal = false, "
                                         "transpose_a = #stablehlo<transpose NO_TRANSPOSE>")],
     "stablehlo.custom_call": [_ret("stablehlo.custom_call", f"%a: {F}", "%a", F, F,
-                                   "call_target_name = \"my_kernel\"")],
+                                   "call_target_name = \"my_kernel\""),
+                              _ret("stablehlo.custom_call", f"%a: {F}", "%a", F, F,
+                                   "call_target_name = \"trn_kernel\", mhlo.backend_config = "
+                                   f"{{kernel = \"{_COPY_KERNEL}\"}}")],
     "stablehlo.rng_bit_generator": [module(
         "%s: tensor<2xui64>", "tensor<4xui32>",
         "%0:2 = \"stablehlo.rng_bit_generator\"(%s) {rng_algorithm = #stablehlo<rng_algorithm "
@@ -470,7 +481,8 @@ NAMED_BY_TYPE = {
 }
 # Programs that exercise a limitation of an op rather than its supported forms: (op, index) ->
 # the limitations.py form tag, so the case runs under limitations.marks().
-LIMITED = {("stablehlo.reduce", 3): "foreign-multi-reduce"}
+LIMITED = {("stablehlo.reduce", 3): "foreign-multi-reduce",
+           ("stablehlo.custom_call", 0): "foreign-custom-call"}
 
 ROWS = {row.op: row for row in coverage.table()}
 

@@ -4,5 +4,5 @@ Importing this package imports every rule module so the registry is complete.
 """
 
 from hlo_lowering.lowering import (barrier, constants, control_flow,  # noqa: F401
-                                   convolution, elementwise, fusion, gpsimd, matmul, reduce,
-                                   views)
+                                   convolution, elementwise, fusion, gpsimd, kernel_call,
+                                   matmul, reduce, views)

@@ -126,6 +126,10 @@ def unsupported_op_error(op: Op) -> CompileError:
   where = op.loc.position or "an unknown source line"
   reason = ("no lowering rule accepts these operand types" if op.name in _RULES
             else "no lowering rule is registered for it")
+  if op.name == "stablehlo.custom_call":
+    reason = (f"call_target_name {op.attrs.get('call_target_name')!r} names a host or vendor "
+              "kernel the simulator does not have (trn_kernel, a jax_trn.nki kernel, is the "
+              "custom call it runs)")
   if op.attrs.get("compare_type") == "TOTALORDER":
     # The dtypes are fine; the comparison is not (jnp.searchsorted, digitize, histogram).
     reason = ("no lowering rule accepts compare_type TOTALORDER (a total order of floats, "

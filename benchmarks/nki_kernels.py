@@ -1,0 +1,114 @@
+"""Modeled device time of each jax_trn.kernels kernel against the compiler's own lowering of its
+plain-JAX reference, on the same shapes, both inside jax.jit on one simulated NeuronCore.
+
+    python benchmarks/nki_kernels.py [--rows 4096] [--hidden 1024] [--gemm 1024] [--seq 2048]
+                                     [--dtype bfloat16]
+
+For each kernel: the kernel's and the reference's modeled time, the speed-up, the kernel's
+memory-bandwidth utilization (HBM bytes in + out over the core's DMA rate, as a fraction of the
+modeled time: 1.0 is the HBM bound) and, for the matmul and attention (one head, head dim 128,
+causal and not), their TensorE utilization: the model's FLOPs (2MNK; attention 4 S^2 d, half of
+it causal; recomputed scores and mask matmuls not counted) over the modeled time and the
+target's bf16/fp32 peak. Then attention forward + backward (jax.grad of a weighted sum through
+kernels.flash_attention, 14 S^2 d FLOPs, half causal) against jax.grad of the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib import metadata
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+
+import jax_trn
+from jax_trn import config, kernels
+
+if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
+  from jax_trn import plugin
+  plugin.initialize()
+
+# TensorE peak per core, FLOP/ns (shared/design/neuroncore.md), by target and input dtype.
+PEAK_FLOPS_PER_NS = {"trn1": {"bfloat16": 92e3, "float32": 23e3},
+                     "trn2": {"bfloat16": 79e3, "float32": 20e3},
+                     "trn3": {"bfloat16": 79e3, "float32": 20e3}}
+
+
+def modeled_ns(f, args, device) -> tuple[float, jax_trn.ExecutionProfile]:
+  """The modeled device time of jit(f)(*args) on `device` (its second run) and its profile."""
+  placed = [jax.device_put(a, device) for a in args]
+  compiled = jax.jit(f)
+  jax.block_until_ready(compiled(*placed))
+  jax.block_until_ready(compiled(*placed))
+  profile = jax_trn.last_execution(device)
+  return profile.device_time_ns, profile
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--rows", type=int, default=4096)
+  parser.add_argument("--hidden", type=int, default=1024)
+  parser.add_argument("--gemm", type=int, default=1024)
+  parser.add_argument("--seq", type=int, default=2048)
+  parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+  options = parser.parse_args()
+  dtype = np.dtype(ml_dtypes.bfloat16) if options.dtype == "bfloat16" else np.dtype(np.float32)
+  device = jax.devices("trn")[0]
+  target = config.current().target
+  spec = config.target_spec(target)
+  dma_bytes_per_ns = spec["dma_engines_per_core"] * spec["dma_bytes_per_ns_per_engine"]
+  rng = np.random.default_rng(0)
+
+  def normal(*shape):
+    return rng.standard_normal(shape).astype(dtype)
+
+  rows, hidden, n, seq = options.rows, options.hidden, options.gemm, options.seq
+  qkv = (normal(1, seq, 128), normal(1, seq, 128), normal(1, seq, 128))
+  attention_flops = 4 * seq * seq * 128
+  # name -> (library kernel, args, kwargs, output bytes, model FLOPs)
+  cases = {
+      "rmsnorm": ("rmsnorm", (normal(rows, hidden), normal(hidden)), {}, rows * hidden, 0),
+      "layernorm": ("layernorm", (normal(rows, hidden), normal(hidden), normal(hidden)), {},
+                    rows * hidden, 0),
+      "softmax": ("softmax", (normal(rows, hidden),), {}, rows * hidden, 0),
+      "matmul_bias_act": ("matmul_bias_act", (normal(n, n), normal(n, n), normal(n)),
+                          {"act": "relu"}, n * n, 2 * n ** 3),
+      "rotary": ("rotary", (normal(8, seq, 128), normal(seq, 64), normal(seq, 64)), {},
+                 8 * seq * 128, 0),
+      "attention": ("flash_attention", qkv, {}, seq * 128, attention_flops),
+      "attention causal": ("flash_attention", qkv, {"causal": True}, seq * 128,
+                           attention_flops // 2),
+  }
+  peak = PEAK_FLOPS_PER_NS[target][options.dtype]
+  print(f"{target}, {options.dtype}; rows x hidden {rows} x {hidden}, GEMM {n}^3, attention "
+        f"seq {seq} head dim 128; modeled times")
+  print(f"{'kernel':<19} {'kernel us':>10} {'compiled us':>12} {'speed-up':>9} {'MBU':>6} "
+        f"{'TensorE':>8}")
+  for name, (library_name, args, kwargs, out_elements, flops) in cases.items():
+    kernel, reference = kernels.KERNELS[library_name]
+    kernel_ns, _ = modeled_ns(lambda *a: kernel(*a, **kwargs), args, device)
+    reference_ns, _ = modeled_ns(lambda *a: reference(*a, **kwargs), args, device)
+    moved = sum(a.nbytes for a in args) + out_elements * dtype.itemsize
+    mbu = moved / dma_bytes_per_ns / kernel_ns
+    tensor = f"{100 * flops / kernel_ns / peak:7.1f}%" if flops else ""
+    print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
+          f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {tensor:>8}")
+  weights = normal(1, seq, 128)
+  for causal in (False, True):
+    def training(attention):
+      loss = lambda q, k, v: jnp.sum((attention(q, k, v) * weights).astype(jnp.float32))  # noqa: E731
+      return jax.grad(loss, argnums=(0, 1, 2))
+    kernel_ns, _ = modeled_ns(training(lambda q, k, v: kernels.flash_attention(q, k, v, causal)),
+                              qkv, device)
+    reference_ns, _ = modeled_ns(training(lambda q, k, v: kernels.attention.reference(
+        q, k, v, causal=causal)), qkv, device)
+    flops = 14 * seq * seq * 128 // (2 if causal else 1)  # forward 4 S^2 d, backward 10 S^2 d
+    name = "attn fwd+bwd" + (" causal" if causal else "")
+    print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
+          f"{reference_ns / kernel_ns:8.2f}x {'':>6} {100 * flops / kernel_ns / peak:7.1f}%")
+
+
+if __name__ == "__main__":
+  main()

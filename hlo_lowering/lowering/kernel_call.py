@@ -1,0 +1,70 @@
+"""stablehlo.custom_call @trn_kernel: a kernel traced by jax_trn.nki, lowered to its own
+instructions in place of the call.
+
+The call's backend_config carries the traced kernel (program/kernel_program.py). Its inputs are
+the call's operands (made dense in HBM), its outputs the call's results; its SBUF/PSUM arenas
+are placed by plan-memory and its DMAs queued and synchronised by the back end like any rule's.
+Each instruction's debug entry names the kernel's own source line, so profiles and loader
+errors point into the kernel.
+"""
+
+from __future__ import annotations
+
+from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
+from hlo_lowering.ir import Op
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.program.kernel_program import INPUT, OUTPUT, KernelProgram
+
+KERNEL_TARGET = "trn_kernel"
+RULE_NAME = "kernel_call.lower_kernel_call"
+
+
+def _is_kernel_call(op: Op) -> bool:
+  """call_target_name trn_kernel: a kernel traced by jax_trn.nki"""
+  return op.attrs.get("call_target_name") == KERNEL_TARGET
+
+
+def _payload(op: Op) -> str:
+  """JAX's ffi_call puts the payload in mhlo.backend_config's `kernel`; torch_xla's custom call
+  (an HLO proto) in the plain backend_config string."""
+  config = op.attrs.get("mhlo.backend_config")
+  if isinstance(config, dict) and isinstance(config.get("kernel"), str):
+    return config["kernel"]
+  if isinstance(op.attrs.get("backend_config"), str) and op.attrs["backend_config"]:
+    return op.attrs["backend_config"]
+  raise CompileError(f"custom_call @{KERNEL_TARGET} at {op.loc} carries no traced kernel "
+                     "(call kernels through jax_trn.nki.jit)", INVALID_ARGUMENT)
+
+
+def _check_signature(op: Op, kernel: KernelProgram) -> None:
+  for kind, values in ((INPUT, op.operands), (OUTPUT, op.results)):
+    declared = [t for _, t in kernel.of_kind(kind)]
+    got = [(v.dtype, tuple(v.shape)) for v in values]
+    want = [(t.dtype, tuple(t.shape)) for t in declared]
+    if got != want:
+      raise CompileError(
+          f"kernel {kernel.name} at {op.loc}: its {kind}s are "
+          f"{[f'{d.name.lower()}{list(s)}' for d, s in want]} but the call has "
+          f"{[f'{d.name.lower()}{list(s)}' for d, s in got]}", INVALID_ARGUMENT)
+
+
+@register_lowering("stablehlo.custom_call", when=_is_kernel_call)
+def lower_kernel_call(ctx: LoweringContext, op: Op) -> None:
+  try:
+    kernel = KernelProgram.decode(_payload(op))
+  except ValueError as e:
+    raise CompileError(f"custom_call @{KERNEL_TARGET} at {op.loc}: {e}", INVALID_ARGUMENT) from None
+  _check_signature(op, kernel)
+  inputs = [(place.tensor, place.offset) for place in map(ctx.dense_place, op.operands)]
+  outputs = [(place.tensor, place.offset) for place in map(ctx.new_result, op.results)]
+  debug_ids: dict[str, int] = {}
+
+  def debug_for_line(position: str) -> int:
+    if position not in debug_ids:
+      debug_ids[position] = ctx.builder.debug(
+          op=op.name, name=f"{op.loc.name or 'kernel'}/{kernel.name}",
+          location=position or op.loc.position, lowering="native", rule=RULE_NAME)
+    return debug_ids[position]
+
+  kernel.emit(ctx.builder, inputs, outputs, debug_for_line)

@@ -1,0 +1,174 @@
+"""KernelProgram: a traced custom kernel (jax_trn.nki) as NeuronCore instructions over its own
+HBM tensors and two on-chip arenas, the payload of the `trn_kernel` custom call.
+
+A kernel is traced once per shape signature into instructions that address
+- kernel tensors by index: its inputs, its outputs, the HBM scratch it declares and the
+  constants it needs (memset values and iota patterns, DMA'd into tiles), and
+- SBUF/PSUM tiles at byte offsets inside the kernel's SBUF arena and PSUM arena (the tracer
+  placed every tile itself, by liveness, as the NKI compiler does).
+`emit` appends those instructions to any ProgramBuilder: the compiler's lowering rule
+(lowering/kernel_call.py) binds the inputs and outputs to the custom call's operand and result
+tensors; jax_trn.nki's NumPy path binds them to a program's parameters and outputs. The arenas
+become two ARENA buffers that the back end's plan-memory stage places, so a kernel is scheduled
+with the rest of the program by the same back end (queues, semaphores).
+
+`encode`/`decode` carry it as text (zlib-compressed JSON, base64) inside the custom call's
+backend_config. Each instruction is a ProgramBuilder method name and its keyword operands, so a
+kernel can hold only what the builder can build and the loader then checks.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import zlib
+from typing import Callable
+
+from .buffers import ARENA, Address
+from .builder import ProgramBuilder
+from .enums import DType, Memory
+from .operands import HbmAP, Scalar, TileAP
+
+FORMAT_VERSION = 1
+INPUT, OUTPUT, SCRATCH, CONSTANT = "input", "output", "scratch", "constant"
+
+# The ProgramBuilder methods a kernel may call (engine instructions; no control flow, no GpSimd
+# general-purpose ops over HBM).
+METHODS = frozenset({"dma_copy", "matmul", "transpose", "tensor_tensor", "tensor_scalar",
+                     "tensor_reduce", "tensor_copy", "tensor_ternary", "tensor_unary",
+                     "activation"})
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelTensor:
+  kind: str      # INPUT | OUTPUT | SCRATCH | CONSTANT
+  index: int     # input / output number (0 otherwise)
+  dtype: DType
+  shape: tuple
+  name: str = ""
+  data: bytes = b""  # CONSTANT: the row-major bytes (memset values, iota patterns)
+
+
+@dataclasses.dataclass
+class KernelInstruction:
+  method: str     # a ProgramBuilder method in METHODS
+  operands: dict  # its keyword arguments: TileAPs at arena offsets, HbmAPs over kernel tensors
+  line: int       # index into KernelProgram.lines
+
+
+@dataclasses.dataclass
+class KernelProgram:
+  name: str
+  tensors: list            # [KernelTensor]
+  instructions: list       # [KernelInstruction]
+  lines: list              # kernel source positions "file.py:12"
+  sbuf_bytes: int = 0      # bytes per partition of the SBUF arena
+  psum_bytes: int = 0      # bytes per partition of the PSUM arena
+
+  def of_kind(self, kind: str) -> list:
+    """(tensor index, KernelTensor) of `kind`, by their input/output number."""
+    found = [(i, t) for i, t in enumerate(self.tensors) if t.kind == kind]
+    return sorted(found, key=lambda it: it[1].index)
+
+  # --- emission -----------------------------------------------------------------------------
+
+  def emit(self, builder: ProgramBuilder, inputs: list, outputs: list,
+           debug_for_line: Callable[[str], int]) -> None:
+    """Appends the kernel's instructions to `builder`. `inputs` / `outputs`: one (builder tensor,
+    element offset) per kernel input / output, holding it densely row-major; scratch tensors
+    become temporaries. `debug_for_line(position)` gives the debug id of a kernel line."""
+    bound = {}
+    for kind, given in ((INPUT, inputs), (OUTPUT, outputs)):
+      declared = self.of_kind(kind)
+      if len(given) != len(declared):
+        raise ValueError(f"kernel {self.name} takes {len(declared)} {kind}s, got {len(given)}")
+      for (k, _), binding in zip(declared, given):
+        bound[k] = binding
+    for k, t in enumerate(self.tensors):
+      if t.kind == SCRATCH:
+        bound[k] = (builder.tensor("temporary", t.dtype, t.shape, name=t.name), 0)
+      elif t.kind == CONSTANT:
+        bound[k] = (builder.constant(t.dtype, t.shape, t.data, name=t.name), 0)
+    arenas = {}
+    for memory, size in ((Memory.SBUF, self.sbuf_bytes), (Memory.PSUM, self.psum_bytes)):
+      if size:
+        arenas[memory] = Address(builder.new_buffer(memory, size, ARENA))
+    debug_ids = [debug_for_line(position) for position in self.lines]
+
+    def rebase(value):
+      if isinstance(value, TileAP):
+        return dataclasses.replace(value, byte_offset=arenas[value.memory] + value.byte_offset)
+      if isinstance(value, HbmAP):
+        tensor, offset = bound[value.tensor]
+        return HbmAP(tensor, offset + value.offset, value.dims)
+      return value
+
+    for inst in self.instructions:
+      operands = {name: rebase(value) for name, value in inst.operands.items()}
+      method = getattr(builder, inst.method)
+      if inst.method == "dma_copy":
+        method(None, debug=debug_ids[inst.line], **operands)
+      else:
+        method(debug=debug_ids[inst.line], **operands)
+
+  # --- text form ----------------------------------------------------------------------------
+
+  def encode(self) -> str:
+    doc = {"version": FORMAT_VERSION, "name": self.name, "sbuf": self.sbuf_bytes,
+           "psum": self.psum_bytes, "lines": self.lines,
+           "tensors": [[t.kind, t.index, int(t.dtype), list(t.shape), t.name,
+                        base64.b64encode(t.data).decode("ascii")] for t in self.tensors],
+           "instructions": [[i.method, {k: _encode(v) for k, v in i.operands.items()}, i.line]
+                            for i in self.instructions]}
+    text = json.dumps(doc, separators=(",", ":")).encode()
+    return base64.b64encode(zlib.compress(text, 6)).decode("ascii")
+
+  @classmethod
+  def decode(cls, text: str) -> "KernelProgram":
+    try:
+      doc = json.loads(zlib.decompress(base64.b64decode(text)))
+    except (ValueError, zlib.error) as e:
+      raise ValueError(f"not a jax_trn kernel payload: {e}") from None
+    if doc.get("version") != FORMAT_VERSION:
+      raise ValueError(f"kernel payload version {doc.get('version')}; this compiler reads "
+                       f"{FORMAT_VERSION} (retrace the kernel with this jax_trn)")
+    tensors = [KernelTensor(kind, index, DType(dtype), tuple(shape), name, base64.b64decode(data))
+               for kind, index, dtype, shape, name, data in doc["tensors"]]
+    instructions = []
+    for method, operands, line in doc["instructions"]:
+      if method not in METHODS:
+        raise ValueError(f"kernel payload calls {method!r}, not a kernel instruction")
+      instructions.append(KernelInstruction(method, {k: _decode(v) for k, v in operands.items()},
+                                            line))
+    return cls(doc["name"], tensors, instructions, list(doc["lines"]), doc["sbuf"], doc["psum"])
+
+
+def _encode(value):
+  if isinstance(value, TileAP):
+    if value.buffer is not None:
+      raise ValueError(f"kernel tile {value} is not placed in its arena")
+    return {"tile": [int(value.memory), int(value.dtype), value.partition_start,
+                     value.partition_count, value.byte_offset, [list(d) for d in value.free]]}
+  if isinstance(value, HbmAP):
+    return {"hbm": [value.tensor, value.offset, [list(d) for d in value.dims]]}
+  if isinstance(value, Scalar):
+    return {"imm": [int(value.dtype), value.value]}
+  if isinstance(value, (bool, int, float)):
+    return value
+  raise TypeError(f"kernel operand {value!r} has no text form")
+
+
+def _decode(value):
+  if not isinstance(value, dict):
+    return value
+  if "tile" in value:
+    memory, dtype, start, count, offset, free = value["tile"]
+    return TileAP(Memory(memory), DType(dtype), start, count, offset, tuple(map(tuple, free)))
+  if "hbm" in value:
+    tensor, offset, dims = value["hbm"]
+    return HbmAP(tensor, offset, tuple(map(tuple, dims)))
+  if "imm" in value:
+    dtype, v = value["imm"]
+    return Scalar(DType(dtype), v)
+  raise ValueError(f"kernel operand {value!r} is not a tile, HBM pattern or immediate")

@@ -1,0 +1,52 @@
+"""LayerNorm over the last axis: (x - mean) * rsqrt(var + eps) * gamma + beta, 128 rows at a
+time. ScalarE centres the rows (its per-partition bias) while VectorE reduces."""
+
+import jax
+import jax.numpy as jnp
+
+from jax_trn import nki
+import jax_trn.nki.isa as nisa
+import jax_trn.nki.language as nl
+from jax_trn.kernels.tiles import as_rows, tiles
+
+
+def reference(x, gamma, beta, eps=1e-5):
+  x32 = x.astype(jnp.float32)
+  mean = jnp.mean(x32, axis=-1, keepdims=True)
+  var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
+  y = (x32 - mean) * jax.lax.rsqrt(var + eps)
+  return (y * gamma.astype(jnp.float32) + beta.astype(jnp.float32)).astype(x.dtype)
+
+
+@nki.jit
+def layernorm_kernel(x, gamma, beta, eps=1e-5):
+  out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+  rows_in, rows_out = as_rows(x), as_rows(out)
+  rows, hidden = rows_in.shape
+  partitions = min(rows, nl.tile_size.pmax)
+  g = nl.ndarray((partitions, hidden), dtype=gamma.dtype, buffer=nl.sbuf)
+  nisa.dma_copy(dst=g, src=gamma.reshape((1, hidden)).broadcast_to((partitions, hidden)))
+  b = nl.ndarray((partitions, hidden), dtype=beta.dtype, buffer=nl.sbuf)
+  nisa.dma_copy(dst=b, src=beta.reshape((1, hidden)).broadcast_to((partitions, hidden)))
+  for r0, rn in tiles(rows, nl.tile_size.pmax):
+    tile = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=rows_in[r0:r0 + rn, :])
+    neg_mean = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=neg_mean, op=nl.add, data=tile, axis=1)
+    nisa.tensor_scalar(dst=neg_mean, data=neg_mean, op0=nl.multiply, operand0=-1.0 / hidden)
+    centred = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=centred, op=nl.copy, data=tile, bias=neg_mean)
+    squares = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    total = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=squares, op=nl.square, data=centred, reduce_op=nl.add, reduce_res=total)
+    rstd = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=rstd, data=total, op0=nl.multiply, operand0=1.0 / hidden,
+                       op1=nl.add, operand1=eps)
+    nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd)
+    normed = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=normed, data=centred, op0=nl.multiply, operand0=rstd)
+    nisa.tensor_tensor(dst=normed, data1=normed, data2=g[0:rn, :], op=nl.multiply)
+    result = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=result, data1=normed, data2=b[0:rn, :], op=nl.add)
+    nisa.dma_copy(dst=rows_out[r0:r0 + rn, :], src=result)
+  return out

@@ -1,0 +1,70 @@
+"""act(x @ w + bias), fused. Per block of 128 rows of x: a contiguous load, TensorE transposes
+that put the contraction dim on partitions, then for each 512-column block one PSUM
+accumulation group over K; VectorE adds the bias (replicated across partitions once, by a
+broadcasting DMA) while reading PSUM, ScalarE applies the activation. w stays in SBUF when it
+fits (it is read once), otherwise its tiles are loaded per row block."""
+
+import jax
+import jax.numpy as jnp
+
+from jax_trn import nki
+import jax_trn.nki.isa as nisa
+import jax_trn.nki.language as nl
+from jax_trn.kernels.tiles import tiles
+
+ACTIVATIONS = {"none": (nl.copy, lambda y: y), "relu": (nl.relu, jax.nn.relu),
+               "silu": (nl.silu, jax.nn.silu), "tanh": (nl.tanh, jnp.tanh),
+               "sigmoid": (nl.sigmoid, jax.nn.sigmoid)}
+RESIDENT_W_BYTES = 96 * 1024  # per partition: keep w in SBUF up to this
+
+
+def reference(x, w, bias, act="relu"):
+  y = jnp.matmul(x, w, preferred_element_type=jnp.float32) + bias.astype(jnp.float32)
+  return ACTIVATIONS[act][1](y).astype(x.dtype)
+
+
+def _load_w(w, k_tiles, n0, nn):
+  tiles_ = []
+  for k0, kn in k_tiles:
+    tile = nl.ndarray((kn, nn), dtype=w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=w[k0:k0 + kn, n0:n0 + nn])
+    tiles_.append(tile)
+  return tiles_
+
+
+@nki.jit
+def matmul_bias_act_kernel(x, w, bias, act="relu"):
+  m_total, k_total = x.shape
+  _, n_total = w.shape
+  function = ACTIVATIONS[act][0]
+  out = nl.ndarray((m_total, n_total), dtype=x.dtype, buffer=nl.shared_hbm)
+  pmax = nl.tile_size.pmax
+  k_tiles = tiles(k_total, pmax)
+  n_tiles = tiles(n_total, nl.tile_size.gemm_moving_fmax)
+  partitions = min(m_total, pmax)
+  b = nl.ndarray((partitions, n_total), dtype=bias.dtype, buffer=nl.sbuf)
+  nisa.dma_copy(dst=b, src=bias.reshape((1, n_total)).broadcast_to((partitions, n_total)))
+  resident = len(k_tiles) * n_total * w.itemsize <= RESIDENT_W_BYTES
+  w_blocks = [_load_w(w, k_tiles, n0, nn) for n0, nn in n_tiles] if resident else None
+  for m0, mn in tiles(m_total, pmax):
+    rows = nl.ndarray((mn, k_total), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=rows, src=x[m0:m0 + mn, :])
+    x_t = []  # rows.T, one [K tile, mn] tile per K tile
+    for i, (k0, kn) in enumerate(k_tiles):
+      flipped = nl.ndarray((kn, mn), dtype=nl.float32, buffer=nl.psum)
+      nisa.nc_transpose(dst=flipped, data=rows[:, k0:k0 + kn])
+      tile = nl.ndarray((kn, mn), dtype=x.dtype, buffer=nl.sbuf)
+      nisa.tensor_copy(dst=tile, src=flipped,
+                       engine=nisa.engine.scalar if i % 2 else nisa.engine.vector)
+      x_t.append(tile)
+    for j, (n0, nn) in enumerate(n_tiles):
+      w_tiles = w_blocks[j] if resident else _load_w(w, k_tiles, n0, nn)
+      acc = nl.ndarray((mn, nn), dtype=nl.float32, buffer=nl.psum)
+      for stationary, moving in zip(x_t, w_tiles):
+        nisa.nc_matmul(dst=acc, stationary=stationary, moving=moving)
+      biased = nl.ndarray((mn, nn), dtype=nl.float32, buffer=nl.sbuf)
+      nisa.tensor_tensor(dst=biased, data1=acc, data2=b[0:mn, n0:n0 + nn], op=nl.add)
+      result = nl.ndarray((mn, nn), dtype=x.dtype, buffer=nl.sbuf)
+      nisa.activation(dst=result, op=function, data=biased)
+      nisa.dma_copy(dst=out[m0:m0 + mn, n0:n0 + nn], src=result)
+  return out
