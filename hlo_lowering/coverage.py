@@ -161,7 +161,9 @@ def render(rows: list[OpCoverage] | None = None) -> str:
       "",
       "- **native**: tiled on TensorE/VectorE/ScalarE with DMA, or a view that moves no data.",
       "- **GpSimd**: GpSimd general-purpose instructions over HBM: correct but slow; the compile "
-      "report (`jax_trn.compile_report()`, logged at INFO) lists the source line of every such op.",
+      "report (`jax_trn.compile_report()`, logged at INFO) lists the source line of every such op. "
+      "Strict mode (`TRN_STRICT=1` or `jax_trn.configure(strict=True)`) makes any such op a "
+      "compile error that lists each one with its source line.",
       "- **rewritten**: a pass replaces the op before lowering (the pass is named).",
       "- **unsupported**: compiling it raises `CompileError` naming the op, its types and the "
       "source line (docs/adding-an-op.md says how to add it).",
