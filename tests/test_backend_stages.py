@@ -44,7 +44,7 @@ def _copy_through(b: ProgramBuilder, address, tensor):
 
 
 def test_stages_run_in_this_order():
-  assert [s.name for s in backend.STAGES] == ["plan-memory", "assign-dma-queues",
+  assert [s.name for s in backend.STAGES] == ["plan-memory", "assign-dma-queues", "peel-loops",
                                               "insert-semaphores"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from hlo_lowering.backend import assign_dma_queues, insert_semaphores, plan_memory
+from hlo_lowering.backend import assign_dma_queues, insert_semaphores, peel_loops, plan_memory
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.report import CompileReport
 
@@ -24,5 +24,6 @@ class Stage(NamedTuple):
 STAGES: tuple[Stage, ...] = (
     Stage("plan-memory", plan_memory.run),
     Stage("assign-dma-queues", assign_dma_queues.run),
+    Stage("peel-loops", peel_loops.run),
     Stage("insert-semaphores", insert_semaphores.run),
 )
