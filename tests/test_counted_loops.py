@@ -159,3 +159,12 @@ def test_the_loader_rejects_a_loop_past_its_stream():
   assert at > 0
   longer = program[:at + 4] + (2).to_bytes(4, "little") + program[at + 8:]
   _rejected(longer, r"covers instructions 1..2 but the stream has 2")
+
+
+def test_a_profile_names_each_iteration_and_its_waits():
+  program = finish(_copy_loop())
+  _, profile = native().run_program(program, [_f32(24, 32)], record_timeline=True)
+  stores = [r for r in profile["timeline"] if r["stream"] == "DMA1"]
+  # The peeled copy, then iterations 0..4 of the loop: each waits for its own load on DMA0.
+  assert [r["iteration"] for r in stores] == [0, 0, 1, 2, 3, 4]
+  assert [r["waits"] for r in stores] == [[("DMA0", n)] for n in range(1, 7)]

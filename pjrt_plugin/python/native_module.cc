@@ -89,6 +89,7 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     rec["end_ns"] = r.end_ns;
     rec["busy_end_ns"] = r.busy_end_ns >= 0 ? r.busy_end_ns : r.end_ns;
     rec["index"] = r.index;
+    rec["iteration"] = r.iteration;  // of its stream's counted loop (0 outside loops)
     rec["bytes"] = r.bytes;
     rec["flops"] = r.flops;
     // The semaphore waits the instruction had: [(stream name, count)], count instructions of
