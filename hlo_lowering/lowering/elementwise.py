@@ -180,13 +180,15 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
         ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps={"dst": steps[k]} if steps else None)
 
   all_tiles = list(tiles(places, ctx.partitions, max_free))
-  period = tile_period(len(loaded) + len(ops), ring, len(loaded) + len(stored),
+  period = tile_period([(len(loaded) + len(ops), ring)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
-  periods = periodic_prefix(all_tiles, period) if loops_enabled() else 0
+  shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
+            for t in all_tiles]
+  periods = periodic_prefix(shapes, period) if loops_enabled() else 0
   rest = all_tiles
   if periods >= MIN_PERIODS:
     with ctx.builder.loop(periods):
-      for tile, steps in zip(all_tiles, offset_steps(all_tiles, period)):
+      for tile, steps in zip(all_tiles, offset_steps(shapes, period)):
         emit(tile, steps)
     rest = all_tiles[periods * period:]
   for tile in rest:

@@ -89,7 +89,6 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     rec["end_ns"] = r.end_ns;
     rec["busy_end_ns"] = r.busy_end_ns >= 0 ? r.busy_end_ns : r.end_ns;
     rec["index"] = r.index;
-    rec["iteration"] = r.iteration;  // of its stream's counted loop (0 outside loops)
     rec["bytes"] = r.bytes;
     rec["flops"] = r.flops;
     // The semaphore waits the instruction had: [(stream name, count)], count instructions of
@@ -103,6 +102,7 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
         static_cast<size_t>(r.index) < insts->size()) {
       // In a loop, the counts of the iteration that ran.
       const InstructionSteps* steps = program->blocks[r.block].StepsOf(r.stream, r.index);
+      if (steps != nullptr) rec["iteration"] = r.iteration;  // only a loop's records have one
       const auto& inst_waits = (*insts)[r.index].waits;
       for (size_t k = 0; k < inst_waits.size(); ++k) {
         const uint64_t count = inst_waits[k].count + (steps ? steps->wait_steps[k] * r.iteration : 0);
