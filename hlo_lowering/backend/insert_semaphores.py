@@ -30,8 +30,8 @@ instructions after the loop see the loop's last writes and reads.
 
 from __future__ import annotations
 
-from hlo_lowering.backend.wait_tracker import WaitTracker
-from hlo_lowering.program import ProgramBuilder
+from hlo_lowering.backend.wait_tracker import WaitTracker, bucket_keys
+from hlo_lowering.program import NUM_STREAMS, ProgramBuilder
 from hlo_lowering.program.instructions import accesses
 from hlo_lowering.report import CompileReport
 
@@ -46,25 +46,31 @@ def _overlap(a, b) -> bool:
   return a[1] == b[1] and a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
 
 
-def _conflict(x, y) -> bool:
-  (x_reads, x_writes), (y_reads, y_writes) = x, y
-  return (any(_overlap(w, r) for w in x_writes for r in y_reads + y_writes)
-          or any(_overlap(r, w) for r in x_reads for w in y_writes))
-
-
-def _merged(*closures) -> dict:
-  out: dict = {}
-  for closure in closures:
-    for t, by_step in closure.items():
-      mine = out.setdefault(t, {})
-      for step, base in by_step.items():
-        mine[step] = max(mine.get(step, base), base)
-  return out
-
-
-def _dominated(closure: dict, stream: int, base: int, step: int) -> bool:
-  """Whether `closure` already guarantees stream >= base + step·i at every iteration i >= 0."""
-  return any(s >= step and b >= base for s, b in closure.get(stream, {}).items())
+def _conflicts(acc: list) -> list:
+  """For each body instruction, the body instructions it conflicts with (any order), found
+  through region buckets so that the cost follows the accesses that can overlap."""
+  readers, writers = {}, {}
+  for k, (reads, writes) in enumerate(acc):
+    for regions, index in ((reads, readers), (writes, writers)):
+      for region in regions:
+        for key in bucket_keys(region):
+          index.setdefault(key, []).append((k, region))
+  found = []
+  for j, (reads, writes) in enumerate(acc):
+    mine = set()
+    for region in writes:
+      for key in bucket_keys(region):
+        for k, other in readers.get(key, []) + writers.get(key, []):
+          if k not in mine and _overlap(region, other):
+            mine.add(k)
+    for region in reads:
+      for key in bucket_keys(region):
+        for k, other in writers.get(key, ()):
+          if k not in mine and _overlap(region, other):
+            mine.add(k)
+    mine.discard(j)
+    found.append(sorted(mine))
+  return found
 
 
 def _loop_waits(tracker: WaitTracker, body: list) -> None:
@@ -77,34 +83,46 @@ def _loop_waits(tracker: WaitTracker, body: list) -> None:
     place.append(lengths.get(inst.stream, 0))
     lengths[inst.stream] = place[-1] + 1
   acc = [accesses(inst) for inst in body]
-  # closure[j]: {stream: {step: base}}: once body instruction j of iteration i has started,
-  # stream has completed base + step·i instructions (its waits, and what the same-iteration
-  # instructions it waits for had started after). own[s]: that of s's latest body instruction,
-  # from what s knew before the loop.
+  conflicts = _conflicts(acc)
+  # Guarantees, per stream t: once an instruction of iteration i has started, t has completed
+  # fixed[t] instructions and moving[t] + n_t·i (n_t: t's body length; 0: nothing known).
+  # closure[j]: body instruction j's (its waits, and what the same-iteration instructions it
+  # waits for had started after); own[s]: that of s's latest body instruction, from what s knew
+  # before the loop.
   closure: list = []
-  own = {inst.stream: {t: {0: c} for t, c in enumerate(tracker.known(inst.stream)) if c}
-         for inst in body}
+  own = {inst.stream: (tracker.known(inst.stream), [0] * NUM_STREAMS) for inst in body}
   for j, inst in enumerate(body):
     stream = inst.stream
-    waits = {}  # stream -> (base, step, body index of a same-iteration instruction or None)
-    for k in range(j):  # ascending: the last conflicting one wins
-      if body[k].stream != stream and _conflict(acc[k], acc[j]):
-        waits[body[k].stream] = (start[body[k].stream] + place[k] + 1, lengths[body[k].stream], k)
-    same_iteration = set(waits)
-    for k in range(j + 1, len(body)):
+    waits = {}  # stream -> (base, moves per iteration, same-iteration body index or None)
+    for k in conflicts[j]:  # ascending: the last conflicting one wins
       t = body[k].stream
-      if t != stream and t not in same_iteration and _conflict(acc[k], acc[j]):
-        waits[t] = (start[t] - lengths[t] + place[k] + 1, lengths[t], None)
+      if t == stream:
+        continue
+      if k < j:
+        waits[t] = (start[t] + place[k] + 1, True, k)
+      elif t not in waits or waits[t][2] is None:
+        waits[t] = (start[t] - lengths[t] + place[k] + 1, True, None)  # the previous iteration
     for t, count in tracker.latest(stream, *acc[j]).items():
-      waits.setdefault(t, (count, 0, None))
-    implied = _merged(own[stream], *(closure[k] for _, _, k in waits.values() if k is not None))
-    kept = {t: (base, step) for t, (base, step, _) in sorted(waits.items())
-            if base + step * (loop.count - 1) > 0 and not _dominated(implied, t, base, step)}
+      waits.setdefault(t, (count, False, None))
+    fixed, moving = (list(x) for x in own[stream])
+    for _, _, k in waits.values():
+      if k is not None:
+        fixed = list(map(max, fixed, closure[k][0]))
+        moving = list(map(max, moving, closure[k][1]))
+    kept = {}
+    for t, (base, moves, _) in sorted(waits.items()):
+      implied = moving[t] >= base or (not moves and fixed[t] >= base)
+      if not implied and base + (lengths[t] if moves else 0) * (loop.count - 1) > 0:
+        kept[t] = (base, moves)
+    for t, (base, moves) in kept.items():
+      if moves:
+        moving[t] = max(moving[t], base)
+      else:
+        fixed[t] = max(fixed[t], base)
     inst.waits = [(t, base) for t, (base, _) in kept.items()]
-    inst.wait_steps = {t: step for t, (_, step) in kept.items() if step}
-    mine = _merged(implied, {t: {step: base} for t, (base, step) in kept.items()})
-    closure.append(mine)
-    own[stream] = mine
+    inst.wait_steps = {t: lengths[t] for t, (_, moves) in kept.items() if moves}
+    closure.append((fixed, moving))
+    own[stream] = (fixed, moving)
   # The instructions after the loop see its last iteration.
   tracker.skip({t: (loop.count - 1) * n for t, n in lengths.items()})
   for j, inst in enumerate(body):

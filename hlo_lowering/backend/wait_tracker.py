@@ -53,7 +53,9 @@ def _covers(outer, inner) -> bool:
           and outer[4] <= inner[4] and inner[5] <= outer[5])
 
 
-def _bucket_keys(region):
+def bucket_keys(region):
+  """The index keys of the buckets a region lies in (HBM: its tensor; tiles: memory, quadrant,
+  chunk)."""
   if region[0] == "hbm":
     return [region]
   _, memory, p0, p1, b0, b1 = region
@@ -142,7 +144,7 @@ class WaitTracker:
     latest = {}
     for is_write, regions in ((False, reads), (True, writes)):
       for region in regions:
-        for key in _bucket_keys(region):
+        for key in bucket_keys(region):
           bucket = self._buckets.get(key)
           if bucket is None:
             continue
@@ -174,7 +176,7 @@ class WaitTracker:
   def _record(self, access):
     region = access.region
     slice_ = _narrow_slice(region)
-    for key in _bucket_keys(region):
+    for key in bucket_keys(region):
       bucket = self._buckets.get(key)
       if bucket is None:
         bucket = self._buckets[key] = _Bucket()
