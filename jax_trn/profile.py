@@ -232,11 +232,13 @@ class ExecutionProfile:
 
   def _done_times(self, streams: dict[str, list[dict]]) -> dict[tuple, dict]:
     """(block entry, stream, count) -> the record whose completion makes sem[stream] reach
-    count in that block entry."""
-    done = {}
+    count in that block entry: the count-th instruction the stream executed there (a stream
+    executes in order; in a counted loop one stored instruction runs once per iteration)."""
+    done, executed = {}, collections.Counter()
     for r, segment in zip(self.timeline, self._segments()):
       if r.get("index", -1) >= 0:
-        done[(segment, r["stream"], r["index"] + 1)] = r
+        executed[(segment, r["stream"])] += 1
+        done[(segment, r["stream"], executed[(segment, r["stream"])])] = r
     return done
 
   def _binding_wait(self, record: dict, done: dict) -> dict | None:
@@ -468,9 +470,14 @@ def last_execution(device=None) -> ExecutionProfile:
   raw = _native.last_execution(int(device_id))
   if raw is None:
     raise LookupError(f"no program has run on trn device {device_id} yet")
+  return from_native(raw, int(device_id))
+
+
+def from_native(raw: dict, device_id: int = 0) -> ExecutionProfile:
+  """The profile of the runtime's profile dict (`_native.last_execution`, `run_program`)."""
   streams = {name: StreamTime(float(s["busy_ns"]), int(s["instructions"]))
              for name, s in raw["streams"].items()}
   debug = tuple(DebugEntry(d["op"], d["name"], d["location"], d["lowering"], d["rule"])
                 for d in raw.get("debug", ()))
-  return ExecutionProfile(int(device_id), float(raw["device_time_ns"]), int(raw["matmul_flops"]),
+  return ExecutionProfile(device_id, float(raw["device_time_ns"]), int(raw["matmul_flops"]),
                           streams, list(raw.get("timeline", [])), debug, raw.get("target", ""))

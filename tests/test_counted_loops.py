@@ -178,3 +178,16 @@ def test_a_profile_names_each_iteration_and_its_waits():
   # The peeled copy (no loop), then iterations 0..4: each waits for its own load on DMA0.
   assert [r.get("iteration") for r in stores] == [None, 0, 1, 2, 3, 4]
   assert [r["waits"] for r in stores] == [[("DMA0", n)] for n in range(1, 7)]
+
+
+def test_the_critical_path_follows_each_iterations_waits():
+  from jax_trn import profile
+  program = finish(_copy_loop())
+  _, raw = native().run_program(program, [_f32(24, 32)], record_timeline=True)
+  p = profile.from_native(raw)
+  assert abs(sum(s.contribution_ns for s in p.critical_path()) - p.device_time_ns) < 1e-6
+  done = p._done_times(p._by_stream())
+  stores = [r for r in p.timeline if r["stream"] == "DMA1"]
+  loads = [r for r in p.timeline if r["stream"] == "DMA0"]
+  # The k-th store is released by the k-th load (a loop runs one stored instruction 5 times).
+  assert [p._binding_wait(r, done) for r in stores] == loads
