@@ -191,3 +191,25 @@ def test_the_critical_path_follows_each_iterations_waits():
   loads = [r for r in p.timeline if r["stream"] == "DMA0"]
   # The k-th store is released by the k-th load (a loop runs one stored instruction 5 times).
   assert [p._binding_wait(r, done) for r in stores] == loads
+
+
+def test_queues_after_a_loop_are_the_unrolled_programs():
+  def program(looped: bool):
+    b = ProgramBuilder()
+    x = b.tensor("parameter", DType.F32, (40, 32), index=0, name="x")
+    tile = TileAP.dense(Memory.SBUF, DType.F32, 0, 4, 0, (32,))
+    if looped:
+      with b.loop(10):
+        b.dma_copy(None, tile, HbmAP.dense(x, (4, 32)), steps={"src": 128})
+    else:
+      for i in range(10):
+        b.dma_copy(None, tile, HbmAP.dense(x, (4, 32), offset=128 * i))
+    b.dma_copy(None, tile, HbmAP.dense(x, (4, 32)))
+    return finish(b), b
+
+  (looped, b_loop), (unrolled, b_unrolled) = program(True), program(False)
+  assert b_loop.instructions[-1].stream == b_unrolled.instructions[-1].stream
+  # peel-loops ran the first iteration before the loop: one plain copy, then 9 iterations.
+  assert [i.loop is None for i in b_loop.instructions] == [True, False, True]
+  assert b_loop.instructions[1].loop.count == 9
+  assert _instructions(looped) == (3, 1) and _instructions(unrolled) == (11, 0)
