@@ -112,11 +112,12 @@ _PIPELINE = _pipeline()
 
 def _cacheable() -> bool:
   """Whether the persistent cache may serve this compile: it is enabled, no compile-time side
-  effect (IR dumps, IR verification) was asked for, and the pipeline is the one this source tree
+  effect (IR dumps, IR verification) or reference code generation (TRN_UNROLL_LOOPS) was asked for, and the pipeline is the one this source tree
   defines (a test or tool that patches it must really compile)."""
   if compile_cache.cache_dir() is None:
     return False
-  if os.environ.get("TRN_DUMP_IR", "") or os.environ.get("TRN_VERIFY_IR", "") not in ("", "0"):
+  if os.environ.get("TRN_DUMP_IR", "") or any(
+      os.environ.get(name, "") not in ("", "0") for name in ("TRN_VERIFY_IR", "TRN_UNROLL_LOOPS")):
     return False
   return _pipeline() == _PIPELINE
 

@@ -232,11 +232,13 @@ class ExecutionProfile:
 
   def _done_times(self, streams: dict[str, list[dict]]) -> dict[tuple, dict]:
     """(block entry, stream, count) -> the record whose completion makes sem[stream] reach
-    count in that block entry."""
-    done = {}
+    count in that block entry: the count-th instruction the stream executed there (a stream
+    executes in order; in a counted loop one stored instruction runs once per iteration)."""
+    done, executed = {}, collections.Counter()
     for r, segment in zip(self.timeline, self._segments()):
       if r.get("index", -1) >= 0:
-        done[(segment, r["stream"], r["index"] + 1)] = r
+        executed[(segment, r["stream"])] += 1
+        done[(segment, r["stream"], executed[(segment, r["stream"])])] = r
     return done
 
   def _binding_wait(self, record: dict, done: dict) -> dict | None:
@@ -477,5 +479,5 @@ def profile_from_raw(raw: dict, device_id: int = 0) -> ExecutionProfile:
              for name, s in raw["streams"].items()}
   debug = tuple(DebugEntry(d["op"], d["name"], d["location"], d["lowering"], d["rule"])
                 for d in raw.get("debug", ()))
-  return ExecutionProfile(int(device_id), float(raw["device_time_ns"]), int(raw["matmul_flops"]),
+  return ExecutionProfile(device_id, float(raw["device_time_ns"]), int(raw["matmul_flops"]),
                           streams, list(raw.get("timeline", [])), debug, raw.get("target", ""))

@@ -45,7 +45,8 @@ def _copy_through(b: ProgramBuilder, address, tensor):
 
 def test_stages_run_in_this_order():
   assert [s.name for s in backend.STAGES] == ["alias-donations", "plan-memory",
-                                              "assign-dma-queues", "insert-semaphores"]
+                                              "assign-dma-queues", "peel-loops",
+                                              "insert-semaphores"]
 
 
 def test_assign_dma_queues_round_robin_in_program_order_across_blocks(spec):

@@ -164,7 +164,7 @@ def test_loader_rejects_malformed_exits():
   _expect_invalid(patch(targets, "I", 0), "switch has no targets")
   _expect_invalid(patch(targets + 4, "I", 17), "targets block 17 but the program has 3 blocks")
   _expect_invalid(data[:at + 3], "block count 3 needs at least 30 bytes")
-  _expect_invalid(patch(8, "I", 4), "version 4")
+  _expect_invalid(patch(8, "I", 5), "version 5")
 
 
 def test_loader_rejects_an_empty_block_list_and_control_opcodes_in_streams():
@@ -184,14 +184,19 @@ def _str(text: str) -> bytes:
   return struct.pack("<I", len(text.encode())) + text.encode()
 
 
-def test_versions_1_and_2_still_load():
+def test_versions_1_to_3_still_load():
   b = ProgramBuilder(source="module @m {}")
   x = b.tensor("parameter", DType.S32, (1,), index=0)
   y = b.tensor("output", DType.S32, (1,), index=0)
   b.gp_copy(_scalar(y), _scalar(x), debug=b.debug("stablehlo.copy", "jit(f)/copy", "f.py:1:2",
                                                   "gpsimd", "gpsimd.copy"))
-  v3 = finish(b)
-  program = read_program(v3)
+  v4 = finish(b)
+  program = read_program(v4)
+  # Version 3: no loop list after a stream's instructions (here: one stream, before the exit).
+  exit_at = len(v4) - (4 + sum(20 + len(e.op) + len(e.name) + len(e.location) + len(e.lowering)
+                               + len(e.rule) for e in program.debug) + 4 + len(program.source)) - 6
+  assert v4[exit_at - 4:exit_at] == struct.pack("<I", 0)
+  v3 = v4[:8] + struct.pack("<I", 3) + v4[12:exit_at - 4] + v4[exit_at:]
   head = 12 + 4 + 4
   tensors_end = head + 4 + sum(4 + len(t.name.encode()) + 1 + 4 + 1 + 4 + 8 * len(t.shape) + 8
                                for t in program.tensors)
@@ -205,6 +210,8 @@ def test_versions_1_and_2_still_load():
   # Version 1: also without the block count and the exit.
   v1 = (v3[:8] + struct.pack("<I", 1) + v3[12:tensors_end]
         + v3[tensors_end + 4:tail_start - exit_size] + old_tail)
+  assert read_program(v3).streams == program.streams
+  assert _native.run_program(v3, [np.int32([42])])[0][0].tolist() == [42]
   for old in (v1, v2):
     read = read_program(old)
     assert read.streams == program.streams and read.source == program.source

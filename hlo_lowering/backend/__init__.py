@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from hlo_lowering.backend import alias_donations, assign_dma_queues, insert_semaphores, plan_memory
+from hlo_lowering.backend import (alias_donations, assign_dma_queues, insert_semaphores, peel_loops,
+                                plan_memory)
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.report import CompileReport
 
@@ -25,5 +26,6 @@ STAGES: tuple[Stage, ...] = (
     Stage("alias-donations", alias_donations.run),
     Stage("plan-memory", plan_memory.run),
     Stage("assign-dma-queues", assign_dma_queues.run),
+    Stage("peel-loops", peel_loops.run),
     Stage("insert-semaphores", insert_semaphores.run),
 )

@@ -9,8 +9,8 @@ original value, and insert-semaphores, which orders conflicting accesses of one 
 order does, keeps it so on the engines. A pair is left as two tensors (correct, not in place) when
 that does not hold, when a write of o can reach a read of p through the block graph's back edges
 (a loop whose next iteration would read what this one wrote), or when their dtype or shape
-differ. Element sets are compared by each access pattern's [first, last] element range: a
-conservative test (it may refuse a safe pair, never accept an unsafe one).
+differ. The test is exact: it follows every element each access pattern addresses (a counted
+loop's at every iteration), in program order.
 
 Requires: codegen (builder.output_aliases: parameter number -> output number; the HBM tensor
 table final, every output tensor present).
@@ -24,6 +24,9 @@ Runs before: plan-memory (the first back-end stage).
 from __future__ import annotations
 
 import dataclasses
+import math
+
+import numpy as np
 
 from hlo_lowering.program import ControlOp, Opcode, ProgramBuilder, TensorKind
 from hlo_lowering.program.instructions import OPERAND_LAYOUT, hbm_accesses
@@ -47,23 +50,51 @@ def _reachable_from(builder: ProgramBuilder, block: int) -> set[int]:
   return seen
 
 
+def _elements(ap: HbmAP | None, size: int) -> np.ndarray | slice:
+  """The flat element indices an access pattern addresses (None: the whole tensor)."""
+  if ap is None:
+    return slice(0, size)
+  index = np.array([ap.offset], dtype=np.int64)
+  for stride, count in ap.dims:
+    index = (index[:, None] + stride * np.arange(count, dtype=np.int64)).ravel()
+  return index
+
+
+def _executed(block, tensors: set[int]):
+  """The block's instructions that touch `tensors`, as executed in program order: a counted
+  loop's once per iteration at that iteration's offsets (loops touching neither are skipped)."""
+  insts, k = block.instructions, 0
+  touches = lambda inst: any(t in tensors for t, _ in sum(hbm_accesses(inst), []))
+  while k < len(insts):
+    end = k + 1
+    if insts[k].loop is not None:
+      while end < len(insts) and insts[end].loop is insts[k].loop:
+        end += 1
+    body = [inst for inst in insts[k:end] if touches(inst)]
+    for i in range(insts[k].loop.count if insts[k].loop is not None and body else 1):
+      for inst in body:
+        yield inst.at_iteration(i)
+    k = end
+
+
 def _in_place_is_safe(builder: ProgramBuilder, parameter: int, output: int) -> bool:
-  written: list[tuple[int, int]] = []  # element ranges of `output` written so far
+  size = math.prod(builder.tensors[output].shape)
+  written = np.zeros(size, dtype=bool)  # elements of `output` written so far
   write_blocks, read_blocks = set(), set()
-  block_of = {id(inst): b for b, block in enumerate(builder.blocks) for inst in block.instructions}
-  for inst in builder.instructions:  # program order, across blocks
-    reads, writes = hbm_accesses(inst)
-    for tensor, (low, high) in reads:
-      if tensor == parameter:
-        if any(low <= hi and lo <= high for lo, hi in written):
-          return False
-        read_blocks.add(block_of[id(inst)])
-    for tensor, element_range in writes:
-      if tensor == output:
-        written.append(element_range)
-        write_blocks.add(block_of[id(inst)])
-  for b, block in enumerate(builder.blocks):  # a branch's selector is read when the block ends
-    selector = block.exit.selector
+  # Blocks are numbered in program order (codegen creates each as it starts emitting into it).
+  for b, block in enumerate(builder.blocks):
+    for inst in _executed(block, {parameter, output}):
+      reads, writes = hbm_accesses(inst)
+      for tensor, ap in reads:
+        if tensor == parameter:
+          if written[_elements(ap, size)].any():
+            return False
+          read_blocks.add(b)
+      for tensor, ap in writes:
+        if tensor == output:
+          written[_elements(ap, size)] = True
+          write_blocks.add(b)
+    selector = block.exit.selector  # a branch's selector is read when the block ends
     if isinstance(selector, HbmAP) and selector.tensor == parameter:
       read_blocks.add(b)
   # A read that a write can reach again through the block graph (a loop's next iteration, or

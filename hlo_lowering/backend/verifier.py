@@ -10,7 +10,8 @@ Ensures promises (the IR passes have hlo_lowering/verifier.py).
   of another stream (read-after-write, write-after-read, write-after-write on overlapping memory)
   starts after it completed, through its waits, its stream's earlier instructions and what the
   instructions it waited for had waited for. Checked directly, not with the stage's own index:
-  quadratic in the number of instructions that run unordered, so only under TRN_VERIFY_IR.
+  quadratic in the number of instructions that run unordered, so only under TRN_VERIFY_IR. Loops
+  are checked iteration by iteration, as they run (Block.executed).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _check_block_order(block, where: str) -> None:
   # stream -> [(accesses, done, known)] in order: the instruction's reads and writes, the
   # completed counts guaranteed once it completed, and once it started.
   by_stream: dict[int, list] = {}
-  for inst in block.instructions:
+  for inst in block.executed():
     own = by_stream.setdefault(inst.stream, [])
     # Completed counts of every stream guaranteed when `inst` starts.
     known = list(own[-1][2]) if own else [0] * NUM_STREAMS

@@ -53,7 +53,9 @@ def _covers(outer, inner) -> bool:
           and outer[4] <= inner[4] and inner[5] <= outer[5])
 
 
-def _bucket_keys(region):
+def bucket_keys(region):
+  """The index keys of the buckets a region lies in (HBM: its tensor; tiles: memory, quadrant,
+  chunk)."""
   if region[0] == "hbm":
     return [region]
   _, memory, p0, p1, b0, b1 = region
@@ -108,16 +110,41 @@ class WaitTracker:
   def __init__(self):
     self._length = [0] * NUM_STREAMS
     self._buckets = {}
-    # known[s][i]: for instruction i of stream s, the completed count of every stream that is
-    # guaranteed once it has started.
-    self._known = [[] for _ in range(NUM_STREAMS)]
+    # known[s][p]: for instruction p (1-based) of stream s, the completed count of every stream
+    # that is guaranteed once it has started; last_known[s]: that of s's latest instruction.
+    self._known = [{} for _ in range(NUM_STREAMS)]
+    self._last_known = [[0] * NUM_STREAMS for _ in range(NUM_STREAMS)]
+
+  def length(self, stream: int) -> int:
+    """Instructions of `stream` so far."""
+    return self._length[stream]
+
+  def known(self, stream: int) -> list:
+    """Completed counts of every stream guaranteed once `stream`'s latest instruction started."""
+    return list(self._last_known[stream])
+
+  def skip(self, counts: dict) -> None:
+    """Streams advance by counts[stream] instructions that are not fed (the middle iterations
+    of a loop). What the tracker knows stays true: it only under-estimates what they imply."""
+    for stream, count in counts.items():
+      self._length[stream] += count
 
   def add(self, stream: int, reads, writes) -> list:
     position = self._length[stream] + 1
+    latest = self.latest(stream, reads, writes)
+    waits = self._minimal_waits(stream, position, latest)
+    for is_write, regions in ((False, reads), (True, writes)):
+      for region in regions:
+        self._record(_Access(stream, position, is_write, region))
+    self._length[stream] = position
+    return waits
+
+  def latest(self, stream: int, reads, writes) -> dict:
+    """{other stream: the position of its latest remembered access that conflicts}."""
     latest = {}
     for is_write, regions in ((False, reads), (True, writes)):
       for region in regions:
-        for key in _bucket_keys(region):
+        for key in bucket_keys(region):
           bucket = self._buckets.get(key)
           if bucket is None:
             continue
@@ -127,19 +154,14 @@ class WaitTracker:
                   and access.position > latest.get(access.stream, 0)
                   and _overlaps(access.region, region)):
                 latest[access.stream] = access.position
-    waits = self._minimal_waits(stream, latest)
-    for is_write, regions in ((False, reads), (True, writes)):
-      for region in regions:
-        self._record(_Access(stream, position, is_write, region))
-    self._length[stream] = position
-    return waits
+    return latest
 
-  def _minimal_waits(self, stream, latest) -> list:
-    known = list(self._known[stream][-1]) if self._known[stream] else [0] * NUM_STREAMS
+  def _minimal_waits(self, stream, position, latest) -> list:
+    known = list(self._last_known[stream])
     candidates = {s: c for s, c in latest.items() if c > known[s]}
     implied = [0] * NUM_STREAMS
     for s, c in candidates.items():
-      for t, k in enumerate(self._known[s][c - 1]):
+      for t, k in enumerate(self._known[s][c]):
         if k > implied[t]:
           implied[t] = k
     waits = sorted((s, c) for s, c in candidates.items() if c > implied[s])
@@ -147,13 +169,14 @@ class WaitTracker:
       known[s] = max(known[s], c)
     for t in range(NUM_STREAMS):
       known[t] = max(known[t], implied[t])
-    self._known[stream].append(known)
+    self._known[stream][position] = known
+    self._last_known[stream] = known
     return waits
 
   def _record(self, access):
     region = access.region
     slice_ = _narrow_slice(region)
-    for key in _bucket_keys(region):
+    for key in bucket_keys(region):
       bucket = self._buckets.get(key)
       if bucket is None:
         bucket = self._buckets[key] = _Bucket()

@@ -165,9 +165,10 @@ class LoweringContext:
 
   # --- emission helpers ---------------------------------------------------------------------
 
-  def dma(self, dst, src) -> None:
-    """One DMA (its queue chosen by the back end), tagged with the current op."""
-    self.builder.dma_copy(None, dst, src, debug=self.debug_id)
+  def dma(self, dst, src, steps=None) -> None:
+    """One DMA (its queue chosen by the back end), tagged with the current op; `steps` in a
+    loop: {"dst" or "src": elements its HBM offset moves per iteration}."""
+    self.builder.dma_copy(None, dst, src, debug=self.debug_id, steps=steps)
 
   def constant_tensor(self, array: np.ndarray, name: str = "") -> int:
     array = np.ascontiguousarray(array)

@@ -17,6 +17,8 @@ import math
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
+                                              periodic_prefix, tile_period)
 from hlo_lowering.lowering.tiling import tiles
 from hlo_lowering.program import Alu, DType, Memory, Scalar, TileAP
 
@@ -103,7 +105,8 @@ def is_fusible(op: Op) -> bool:
 
 
 def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
-  """(take, max_free): SBUF tiles for `tile_values` tiles per tile step, double-buffered.
+  """(take, max_free, ring): SBUF tiles for `tile_values` tiles per tile step, double-buffered;
+  `ring` is how many takes come back to the first buffer.
 
   Up to half the slots per step: whole slots in rotation (the next step's tiles take the other
   half, so its loads overlap this step's compute). More: every slot is split into k sub-slots,
@@ -111,13 +114,13 @@ def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
   count, slot_bytes = ctx.sbuf.count, ctx.sbuf.slot_bytes
   split = max(1, math.ceil(2 * tile_values / count))
   if split == 1:
-    return ctx.sbuf.take, slot_bytes // widest
+    return ctx.sbuf.take, slot_bytes // widest, count
   sub_bytes = slot_bytes // split // 64 * 64
   arena = ctx.sbuf.take_arena()
   offsets = [arena + slot * slot_bytes + k * sub_bytes for slot in range(count)
              for k in range(split)]
   ring = itertools.cycle(offsets)
-  return (lambda: next(ring)), sub_bytes // widest
+  return (lambda: next(ring)), sub_bytes // widest, len(offsets)
 
 
 def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
@@ -148,19 +151,21 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   places += [ctx.place(v) if v.shape == shape else ctx.place(v).broadcast(shape, [])
              for v in loaded]
   widest = max([p.dtype.itemsize for p in places] + [op.result.dtype.itemsize for op in ops])
-  take, max_free = _slot_allocator(ctx, len(loaded) + len(ops), widest)
+  take, max_free, ring = _slot_allocator(ctx, len(loaded) + len(ops), widest)
   debug_ids = debug_ids or {}
   saved_debug = ctx.debug_id
   first_user = {}
   for op, tiled, _, _ in plans:
     for v in tiled:
       first_user.setdefault(v, op)
-  for tile in tiles(places, ctx.partitions, max_free):
+
+  def emit(tile, steps=None):
+    """One tile's loads, ops and stores; `steps`: per view, its offset's move per iteration."""
     sbuf = {}
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)
       sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
-      ctx.dma(sbuf[v], tile.hbm_ap(k, places[k].tensor))
+      ctx.dma(sbuf[v], tile.hbm_ap(k, places[k].tensor), steps={"src": steps[k]} if steps else None)
     for op, tiled, immediate, immediate_index in plans:
       ctx.debug_id = debug_ids.get(op, saved_debug)
       dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
@@ -172,7 +177,22 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       sbuf[op.result] = dst
       if op.result in outputs:
         k = stored.index(op.result)
-        ctx.dma(tile.hbm_ap(k, places[k].tensor), dst)
+        ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps={"dst": steps[k]} if steps else None)
+
+  all_tiles = list(tiles(places, ctx.partitions, max_free))
+  period = tile_period([(len(loaded) + len(ops), ring)], len(loaded) + len(stored),
+                       int(ctx.target_spec["dma_queues"]))
+  shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
+            for t in all_tiles]
+  periods = periodic_prefix(shapes, period) if loops_enabled() else 0
+  rest = all_tiles
+  if periods >= MIN_PERIODS:
+    with ctx.builder.loop(periods):
+      for tile, steps in zip(all_tiles, offset_steps(shapes, period)):
+        emit(tile, steps)
+    rest = all_tiles[periods * period:]
+  for tile in rest:
+    emit(tile)
   ctx.debug_id = saved_debug
 
 

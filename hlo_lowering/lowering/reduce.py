@@ -5,7 +5,8 @@ permutation of dims, so no data moves beforehand). Three layouts:
 
 - rows on partitions (`_reduce_rows`): tiles of ≤ 128 kept rows × ≤ one SBUF slot of reduced
   elements; VectorE `tensor_reduce` turns each tile into a [P, 1] partial, partials of further
-  column chunks are combined with `tensor_tensor`, and the [P, 1] result is stored;
+  column chunks are combined with `tensor_tensor`, and the [P, 1] result is stored; regular
+  blocks of rows run as a counted loop over one period of its rings (lowering/tile_loops.py);
 - reduced elements over partitions (`_reduce_spread`), when few rows are kept (a full reduction
   to a scalar, a reduction over almost everything): each kept row's reduced elements are laid out
   as [128, F], reduced along the free axis into one column of a [128, rows] tile of partials,
@@ -40,6 +41,8 @@ from hlo_lowering.lowering.gpsimd.reduce import identity
 from hlo_lowering.lowering.matmul import BufferRing
 from hlo_lowering.lowering.places import Place, collapse_dims, row_major_strides
 from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
+                                              periodic_prefix, tile_period)
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
 
 REDUCERS = {"add": Alu.ADD, "max": Alu.MAX, "min": Alu.MIN}
@@ -120,10 +123,13 @@ class _Reduction:
     slots = [arena + i * ctx.sbuf.slot_bytes for i in range(ctx.sbuf.count)]
     self.partials_offset = slots[0]
     half = ctx.sbuf.slot_bytes // 2
-    self.accumulators = BufferRing([slots[1] + i * CELL_BYTES for i in range(half // CELL_BYTES)])
-    self.scratch = BufferRing([slots[1] + half + i * CELL_BYTES
-                               for i in range(half // CELL_BYTES)])
     self.data = BufferRing(slots[2:])
+    # Cell rings as long as the data ring and the DMA round robin's common period (80 on trn2,
+    # far more blocks than are ever in flight), so a period of the rows layout's blocks is one
+    # whole turn of every ring: its loop body (tile_loops.py).
+    cells = min(half // CELL_BYTES, math.lcm(len(self.data.offsets), int(ctx.target_spec["dma_queues"])))
+    self.accumulators = BufferRing([slots[1] + i * CELL_BYTES for i in range(cells)])
+    self.scratch = BufferRing([slots[1] + half + i * CELL_BYTES for i in range(cells)])
 
   def _tile(self, dtype: DType, partitions: int, free: int, offset: int) -> TileAP:
     return TileAP(Memory.SBUF, dtype, 0, partitions, offset, ((1, free),))
@@ -142,14 +148,16 @@ class _Reduction:
     b.tensor_tensor(self.alu, acc, acc, part, debug=debug)
 
   def _reduce_columns(self, acc: TileAP, base: int, partition_dims, columns: list[_Dim],
-                      first: bool = True) -> bool:
+                      first: bool = True, step: int = 0) -> bool:
     """Reduces, per partition, the `columns` elements after `base` into acc; returns `first`
-    for the next call (False once acc holds a value)."""
+    for the next call (False once acc holds a value). `step`: in a loop, how far `base` moves
+    per iteration."""
     for offset, _, free_dims, _ in _blocks(columns, self.max_free):
       free = math.prod(c for _, c in free_dims)
       tile = self._tile(self.source.dtype, acc.partition_count, free, self.data.take())
       self.ctx.dma(tile, HbmAP(self.source.tensor, base + offset,
-                               tuple(partition_dims) + tuple(free_dims)))
+                               tuple(partition_dims) + tuple(free_dims)),
+                   steps={"src": step})
       self._reduce_into(acc, first, tile)
       first = False
     return first
@@ -195,13 +203,35 @@ class _Reduction:
       self._reduce_rows()
 
   def _reduce_rows(self) -> None:
-    for offset, out_offset, partition_dims, out_dims in _blocks(self.kept, self.partitions):
+    blocks = list(_blocks(self.kept, self.partitions))
+
+    def emit(block, steps=(0, 0)):
+      offset, out_offset, partition_dims, out_dims = block
       partitions = math.prod(c for _, c in partition_dims)
       acc = self._cell(partitions, self.accumulators)
-      self._reduce_columns(acc, self.source.offset + offset, partition_dims, self.reduced)
+      self._reduce_columns(acc, self.source.offset + offset, partition_dims, self.reduced,
+                           step=steps[0])
       self._finish(acc)
       self.ctx.dma(HbmAP(self.out.tensor, self.out.offset + out_offset,
-                         tuple(out_dims) + ((1, 1),)), acc)
+                         tuple(out_dims) + ((1, 1),)), acc, steps={"dst": steps[1]})
+
+    # Per block: the takes of each ring and the DMAs (loads, an init load, the store).
+    chunks = len(list(_blocks(self.reduced, self.max_free)))
+    init_load = self.ctx.splat(self.init) is None
+    period = tile_period([(1, len(self.accumulators.offsets)),
+                          (chunks - 1 + init_load, len(self.scratch.offsets)),
+                          (chunks, len(self.data.offsets))],
+                         chunks + 1 + init_load, int(self.ctx.target_spec["dma_queues"]))
+    shapes = [((tuple(p), tuple(o)), (offset, out_offset)) for offset, out_offset, p, o in blocks]
+    periods = periodic_prefix(shapes, period) if loops_enabled() else 0
+    rest = blocks
+    if periods >= MIN_PERIODS:
+      with self.ctx.builder.loop(periods):
+        for block, steps in zip(blocks, offset_steps(shapes, period)):
+          emit(block, steps)
+      rest = blocks[periods * period:]
+    for block in rest:
+      emit(block)
 
   def _reduce_spread(self) -> None:
     # The longest reduced dim is split over partitions: 128 × q elements, then a remainder.

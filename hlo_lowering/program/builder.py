@@ -9,12 +9,14 @@ Instructions are appended in program order; the back end (hlo_lowering.backend) 
 symbolic SBUF/PSUM buffers (`new_buffer`), gives every DMA without a queue its queue and derives
 every semaphore wait, before `serialize`."""
 
+import contextlib
+
 import numpy as np
 
 from .buffers import Buffer
 from .enums import (ARG_REDUCE_COMPARATOR, MATMUL_START, MATMUL_STOP, SORT_FLOAT_CANONICAL, Alu,
                     ControlOp, DType, Memory, Opcode, Stream, TensorKind)
-from .instructions import Block, DebugEntry, Exit, Instruction, Tensor
+from .instructions import Block, DebugEntry, Exit, Instruction, Loop, Tensor
 from .operands import HbmAP, Scalar, TileAP
 from .writer import serialize
 
@@ -71,6 +73,7 @@ class ProgramBuilder:
     # back end's alias-donations stage).
     self.output_aliases: dict[int, int] = {}
     self._default_debug = None
+    self._loop = None  # the Loop being emitted, if any
 
   @property
   def streams(self) -> dict:
@@ -84,8 +87,25 @@ class ProgramBuilder:
     self.blocks.append(Block())
     return len(self.blocks) - 1
 
+  @contextlib.contextmanager
+  def loop(self, count: int):
+    """Instructions emitted inside the `with` form one iteration of a counted loop run `count`
+    times (format version 4); give each HBM operand that moves per iteration its step
+    (`steps=` of the instruction methods). The back end derives per-iteration waits."""
+    if self._loop is not None:
+      raise ValueError("loops do not nest")
+    if int(count) < 1:
+      raise ValueError(f"a loop runs at least once, not {count} times")
+    self._loop = Loop(int(count))
+    try:
+      yield self._loop
+    finally:
+      self._loop = None
+
   def set_block(self, index: int) -> None:
     """Instructions emitted from now on go to block `index`."""
+    if self._loop is not None:
+      raise ValueError("a loop stays inside one block")
     if not 0 <= index < len(self.blocks):
       raise ValueError(f"block {index} does not exist ({len(self.blocks)} blocks)")
     self.block = index
@@ -142,11 +162,13 @@ class ProgramBuilder:
 
   # --- DMA and TensorE ----------------------------------------------------------------------
 
-  def dma_copy(self, queue, dst, src, debug=None):
-    """queue None: the back end's assign-dma-queues stage chooses it."""
+  def dma_copy(self, queue, dst, src, debug=None, steps=None):
+    """queue None: the back end's assign-dma-queues stage chooses it. steps: in a loop,
+    {"dst" or "src": elements its HBM offset moves per iteration}."""
     dst, src = _endpoint(dst, "dma_copy"), _endpoint(src, "dma_copy")
     stream = None if queue is None else Stream.dma(queue)
-    self._emit(Opcode.DMA_COPY, stream, debug, dst=dst, src=src)
+    inst = self._emit(Opcode.DMA_COPY, stream, debug, dst=dst, src=src)
+    self._set_steps(inst, steps)
 
   def matmul(self, dst, stationary, moving, start=True, stop=True, debug=None):
     dst, stationary, moving = (_tile(a, "matmul") for a in (dst, stationary, moving))
@@ -290,9 +312,19 @@ class ProgramBuilder:
       debug = self._default_debug
     return debug
 
+  def _set_steps(self, inst, steps) -> None:
+    steps = {k: int(v) for k, v in (steps or {}).items() if v}
+    if steps and self._loop is None:
+      raise ValueError(f"{inst.opcode.name.lower()}: offset steps outside a loop")
+    for key in steps:
+      if not isinstance(inst.operands.get(key), HbmAP):
+        raise ValueError(f"{inst.opcode.name.lower()}: a step for {key!r}, not an HBM operand")
+    inst.steps = steps
+
   def _emit(self, opcode, stream, debug, **operands):
     debug = self._debug_id(debug)
-    inst = Instruction(opcode, None if stream is None else int(stream), debug, operands)
+    inst = Instruction(opcode, None if stream is None else int(stream), debug, operands,
+                       loop=self._loop)
     self.instructions.append(inst)
     self.blocks[self.block].instructions.append(inst)
     return inst

@@ -28,13 +28,44 @@ class DebugEntry:
   rule: str = ""      # the lowering rule, "matmul.lower_dot_general" (may be empty)
 
 
+@dataclasses.dataclass(eq=False)
+class Loop:
+  """A counted loop (format version 4): the instructions that carry it, consecutive in program
+  order within one block, run `count` times in a row. Each stream's share of them is that
+  stream's loop body; iteration i's waits and HBM offsets are iteration 0's plus i times their
+  steps (`Instruction.wait_steps`, `Instruction.steps`)."""
+  count: int
+  # Set by the back end's peel-loops stage once the body's first iteration precedes the loop.
+  peeled: bool = False
+
+
 @dataclasses.dataclass
 class Instruction:
   opcode: Opcode
   stream: int | None  # None: a DMA whose queue the back end's assign-dma-queues stage chooses
   debug_id: int
   operands: dict  # field name -> value, in OPERAND_LAYOUT order
-  waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]
+  waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]: iteration 0's
+  loop: Loop | None = None
+  # In a loop: HBM operand key (hbm_operand_keys) -> elements its offset moves per iteration;
+  # waited stream -> how much its wait count grows per iteration.
+  steps: dict = dataclasses.field(default_factory=dict)
+  wait_steps: dict = dataclasses.field(default_factory=dict)
+
+  def at_iteration(self, i: int) -> "Instruction":
+    """This instruction as iteration `i` of its loop runs it (no loop: itself)."""
+    if self.loop is None or i == 0:
+      return self
+    operands = dict(self.operands)
+    for key, step in self.steps.items():
+      name, index = key if isinstance(key, tuple) else (key, None)
+      if index is None:
+        operands[name] = operands[name].moved(step * i)
+      else:
+        operands[name] = [ap.moved(step * i) if k == index else ap
+                          for k, ap in enumerate(operands[name])]
+    waits = [(s, c + self.wait_steps.get(s, 0) * i) for s, c in self.waits]
+    return dataclasses.replace(self, operands=operands, waits=waits)
 
 
 @dataclasses.dataclass
@@ -48,12 +79,43 @@ class Exit:
   targets: list = dataclasses.field(default_factory=list)
 
 
+def hbm_operand_keys(inst: Instruction) -> list:
+  """The keys of an instruction's HBM access patterns in their encoding order: the operand's
+  name, or (name, index) inside an HBM list (the format's HBM operand numbering)."""
+  keys = []
+  for name, kind in OPERAND_LAYOUT[inst.opcode]:
+    value = inst.operands[name]
+    if kind == "hbm" or (kind == "endpoint" and isinstance(value, HbmAP)):
+      keys.append(name)
+    elif kind == "hbm_list":
+      keys.extend((name, k) for k in range(len(value)))
+  return keys
+
+
 @dataclasses.dataclass
 class Block:
   # In program order as the builder emitted them (a program read back: stream by stream, which
   # keeps the order within each stream, the only order a loaded program has).
   instructions: list = dataclasses.field(default_factory=list)
   exit: Exit = dataclasses.field(default_factory=Exit)
+
+  def executed(self):
+    """Every instruction as the block runs it, in program order: each loop's instructions once
+    per iteration (concrete waits and offsets). For checks; O(executed instructions)."""
+    insts, k = self.instructions, 0
+    while k < len(insts):
+      loop = insts[k].loop
+      if loop is None:
+        yield insts[k]
+        k += 1
+        continue
+      end = k
+      while end < len(insts) and insts[end].loop is loop:
+        end += 1
+      for i in range(loop.count):
+        for inst in insts[k:end]:
+          yield inst.at_iteration(i)
+      k = end
 
   @property
   def streams(self) -> dict:
@@ -110,7 +172,6 @@ OPERAND_LAYOUT = {
 
 # gp_scatter combines into what its destination holds.
 _READS_DST = frozenset({Opcode.GP_SCATTER})
-_WHOLE = 1 << 62  # an element index past the end of any tensor
 
 
 
@@ -127,17 +188,17 @@ def region(operand):
 
 
 def hbm_accesses(inst: Instruction):
-  """(reads, writes) of HBM: lists of (tensor, (first, last) element addressed)."""
+  """(reads, writes) of HBM: lists of (tensor, the HbmAP, or None for the whole tensor)."""
   ops = inst.operands
   if inst.opcode == Opcode.GP_BITCAST:
-    return [(ops["src"], (0, _WHOLE))], [(ops["dst"], (0, _WHOLE))]
+    return [(ops["src"], None)], [(ops["dst"], None)]
   reads, writes = [], []
   for name, kind in OPERAND_LAYOUT[inst.opcode]:
     if kind not in ("hbm", "hbm_list", "endpoint"):
       continue
     values = ops[name] if kind == "hbm_list" else [ops[name]]
     target = writes if name.startswith("dst") else reads
-    target.extend((ap.tensor, ap.element_range()) for ap in values if isinstance(ap, HbmAP))
+    target.extend((ap.tensor, ap) for ap in values if isinstance(ap, HbmAP))
   if inst.opcode in _READS_DST:
     reads.extend(writes)
   return reads, writes

@@ -39,6 +39,10 @@ class HbmAP:
   def num_elements(self) -> int:
     return math.prod(self.shape)
 
+  def moved(self, elements: int) -> "HbmAP":
+    """The same pattern starting `elements` further (a loop iteration's step)."""
+    return dataclasses.replace(self, offset=self.offset + int(elements))
+
   def element_range(self) -> tuple:
     """[first, last] element indices addressed."""
     low = self.offset + sum(s * (c - 1) for s, c in self.dims if s < 0)

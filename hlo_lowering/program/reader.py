@@ -7,9 +7,10 @@ import struct
 
 from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
                     ScalarKind, TensorKind, stream_name)
-from .instructions import Block, DebugEntry, Exit, Instruction, OPERAND_LAYOUT, Tensor
+from .instructions import (Block, DebugEntry, Exit, Instruction, Loop, OPERAND_LAYOUT, Tensor,
+                           hbm_operand_keys)
 from .operands import HbmAP, Scalar, TileAP
-from .writer import MAGIC, VERSION
+from .writer import MAGIC, STEP_WAIT, VERSION, loop_runs
 
 
 @dataclasses.dataclass
@@ -108,9 +109,9 @@ def read_program(data: bytes) -> Program:
     data = r.bytes(r.unpack("Q"))
     tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data, output))
   if version == 1:
-    blocks = [Block(_read_streams(r))]
+    blocks = [Block(_read_streams(r, version))]
   else:
-    blocks = [Block(_read_streams(r), _read_exit(r)) for _ in range(r.unpack("I"))]
+    blocks = [Block(_read_streams(r, version), _read_exit(r)) for _ in range(r.unpack("I"))]
   # Version 3 added each entry's lowering and rule.
   fields = 5 if version >= 3 else 3
   debug = [DebugEntry(*(r.str() for _ in range(fields))) for _ in range(r.unpack("I"))]
@@ -120,17 +121,31 @@ def read_program(data: bytes) -> Program:
   return Program(target, tensors, blocks, debug, source)
 
 
-def _read_streams(r: _Reader) -> list:
-  """A block's instructions, stream by stream."""
+def _read_streams(r: _Reader, version: int) -> list:
+  """A block's instructions, stream by stream (each stream's loops: Loop objects of its own)."""
   insts = []
   for _ in range(r.unpack("I")):
     stream = r.unpack("B")
+    own = []
     for _ in range(r.unpack("I")):
       opcode, debug_id = r.unpack("HI")
       opcode = Opcode(opcode)
       waits = [r.unpack("BI") for _ in range(r.unpack("I"))]
       operands = {name: r.operand(kind) for name, kind in OPERAND_LAYOUT[opcode]}
-      insts.append(Instruction(opcode, stream, debug_id, operands, waits))
+      own.append(Instruction(opcode, stream, debug_id, operands, waits))
+    for _ in range(r.unpack("I") if version >= 4 else 0):
+      first, length, count, num_steps = r.unpack("IIII")
+      loop = Loop(count)
+      for inst in own[first:first + length]:
+        inst.loop = loop
+      for _ in range(num_steps):
+        index, kind, field, step = r.unpack("IBBq")
+        inst = own[first + index]
+        if kind == STEP_WAIT:
+          inst.wait_steps[inst.waits[field][0]] = step
+        else:
+          inst.steps[hbm_operand_keys(inst)[field]] = step
+    insts.extend(own)
   return insts
 
 
@@ -231,12 +246,41 @@ def _disassemble_streams(program: Program, streams: dict, indent: str) -> list:
   lines = []
   for stream in sorted(streams, key=lambda s: (s is None, s or 0)):
     lines.append(f"{indent}stream {'DMA?' if stream is None else stream_name(stream)}:")
+    runs = {first: (length, loop) for first, length, loop in loop_runs(streams[stream])}
+    body_end = 0
     for pos, inst in enumerate(streams[stream], 1):
-      waits = " ".join(f"{stream_name(s)}>={c}" for s, c in inst.waits)
-      args = " ".join(f"{name}={_format_value(name, inst.operands[name], program.tensors)}"
+      if pos - 1 in runs:
+        length, loop = runs[pos - 1]
+        body_end = pos - 1 + length
+        lines.append(f"{indent}  loop x{loop.count} (instructions {pos}..{body_end}, i = 0.."
+                     f"{loop.count - 1}):")
+      inner = "  " if pos <= body_end else ""
+      waits = " ".join(f"{stream_name(s)}>={c}{_step_text(inst.wait_steps.get(s, 0))}"
+                       for s, c in inst.waits)
+      args = " ".join(f"{name}={_format_operand(inst, name, program.tensors)}"
                       for name, _ in OPERAND_LAYOUT[inst.opcode])
       debug = _debug_entry(program, inst.debug_id)
       note = _format_debug(debug) if debug and debug.op else ""
       wait_text = f" wait[{waits}]" if waits else ""
-      lines.append(f"{indent}  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")
+      lines.append(f"{indent}{inner}  {pos:4d} {inst.opcode.name.lower()}{wait_text} {args}{note}")
   return lines
+
+
+def _step_text(step: int) -> str:
+  return f"{step:+d}i" if step else ""
+
+
+def _format_operand(inst: Instruction, name: str, tensors) -> str:
+  """An operand with its per-iteration offset steps ("t0(x)+0+512i[...]")."""
+  value = inst.operands[name]
+  if isinstance(value, list):
+    return "[" + ", ".join(_with_step(_format_value(name, v, tensors), inst.steps.get((name, k)))
+                           for k, v in enumerate(value)) + "]"
+  return _with_step(_format_value(name, value, tensors), inst.steps.get(name))
+
+
+def _with_step(text: str, step) -> str:
+  if not step:
+    return text
+  at = text.index("[")
+  return text[:at] + _step_text(step) + text[at:]

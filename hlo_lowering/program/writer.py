@@ -3,11 +3,11 @@
 import struct
 
 from .enums import ControlOp, EndpointKind, Memory, ScalarKind, TensorKind
-from .instructions import OPERAND_LAYOUT
+from .instructions import OPERAND_LAYOUT, hbm_operand_keys
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
-VERSION = 3
+VERSION = 4
 
 
 class _Writer:
@@ -91,6 +91,34 @@ class _Writer:
       raise ValueError(f"unknown operand kind {kind!r}")
 
 
+STEP_WAIT, STEP_HBM = 0, 1
+
+
+def loop_runs(insts: list) -> list:
+  """(first, length, Loop) of each run of consecutive instructions of one loop."""
+  runs = []
+  for k, inst in enumerate(insts):
+    if inst.loop is None:
+      continue
+    if runs and runs[-1][2] is inst.loop and runs[-1][0] + runs[-1][1] == k:
+      runs[-1] = (runs[-1][0], runs[-1][1] + 1, inst.loop)
+    else:
+      runs.append((k, 1, inst.loop))
+  return runs
+
+
+def _loop_steps(inst) -> list:
+  """(kind, index, step) of an instruction's nonzero steps."""
+  steps = [(STEP_WAIT, k, inst.wait_steps.get(s, 0)) for k, (s, _) in enumerate(inst.waits)]
+  keys = hbm_operand_keys(inst)
+  unknown = set(inst.steps) - set(keys)
+  if unknown:
+    raise ValueError(f"{inst.opcode.name.lower()}: steps for {sorted(map(str, unknown))}, which "
+                     f"are not its HBM operands {keys}")
+  steps += [(STEP_HBM, keys.index(key), step) for key, step in inst.steps.items()]
+  return [step for step in steps if step[2] != 0]
+
+
 def _streams(w: _Writer, streams: dict) -> None:
   used = sorted(s for s, insts in streams.items() if insts)
   w.pack("I", len(used))
@@ -104,6 +132,14 @@ def _streams(w: _Writer, streams: dict) -> None:
         w.pack("BI", wait_stream, count)
       for name, kind in OPERAND_LAYOUT[inst.opcode]:
         w.operand(kind, inst.operands[name])
+    runs = loop_runs(streams[stream])
+    w.pack("I", len(runs))
+    for first, length, loop in runs:
+      steps = [(k, *step) for k in range(length)
+               for step in _loop_steps(streams[stream][first + k])]
+      w.pack("IIII", first, length, loop.count, len(steps))
+      for step in steps:
+        w.pack("IBBq", *step)
 
 
 def _exit(w: _Writer, exit_) -> None:
@@ -159,8 +195,9 @@ def _debug_and_source(w: _Writer, debug, source: str) -> None:
 
 
 def replace_debug_info(program: bytes, debug_offset: int, debug, source: str) -> bytes:
-  """`program` (version 3, its debug table at `debug_offset`: the loader's program_info says where)
-  with another debug table and source text; the instructions are untouched."""
+  """`program` with another debug table and source text (which end every program of version 3
+  or 4; the loader's program_info gives `debug_offset`, where the table starts); the
+  instructions are untouched."""
   w = _Writer()
   w.out += program[:debug_offset]
   _debug_and_source(w, debug, source)

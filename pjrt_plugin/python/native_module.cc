@@ -100,8 +100,13 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     const auto* insts = known ? &program->blocks[r.block].streams[r.stream % kNumStreams] : nullptr;
     if (insts != nullptr && r.index >= 0 && r.stream < kNumStreams &&
         static_cast<size_t>(r.index) < insts->size()) {
-      for (const Wait& w : (*insts)[r.index].waits) {
-        if (w.count > 0) waits.append(nb::make_tuple(StreamName(w.stream), w.count));
+      // In a loop, the counts of the iteration that ran.
+      const InstructionSteps* steps = program->blocks[r.block].StepsOf(r.stream, r.index);
+      if (steps != nullptr) rec["iteration"] = r.iteration;  // only a loop's records have one
+      const auto& inst_waits = (*insts)[r.index].waits;
+      for (size_t k = 0; k < inst_waits.size(); ++k) {
+        const uint64_t count = inst_waits[k].count + (steps ? steps->wait_steps[k] * r.iteration : 0);
+        if (count > 0) waits.append(nb::make_tuple(StreamName(inst_waits[k].stream), count));
       }
     }
     rec["waits"] = waits;

@@ -27,10 +27,37 @@ void Run(Machine& machine, const Instruction& inst) {
   }
 }
 
+// A stream's cursor over its stored instructions and counted loops (never expanded), with its
+// semaphore: the completion time of each instruction it has executed.
 struct StreamState {
-  size_t next = 0;                 // index of the next instruction
+  size_t next = 0;                 // stored index of the next instruction
+  int64_t iteration = 0;           // the loop iteration it belongs to (0 outside loops)
+  size_t loop = 0;                 // the first of the stream's loops not yet finished
+  const InstructionSteps* steps = nullptr;  // the next instruction's loop steps, if in a loop
   double free_ns = 0;              // when the stream can start its next instruction
   std::vector<double> done_ns;     // completion time of each finished instruction
+
+  void FindSteps(const std::vector<StreamLoop>& loops) {
+    steps = nullptr;
+    if (loop < loops.size() && next >= loops[loop].first) steps = &loops[loop].body[next - loops[loop].first];
+  }
+  void Advance(const std::vector<StreamLoop>& loops) {
+    ++next;
+    if (loop < loops.size() && next == loops[loop].first + loops[loop].length) {
+      if (iteration + 1 < loops[loop].count) {
+        ++iteration;
+        next = loops[loop].first;
+      } else {
+        iteration = 0;
+        ++loop;
+      }
+    }
+    FindSteps(loops);
+  }
+  // The count the next instruction's k-th wait needs at this iteration.
+  uint64_t WaitCount(const Instruction& inst, size_t k) const {
+    return inst.waits[k].count + (steps ? static_cast<uint64_t>(steps->wait_steps[k]) * iteration : 0);
+  }
 };
 
 std::string DeadlockReport(const Program& program, size_t block_index,
@@ -45,13 +72,16 @@ std::string DeadlockReport(const Program& program, size_t block_index,
     const Instruction& inst = insts[state[s].next];
     report += ' ';
     report += DescribeInstruction(program, block_index, s, state[s].next);
+    if (state[s].steps != nullptr) report += " at loop iteration " + std::to_string(state[s].iteration);
     report += " waits for";
-    for (const Wait& w : inst.waits) {
-      if (state[w.stream].done_ns.size() < w.count) {
+    for (size_t k = 0; k < inst.waits.size(); ++k) {
+      const Wait& w = inst.waits[k];
+      const uint64_t count = state[s].WaitCount(inst, k);
+      if (state[w.stream].done_ns.size() < count) {
         report += ' ';
-        report += StreamName(w.stream) + ">=" + std::to_string(w.count) + " (has " +
+        report += StreamName(w.stream) + ">=" + std::to_string(count) + " (has " +
                   std::to_string(state[w.stream].done_ns.size()) + " of " +
-                  std::to_string(block.streams[w.stream].size()) + ")";
+                  std::to_string(block.ExecutedCount(w.stream)) + ")";
       }
     }
     report += ";";
@@ -90,9 +120,11 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
   std::array<StreamState, kNumStreams> state;
   size_t remaining = 0;
   for (int s = 0; s < kNumStreams; ++s) {
-    remaining += block.streams[s].size();
+    const size_t executed = static_cast<size_t>(block.ExecutedCount(s));
+    remaining += executed;
     state[s].free_ns = start_ns;
-    state[s].done_ns.reserve(block.streams[s].size());
+    state[s].done_ns.reserve(executed);
+    state[s].FindSteps(block.loops[s]);
   }
   double finish_ns = start_ns;
   while (remaining > 0) {
@@ -106,14 +138,16 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
       if (state[s].next >= insts.size()) continue;
       double start = state[s].free_ns;
       bool runnable = true;
-      for (const Wait& w : insts[state[s].next].waits) {
-        if (w.count == 0) continue;
-        const auto& done = state[w.stream].done_ns;
-        if (done.size() < w.count) {
+      const Instruction& next = insts[state[s].next];
+      for (size_t k = 0; k < next.waits.size(); ++k) {
+        const uint64_t count = state[s].WaitCount(next, k);
+        if (count == 0) continue;
+        const auto& done = state[next.waits[k].stream].done_ns;
+        if (done.size() < count) {
           runnable = false;
           break;
         }
-        start = std::max(start, done[w.count - 1]);
+        start = std::max(start, done[count - 1]);
       }
       if (runnable && start < best_start) {
         best = s;
@@ -122,7 +156,11 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     }
     if (best < 0) return FailedPrecondition(DeadlockReport(program, block_index, state));
     StreamState& stream = state[best];
-    const Instruction& inst = block.streams[best][stream.next];
+    const Instruction& stored = block.streams[best][stream.next];
+    // A loop iteration past the first runs with its HBM offsets moved (a copy; waits unused here).
+    const bool moved = stream.steps != nullptr && stream.iteration > 0 && !stream.steps->hbm_steps.empty();
+    const Instruction concrete = moved ? AtIteration(stored, *stream.steps, stream.iteration) : Instruction{};
+    const Instruction& inst = moved ? concrete : stored;
     Run(machine, inst);
     const InstructionTiming timing = EstimateTiming(machine, inst, best_start);
     const double end = best_start + timing.latency_ns;
@@ -134,12 +172,14 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     profile->stream_instructions[best] += 1;
     if (inst.opcode == Opcode::kMatmul) profile->matmul_flops += timing.flops;
     if (options.record_timeline) {
-      profile->timeline.push_back({static_cast<uint8_t>(best), static_cast<uint16_t>(inst.opcode), inst.debug_id,
-                                   best_start, stream.done_ns.back(), timing.bytes, timing.flops,
-                                   stream.free_ns, static_cast<int64_t>(stream.next),
-                                   static_cast<int32_t>(block_index)});
+      InstructionRecord record{static_cast<uint8_t>(best), static_cast<uint16_t>(inst.opcode), inst.debug_id,
+                               best_start, stream.done_ns.back(), timing.bytes, timing.flops,
+                               stream.free_ns, static_cast<int64_t>(stream.next),
+                               static_cast<int32_t>(block_index)};
+      record.iteration = stream.iteration;
+      profile->timeline.push_back(record);
     }
-    ++stream.next;
+    stream.Advance(block.loops[best]);
     --remaining;
   }
   // The device time is the last completion; a stream still busy past it (a DMA queue's issue

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -198,11 +199,38 @@ struct BlockExit {
   std::vector<uint32_t> targets;  // jump: [next]; branch: [if_true, if_false]; switch: branches
 };
 
-// A block: one instruction list per stream (semaphore counts restart at 0 on entry) and its exit.
+// What changes per iteration in one instruction of a loop body (format version 4): iteration i
+// waits for waits[k].count + wait_steps[k]·i, and its k-th HBM access pattern (operand encoding
+// order, HbmAP::offset) starts hbm_steps[k].second·i elements further.
+struct InstructionSteps {
+  std::vector<int64_t> wait_steps;                     // one per wait (0: the same every iteration)
+  std::vector<std::pair<int, int64_t>> hbm_steps;      // (HBM operand index, elements per iteration)
+};
+
+// A counted loop of one stream: its stored instructions [first, first + length) run `count`
+// times in a row (docs/program-format.md "Loops"). The program is never expanded in memory.
+struct StreamLoop {
+  uint32_t first = 0, length = 0, count = 0;
+  std::vector<InstructionSteps> body;  // one per body instruction
+};
+
+// A block: one instruction list per stream (semaphore counts restart at 0 on entry), the
+// streams' counted loops (sorted, disjoint) and the block's exit.
 struct Block {
   std::array<std::vector<Instruction>, kNumStreams> streams;
+  std::array<std::vector<StreamLoop>, kNumStreams> loops;
   BlockExit exit;
+
+  // Instructions stream `s` executes in one entry of the block (loops counted per iteration).
+  TRN_API int64_t ExecutedCount(int s) const;
+  // The loop step of stored instruction `index` of stream `s`, or nullptr outside loops.
+  TRN_API const InstructionSteps* StepsOf(int s, size_t index) const;
 };
+
+// Iteration `iteration` of `inst` (whose steps are `steps`): its HBM offsets moved by the steps.
+TRN_API Instruction AtIteration(const Instruction& inst, const InstructionSteps& steps, int64_t iteration);
+// The HBM access patterns of an instruction's operands in their encoding order.
+TRN_API std::vector<HbmAP*> HbmOperands(Operands& operands);
 
 // For error messages: "; stablehlo.add \"jit(f)/add\" at f.py:3:4" (what is known of the entry).
 std::string DescribeDebug(const Program& program, uint32_t debug_id);

@@ -11,8 +11,8 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'R', 'N', 'P', 'R', 'O', 'G', '\0'};
 // Version 2 added blocks and control flow; a version 1 program (one stream list) still loads, as
-// one block that ends the program.
-constexpr uint32_t kVersion = 3;
+// one block that ends the program. Version 4 added each stream's counted loops.
+constexpr uint32_t kVersion = 4;
 constexpr uint32_t kOldestVersion = 1;
 
 }  // namespace
@@ -22,6 +22,7 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   for (char& c : magic) c = static_cast<char>(in_.Read<uint8_t>("magic"));
   if (in_.ok() && std::memcmp(magic, kMagic, 8) != 0) in_.Fail(0, "bad magic: not a NeuronCore program (expected \"TRNPROG\\0\")");
   const uint32_t version = in_.Read<uint32_t>("version");
+  version_ = version;
   if (in_.ok() && (version < kOldestVersion || version > kVersion)) {
     in_.Fail(8, "program format version " + std::to_string(version) + ", this runtime reads versions " +
                     std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
@@ -82,6 +83,7 @@ Status Parser::CheckBlocks() const {
         if (!rule.ok()) return InvalidArgument("malformed program: " + DescribeInstruction(*program_, b, s, i) + ": " + rule.message());
       }
     }
+    TRN_RETURN_IF_ERROR(CheckLoops(b));
     const BlockExit& exit = block.exit;
     if (exit.op == ControlOp::kEnd) continue;
     const std::string name = "block " + std::to_string(b) + " exit (" + OpcodeName(static_cast<uint16_t>(exit.op)) + ")";
@@ -93,6 +95,64 @@ Status Parser::CheckBlocks() const {
       if (target >= num_blocks) {
         return InvalidArgument("malformed program: " + name + " targets block " + std::to_string(target) +
                                " but the program has " + std::to_string(num_blocks) + " blocks");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Every iteration of every loop, checked without enumerating them: wait counts and HBM bounds are
+// affine in the iteration, so the first (checked with the stored instruction) and the last bound
+// them all.
+Status Parser::CheckLoops(size_t b) const {
+  const Block& block = program_->blocks[b];
+  for (int s = 0; s < kNumStreams; ++s) {
+    if (block.ExecutedCount(s) > UINT32_MAX) {
+      return InvalidArgument("malformed program: " + std::string(program_->blocks.size() > 1 ? "block " + std::to_string(b) + " " : "") +
+                             StreamName(s) + " executes " + std::to_string(block.ExecutedCount(s)) +
+                             " instructions per block entry (at most 2^32-1: semaphores count them in 32 bits)");
+    }
+    for (const StreamLoop& loop : block.loops[s]) {
+      const int64_t last = loop.count - 1;
+      for (uint32_t k = 0; k < loop.length; ++k) {
+        const size_t index = loop.first + k;
+        const Instruction& inst = block.streams[s][index];
+        const InstructionSteps& steps = loop.body[k];
+        const auto fail = [&](const std::string& message) {
+          return InvalidArgument("malformed program: " + DescribeInstruction(*program_, b, s, index) + " in a loop of " +
+                                 std::to_string(loop.count) + " iterations: " + message);
+        };
+        for (size_t w = 0; w < inst.waits.size(); ++w) {
+          // wait steps are below 2^32 and so is `last`: the product fits in 64 bits unsigned.
+          const uint64_t final_count = inst.waits[w].count + static_cast<uint64_t>(steps.wait_steps[w]) * static_cast<uint64_t>(last);
+          const int64_t available = block.ExecutedCount(inst.waits[w].stream);
+          if (final_count > static_cast<uint64_t>(available)) {
+            return fail("at iteration " + std::to_string(last) + " it waits for " + StreamName(inst.waits[w].stream) + ">=" +
+                        std::to_string(final_count) + " but that stream executes " + std::to_string(available) +
+                        " instructions in the block: the wait can never be met");
+          }
+        }
+        if (steps.hbm_steps.empty()) continue;
+        for (const auto& [operand, step] : steps.hbm_steps) {
+          int64_t moved;
+          if (__builtin_mul_overflow(step, last, &moved) || moved > (int64_t{1} << 62) || moved < -(int64_t{1} << 62)) {
+            return fail("HBM operand " + std::to_string(operand) + " moves " + std::to_string(step) + " elements per iteration: past any tensor");
+          }
+        }
+        const Instruction at_last = AtIteration(inst, steps, last);
+        std::vector<HbmAP*> hbm = HbmOperands(const_cast<Operands&>(at_last.operands));
+        for (const auto& [operand, step] : steps.hbm_steps) {
+          const HbmAP& ap = *hbm[operand];
+          int64_t low = ap.offset, high = ap.offset;
+          for (int d = 0; d < ap.num_dims; ++d) (ap.dims[d].stride < 0 ? low : high) += ap.dims[d].stride * (ap.dims[d].count - 1);
+          const Tensor& tensor = program_->tensors[ap.tensor];
+          if (low < 0 || high >= tensor.num_elements) {
+            return fail("at iteration " + std::to_string(last) + " HBM operand " + std::to_string(operand) + " (offset step " +
+                        std::to_string(step) + ") covers elements [" + std::to_string(low) + ", " + std::to_string(high) +
+                        "] of tensor " + std::to_string(ap.tensor) + " (" + tensor.name + ") which has " +
+                        std::to_string(tensor.num_elements));
+          }
+        }
       }
     }
   }
@@ -236,6 +296,76 @@ void Parser::ParseStreams(Block& block) {
       insts.push_back(std::move(inst));
     }
     in_.SetContext("");
+    if (version_ >= 4 && in_.ok()) ParseLoops(block, id);
+  }
+}
+
+void Parser::ParseLoops(Block& block, int stream) {
+  const std::string where = block_name_ + StreamName(stream) + " loop ";
+  const auto& insts = block.streams[stream];
+  auto& loops = block.loops[stream];
+  const uint32_t n = in_.Count("loop count", 16);
+  uint32_t end = 0;  // where the previous loop ended
+  for (uint32_t l = 0; l < n && in_.ok(); ++l) {
+    const size_t at = in_.offset();
+    StreamLoop loop;
+    loop.first = in_.Read<uint32_t>("loop first instruction");
+    loop.length = in_.Read<uint32_t>("loop length");
+    loop.count = in_.Read<uint32_t>("loop iteration count");
+    if (!in_.ok()) return;
+    const std::string name = where + std::to_string(l);
+    if (loop.length == 0 || loop.count == 0) {
+      in_.Fail(at, name + " has " + std::to_string(loop.length) + " instructions and " + std::to_string(loop.count) +
+                       " iterations (a loop runs at least one instruction at least once)");
+      return;
+    }
+    if (loop.first < end || uint64_t{loop.first} + loop.length > insts.size()) {
+      in_.Fail(at, name + " covers instructions " + std::to_string(loop.first) + ".." + std::to_string(uint64_t{loop.first} + loop.length - 1) +
+                       " but the stream has " + std::to_string(insts.size()) + " and loops are sorted, disjoint and do not nest" +
+                       (l > 0 ? " (the previous loop ends before " + std::to_string(end) + ")" : ""));
+      return;
+    }
+    end = loop.first + loop.length;
+    loop.body.resize(loop.length);
+    for (uint32_t k = 0; k < loop.length; ++k) loop.body[k].wait_steps.assign(insts[loop.first + k].waits.size(), 0);
+    const uint32_t steps = in_.Count("loop step count", 14);
+    for (uint32_t k = 0; k < steps && in_.ok(); ++k) {
+      const size_t step_at = in_.offset();
+      const uint32_t index = in_.Read<uint32_t>("step instruction");
+      const uint8_t kind = in_.Read<uint8_t>("step kind");
+      const uint8_t field = in_.Read<uint8_t>("step operand");
+      const int64_t step = in_.Read<int64_t>("step");
+      if (!in_.ok()) return;
+      if (index >= loop.length) {
+        in_.Fail(step_at, name + " step names body instruction " + std::to_string(index) + " of " + std::to_string(loop.length));
+        return;
+      }
+      Instruction& inst = block.streams[stream][loop.first + index];
+      InstructionSteps& body = loop.body[index];
+      const std::string what = name + " body instruction " + std::to_string(index) + " (" + OpcodeName(static_cast<uint16_t>(inst.opcode)) + ")";
+      if (kind == 0) {
+        if (field >= inst.waits.size() || step < 0 || step > UINT32_MAX) {
+          in_.Fail(step_at, what + " wait step " + std::to_string(step) + " on wait " + std::to_string(field) + " of " +
+                                std::to_string(inst.waits.size()) + " (a wait step is 0..2^32-1 on an existing wait)");
+          return;
+        }
+        body.wait_steps[field] = step;
+      } else if (kind == 1) {
+        const size_t num_hbm = HbmOperands(inst.operands).size();
+        bool repeated = false;
+        for (const auto& [i, s] : body.hbm_steps) repeated |= i == field;
+        if (field >= num_hbm || repeated || step < -kMaxElements || step > kMaxElements) {
+          in_.Fail(step_at, what + " HBM step " + std::to_string(step) + " on HBM operand " + std::to_string(field) + " of " +
+                                std::to_string(num_hbm) + (repeated ? " (given twice)" : ""));
+          return;
+        }
+        body.hbm_steps.emplace_back(field, step);
+      } else {
+        in_.Fail(step_at, what + " step kind " + std::to_string(kind) + " (expected 0 wait or 1 HBM offset)");
+        return;
+      }
+    }
+    loops.push_back(std::move(loop));
   }
 }
 

@@ -23,8 +23,10 @@ class Parser {
   void ParseTensors();
   void ParseBlocks();
   void ParseStreams(Block& block);
+  void ParseLoops(Block& block, int stream);
   void ParseExit(Block& block);
   Status CheckBlocks() const;
+  Status CheckLoops(size_t b) const;
   Instruction ParseInstruction(int stream, const std::string& where);  // where: "DVE instruction 3"
   Operands ParseOperands(Opcode opcode);
   DType ReadDType(const char* what, bool allow_f64);
@@ -38,6 +40,7 @@ class Parser {
   uint8_t ReadFlag(const char* what);
 
   Cursor in_;
+  uint32_t version_ = 0;
   std::string block_name_;  // "block 3 " while parsing blocks of a multi-block program
   std::unique_ptr<Program> program_ = std::make_unique<Program>();
 };

@@ -78,6 +78,7 @@ struct InstructionRecord {
   double busy_end_ns = -1;  // start + the time the instruction occupies its stream (<= end_ns)
   int64_t index = -1;       // position in its stream's instruction list (for its waits)
   int32_t block = 0;        // the program block it belongs to (control flow; format version 2)
+  int64_t iteration = 0;    // its iteration of the stream's counted loop (format version 4)
 };
 
 struct ExecutionProfile {

@@ -1,0 +1,71 @@
+"""Program size and compile time against tensor size, with counted loops and unrolled
+(TRN_UNROLL_LOOPS=1): the curve of issue 6 §1.
+
+    python benchmarks/program_size.py [--rows 65536,262144,1048576] [--seqs 512,1024,2048]
+
+For an elementwise chain over [rows, 16] f32 (a row-vector broadcast keeps rows and columns
+apart, so every 128 rows are one tile), a layer norm over the same shape and the transformer block
+fwd+bwd of compile_and_execute.py at each sequence length, prints the stored instructions (and
+how many of them are loop bodies), the program bytes and the seconds `compilation.compile_text`
+takes (the trn compile only: JAX's lowering is not timed), once with loops and once unrolled.
+Compile only, no cache (TRN_CACHE_DIR is cleared), in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+os.environ["TRN_CACHE_DIR"] = ""
+from compile_and_execute import _layer_norm, block_fwd_bwd, block_inputs  # noqa: E402
+from hlo_lowering.program.reader import read_program  # noqa: E402
+from jax_trn import compilation  # noqa: E402
+
+
+def _chain(x, b):
+  return jnp.tanh(x * b + 1.0) * 0.5 + x
+
+
+def _measure(text: str, unroll: bool) -> dict:
+  if unroll:
+    os.environ["TRN_UNROLL_LOOPS"] = "1"
+  else:
+    os.environ.pop("TRN_UNROLL_LOOPS", None)
+  start = time.perf_counter()
+  program = compilation.compile_text(text)
+  seconds = time.perf_counter() - start
+  insts = [i for block in read_program(program).blocks for i in block.instructions]
+  return {"instructions": len(insts), "in_loops": sum(i.loop is not None for i in insts),
+          "bytes": len(program), "seconds": seconds}
+
+
+def _row(name: str, text: str) -> None:
+  looped, unrolled = _measure(text, unroll=False), _measure(text, unroll=True)
+  print(f"{name:<28} {looped['instructions']:>8} {looped['in_loops']:>6} {looped['bytes']:>10} "
+        f"{looped['seconds']:>8.2f}   {unrolled['instructions']:>9} {unrolled['bytes']:>10} "
+        f"{unrolled['seconds']:>8.2f}", flush=True)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--rows", default="65536,262144,1048576")
+  parser.add_argument("--seqs", default="512,1024,2048")
+  args = parser.parse_args()
+  print(f"{'program':<28} {'loops: insts':>8} {'in loops':>6} {'bytes':>10} {'compile s':>8}   "
+        f"{'unrolled: insts':>9} {'bytes':>10} {'compile s':>8}")
+  for rows in map(int, args.rows.split(",")):
+    x, b = np.ones((rows, 16), np.float32), np.ones((16,), np.float32)
+    _row(f"elementwise chain {rows}x16", jax.jit(_chain).lower(x, b).as_text())
+    _row(f"layer norm {rows}x16", jax.jit(_layer_norm).lower(x, b).as_text())
+  for seq in map(int, filter(None, args.seqs.split(","))):
+    _row(f"transformer block seq {seq}",
+         jax.jit(block_fwd_bwd).lower(*block_inputs(seq)).as_text())
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,81 @@
+// Counted loops of a stream (format version 4): how many instructions a stream executes, which
+// loop a stored instruction belongs to, and an instruction as a given iteration runs it.
+#include <type_traits>
+
+#include "program.h"
+
+namespace trn::sim {
+namespace {
+
+void Add(std::vector<HbmAP*>& out, HbmAP& ap) { out.push_back(&ap); }
+void Add(std::vector<HbmAP*>& out, Endpoint& e) {
+  if (!e.is_tile) out.push_back(&e.hbm);
+}
+void Add(std::vector<HbmAP*>& out, std::vector<HbmAP>& list) {
+  for (HbmAP& ap : list) out.push_back(&ap);
+}
+
+// Each operand struct's HBM access patterns in the order the format encodes them
+// (hlo_lowering/program/instructions.py OPERAND_LAYOUT); tile-only structs have none.
+template <typename T>
+void Collect(std::vector<HbmAP*>& out, T& x) {
+  if constexpr (std::is_same_v<T, DmaCopy>) { Add(out, x.dst); Add(out, x.src); }
+  else if constexpr (std::is_same_v<T, GpElementwise>) { Add(out, x.dst); Add(out, x.srcs); }
+  else if constexpr (std::is_same_v<T, GpCopy>) { Add(out, x.dst); Add(out, x.src); }
+  else if constexpr (std::is_same_v<T, GpFill> || std::is_same_v<T, GpIota>) { Add(out, x.dst); }
+  else if constexpr (std::is_same_v<T, GpReduce>) { Add(out, x.dst); Add(out, x.src); }
+  else if constexpr (std::is_same_v<T, GpBatchMatmul> || std::is_same_v<T, GpConvolution>) {
+    Add(out, x.dst); Add(out, x.lhs); Add(out, x.rhs);
+  }
+  else if constexpr (std::is_same_v<T, GpGather>) { Add(out, x.dst); Add(out, x.src); Add(out, x.indices); }
+  else if constexpr (std::is_same_v<T, GpScatter>) { Add(out, x.dst); Add(out, x.updates); Add(out, x.indices); }
+  else if constexpr (std::is_same_v<T, GpArgReduce>) {
+    Add(out, x.dst_value); Add(out, x.dst_index); Add(out, x.src_value); Add(out, x.src_index);
+  }
+  else if constexpr (std::is_same_v<T, GpSort>) { Add(out, x.dsts); Add(out, x.srcs); }
+  else if constexpr (std::is_same_v<T, GpReduceWindow>) { Add(out, x.dst); Add(out, x.src); }
+  else if constexpr (std::is_same_v<T, GpSelectAndScatter>) { Add(out, x.dst); Add(out, x.operand); Add(out, x.source); }
+  else {
+    static_assert(std::is_same_v<T, Matmul> || std::is_same_v<T, Transpose> || std::is_same_v<T, TensorTensor> ||
+                      std::is_same_v<T, TensorScalar> || std::is_same_v<T, TensorReduce> || std::is_same_v<T, TensorCopy> ||
+                      std::is_same_v<T, TensorTernary> || std::is_same_v<T, TensorUnary> || std::is_same_v<T, Activation> ||
+                      std::is_same_v<T, GpBitcast>,
+                  "an operand struct with HBM access patterns must list them here");
+  }
+}
+
+}  // namespace
+
+std::vector<HbmAP*> HbmOperands(Operands& operands) {
+  std::vector<HbmAP*> out;
+  std::visit([&](auto& x) { Collect(out, x); }, operands);
+  return out;
+}
+
+int64_t Block::ExecutedCount(int s) const {
+  int64_t n = static_cast<int64_t>(streams[s].size());
+  for (const StreamLoop& loop : loops[s]) n += static_cast<int64_t>(loop.length) * (loop.count - 1);
+  return n;
+}
+
+const InstructionSteps* Block::StepsOf(int s, size_t index) const {
+  for (const StreamLoop& loop : loops[s]) {
+    if (index < loop.first) return nullptr;
+    if (index < loop.first + loop.length) return &loop.body[index - loop.first];
+  }
+  return nullptr;
+}
+
+Instruction AtIteration(const Instruction& inst, const InstructionSteps& steps, int64_t iteration) {
+  Instruction out = inst;
+  for (size_t k = 0; k < out.waits.size(); ++k) {
+    out.waits[k].count = static_cast<uint32_t>(out.waits[k].count + steps.wait_steps[k] * iteration);
+  }
+  if (!steps.hbm_steps.empty()) {
+    const std::vector<HbmAP*> hbm = HbmOperands(out.operands);
+    for (const auto& [index, step] : steps.hbm_steps) hbm[index]->offset += step * iteration;
+  }
+  return out;
+}
+
+}  // namespace trn::sim

@@ -1,0 +1,215 @@
+"""Counted loops (program format version 4): a loop-form program computes bit for bit what its
+unrolled form (TRN_UNROLL_LOOPS=1, the code generation before loops) computes, in the same
+modeled cycles, with fewer instructions; the loader rejects malformed loops with clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from compiler_harness import artifact, compile_code, finish, native
+from hlo_lowering.program import DType, HbmAP, Memory, ProgramBuilder, TileAP, read_program
+from hlo_lowering.program.writer import serialize
+
+_rng = np.random.RandomState(0)
+
+
+def _f32(*shape):
+  return _rng.randn(*shape).astype(np.float32)
+
+
+# Broadcast operands keep rows and columns apart, so these run many small tiles (fast to
+# simulate) and the loops hold many periods; odd row counts leave a partial tile after the loop.
+CORPUS = {
+    "add a row vector (f32)": (lambda x, b: x + b, (_f32(8192 + 37, 16), _f32(16))),
+    "fused chain with a convert to bf16": (
+        lambda x, b: (jnp.tanh(x * b + 1.0) - x).astype(jnp.bfloat16),
+        (_f32(20000, 12), _f32(12))),
+    "bf16 multiply by a column": (
+        lambda x, c: x * c,
+        (_f32(6500, 24).astype(ml_dtypes.bfloat16), _f32(6500, 1).astype(ml_dtypes.bfloat16))),
+    "int32 select and shift": (
+        lambda x, b: jnp.where(x > b, x << 2, x - b),
+        (_rng.randint(-1000, 1000, (12000, 8)).astype(np.int32),
+         _rng.randint(-1000, 1000, (8,)).astype(np.int32))),
+    "3-d batch broadcast": (lambda x, b: jnp.maximum(x, b), (_f32(6, 2000, 10), _f32(1, 1, 10))),
+    # Reductions over rows (the rows layout: 128 rows a block, a period of 80 blocks on trn2).
+    "row sums with an init value": (
+        lambda x: jax.lax.reduce(x, np.float32(0.5), jax.lax.add, (1,)), (_f32(31000, 16),)),
+    "bf16 row max": (lambda x: jnp.max(x, axis=-1),
+                     (_f32(31000, 8).astype(ml_dtypes.bfloat16),)),
+    "layer norm": (
+        lambda x: (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5),
+        (_f32(31000, 16),)),
+}
+
+
+def _instructions(program: bytes) -> tuple[int, int]:
+  """(stored instructions, of them in loops)."""
+  insts = [inst for block in read_program(program).blocks for inst in block.instructions]
+  return len(insts), sum(inst.loop is not None for inst in insts)
+
+
+def _run(f, args, monkeypatch, unroll: bool):
+  with monkeypatch.context() as m:
+    if unroll:
+      m.setenv("TRN_UNROLL_LOOPS", "1")
+    else:
+      m.delenv("TRN_UNROLL_LOOPS", raising=False)
+    program = compile_code(artifact(f, *args))
+  outputs, profile = native().run_program(program, [np.asarray(a) for a in args])
+  return program, outputs, profile["device_time_ns"]
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name == "layer norm"
+                                  else name for name in CORPUS])
+def test_a_loop_runs_what_its_unrolled_form_runs_in_the_same_cycles(name, monkeypatch):
+  f, args = CORPUS[name]
+  looped, out_loop, cycles_loop = _run(f, args, monkeypatch, unroll=False)
+  unrolled, out_unrolled, cycles_unrolled = _run(f, args, monkeypatch, unroll=True)
+  stored, in_loops = _instructions(looped)
+  assert in_loops > 0 and _instructions(unrolled)[1] == 0
+  assert stored < _instructions(unrolled)[0]
+  for a, b in zip(out_loop, out_unrolled):
+    assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+  assert cycles_loop == cycles_unrolled
+
+
+def test_loop_waits_pass_the_back_end_verifier(monkeypatch):
+  f, args = CORPUS["fused chain with a convert to bf16"]
+  monkeypatch.setenv("TRN_VERIFY_IR", "1")  # checks every iteration's order, as it runs
+  program, _, _ = _run(f, args, monkeypatch, unroll=False)
+  assert _instructions(program)[1] > 0
+
+
+def test_program_size_stops_growing_with_the_rows(monkeypatch):
+  sizes = {}
+  for rows in (6144, 24576, 98304):
+    program = compile_code(artifact(lambda x, b: x + b, _f32(rows, 16), _f32(16)))
+    sizes[rows] = _instructions(program)[0]
+  assert sizes[6144] == sizes[24576] == sizes[98304]
+
+
+# --- hand-written loops: the format and the loader -----------------------------------------
+
+def _copy_loop(count=6, rows=4, cols=32):
+  """HBM x [count·rows, cols] -> SBUF -> HBM out, `rows` rows per iteration, in a loop."""
+  b = ProgramBuilder()
+  x = b.tensor("parameter", DType.F32, (count * rows, cols), index=0, name="x")
+  out = b.tensor("output", DType.F32, (count * rows, cols), index=0, name="out")
+  tile = TileAP.dense(Memory.SBUF, DType.F32, 0, rows, 0, (cols,))
+  step = rows * cols
+  with b.loop(count):
+    b.dma_copy(0, tile, HbmAP.dense(x, (rows, cols)), steps={"src": step})
+    b.dma_copy(1, HbmAP.dense(out, (rows, cols)), tile, steps={"dst": step})
+  return b
+
+
+def test_a_hand_written_loop_copies_every_iteration_and_reads_back():
+  b = _copy_loop()
+  program = finish(b)
+  x = _f32(24, 32)
+  (out,), _ = native().run_program(program, [x])
+  np.testing.assert_array_equal(out, x)
+  read = read_program(program)
+  assert serialize(read.target, read.tensors, read.blocks, read.debug, read.source) == program
+  assert "loop x5" in _disassembly(program) and "+128i[" in _disassembly(program)
+
+
+def _disassembly(program: bytes) -> str:
+  from hlo_lowering.program import disassemble
+  return disassemble(program)
+
+
+def _tampered(change) -> bytes:
+  """The copy loop through the back end, with `change(loop instructions)` applied."""
+  b = _copy_loop()
+  finish(b)
+  body = [inst for inst in b.instructions if inst.loop is not None]
+  change(body)
+  return serialize(b.target, b.tensors, b.blocks, b.debug_entries, b.source)
+
+
+def _rejected(program: bytes, match: str) -> None:
+  with pytest.raises(Exception, match=match):
+    native().program_info(program)
+
+
+def test_the_loader_rejects_a_loop_that_never_runs():
+  def zero(body):
+    body[0].loop.count = 0
+  _rejected(_tampered(zero), "a loop runs at least one instruction at least once")
+
+
+def test_the_loader_rejects_a_loop_that_leaves_its_tensor_at_the_last_iteration():
+  def too_far(body):
+    body[0].steps["src"] += 1
+  _rejected(_tampered(too_far), r"at iteration 4 HBM operand 0 \(offset step 129\) covers "
+                                r"elements \[644, 771\] of tensor 0 \(x\) which has 768")
+
+
+def test_the_loader_rejects_a_wait_that_can_never_be_met():
+  def greedy(body):
+    store = next(inst for inst in body if inst.waits)
+    stream = store.waits[0][0]
+    store.wait_steps[stream] = store.wait_steps.get(stream, 0) + 1
+  _rejected(_tampered(greedy), "the wait can never be met")
+
+
+def test_the_loader_rejects_a_loop_past_its_stream():
+  program = _tampered(lambda body: None)
+  # Each queue holds the peeled copy, then the body: a loop record (first 1, length 1, count 5).
+  record = (1).to_bytes(4, "little") * 2 + (5).to_bytes(4, "little")
+  at = program.rfind(record)
+  assert at > 0
+  longer = program[:at + 4] + (2).to_bytes(4, "little") + program[at + 8:]
+  _rejected(longer, r"covers instructions 1..2 but the stream has 2")
+
+
+def test_a_profile_names_each_iteration_and_its_waits():
+  program = finish(_copy_loop())
+  _, profile = native().run_program(program, [_f32(24, 32)], record_timeline=True)
+  stores = [r for r in profile["timeline"] if r["stream"] == "DMA1"]
+  # The peeled copy (no loop), then iterations 0..4: each waits for its own load on DMA0.
+  assert [r.get("iteration") for r in stores] == [None, 0, 1, 2, 3, 4]
+  assert [r["waits"] for r in stores] == [[("DMA0", n)] for n in range(1, 7)]
+
+
+def test_the_critical_path_follows_each_iterations_waits():
+  from jax_trn import profile
+  program = finish(_copy_loop())
+  _, raw = native().run_program(program, [_f32(24, 32)], record_timeline=True)
+  p = profile.profile_from_raw(raw)
+  assert abs(sum(s.contribution_ns for s in p.critical_path()) - p.device_time_ns) < 1e-6
+  done = p._done_times(p._by_stream())
+  stores = [r for r in p.timeline if r["stream"] == "DMA1"]
+  loads = [r for r in p.timeline if r["stream"] == "DMA0"]
+  # The k-th store is released by the k-th load (a loop runs one stored instruction 5 times).
+  assert [p._binding_wait(r, done) for r in stores] == loads
+
+
+def test_queues_after_a_loop_are_the_unrolled_programs():
+  def program(looped: bool):
+    b = ProgramBuilder()
+    x = b.tensor("parameter", DType.F32, (40, 32), index=0, name="x")
+    tile = TileAP.dense(Memory.SBUF, DType.F32, 0, 4, 0, (32,))
+    if looped:
+      with b.loop(10):
+        b.dma_copy(None, tile, HbmAP.dense(x, (4, 32)), steps={"src": 128})
+    else:
+      for i in range(10):
+        b.dma_copy(None, tile, HbmAP.dense(x, (4, 32), offset=128 * i))
+    b.dma_copy(None, tile, HbmAP.dense(x, (4, 32)))
+    return finish(b), b
+
+  (looped, b_loop), (unrolled, b_unrolled) = program(True), program(False)
+  assert b_loop.instructions[-1].stream == b_unrolled.instructions[-1].stream
+  # peel-loops ran the first iteration before the loop: one plain copy, then 9 iterations.
+  assert [i.loop is None for i in b_loop.instructions] == [True, False, True]
+  assert b_loop.instructions[1].loop.count == 9
+  assert _instructions(looped) == (3, 1) and _instructions(unrolled) == (11, 0)
