@@ -138,6 +138,10 @@ class Function:
     self.public = public
     self.arg_names = list(arg_names or [""] * len(body.args))
     self.result_names = list(result_names or [""] * len(result_types))
+    # Arguments and results bound to complex64 buffers, held as float32 [..., 2] (real,
+    # imaginary) pairs once decompose-complex has run.
+    self.complex_args: set[int] = set()
+    self.complex_results: set[int] = set()
 
   @property
   def args(self) -> list[Value]:

@@ -130,9 +130,10 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
   w.pack("I", len(tensors))
   for t in tensors:
     w.str(t.name)
-    w.pack("BIB", t.kind, t.index, t.dtype)
-    w.pack("I", len(t.shape))
-    for d in t.shape:
+    dtype, shape = t.table_dtype_shape
+    w.pack("BIB", t.kind, t.index, dtype)
+    w.pack("I", len(shape))
+    for d in shape:
       w.pack("q", d)
     w.blob(t.data)
   w.pack("I", len(blocks))
