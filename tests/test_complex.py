@@ -30,6 +30,7 @@ UNARY = {
     "angle": (jnp.angle, 50), "sqrt": (jnp.sqrt, 50), "rsqrt": (jax.lax.rsqrt, 50),
     "exp": (jnp.exp, 50), "expm1": (jnp.expm1, 50), "log": (jnp.log, 50),
     "log1p": (jnp.log1p, 50), "square": (jnp.square, 2), "reciprocal": (jnp.reciprocal, 2),
+    "sin": (jnp.sin, 50), "cos": (jnp.cos, 50), "tan": (jnp.tan, 50), "tanh": (jnp.tanh, 50),
 }
 
 
@@ -65,7 +66,7 @@ def test_special_values_follow_xla(trn, cpu):
                 1 + 0j, 3 - 1j], np.complex64)
   for f in (jnp.divide, jnp.multiply):
     assert_matches_cpu(f, a, b, trn=trn, cpu=cpu, scale=4)
-  for f in (jnp.abs, jnp.sqrt, jnp.sign):
+  for f in (jnp.abs, jnp.sqrt, jnp.sign, jnp.tanh, jnp.tan, jnp.expm1, jnp.log1p, jnp.exp):
     assert_matches_cpu(f, a, trn=trn, cpu=cpu, scale=50)
 
 

@@ -185,26 +185,79 @@ class PairMath:
     return self.mul(exp_a, self.op("cosine", b)), self.mul(exp_a, self.op("sine", b))
 
   def expm1(self, x: Pair) -> Pair:
-    """(expm1(a)·cos b − 2 sin²(b/2), e^a·sin b): no cancellation near 0."""
+    """(expm1(a)·cos b + cosm1(b), e^a·sin b), cosm1(b) = −2 sin²(b/2): no cancellation near 0;
+    the imaginary part is 0 for b = 0 (also when e^a overflows)."""
     a, b = x
     sin_half = self.op("sine", self.mul(b, self.const(0.5, b)))
-    re = self.sub(self.mul(self.op("exponential_minus_one", a), self.op("cosine", b)),
-                  self.mul(self.const(2.0, b), self.mul(sin_half, sin_half)))
-    return re, self.mul(self.op("exponential", a), self.op("sine", b))
+    cosm1 = self.mul(self.const(-2.0, b), self.mul(sin_half, sin_half))
+    expm1_a = self.op("exponential_minus_one", a)
+    cos_b = self.add(cosm1, self.const(1.0, b))
+    re = self.add(self.mul(expm1_a, cos_b), cosm1)
+    im = self.mul(self.add(expm1_a, self.const(1.0, a)), self.op("sine", b))
+    zero = self.const(0.0, b)
+    return re, self.select(self.compare("EQ", b, zero), zero, im)
+
+  def sin_cos(self, x: Pair, cosine: bool) -> Pair:
+    """sin z = (sin a·cosh b, cos a·sinh b), cos z = (cos a·cosh b, −sin a·sinh b), with
+    cosh and sinh from ½e^b and ½/e^b."""
+    a, b = x
+    exp_b = self.op("exponential", b)
+    half_exp, half_exp_neg = self.mul(self.const(0.5, b), exp_b), self.div(self.const(0.5, b), exp_b)
+    sinh, cosh = self.sub(half_exp, half_exp_neg), self.add(half_exp, half_exp_neg)
+    sin_a, cos_a = self.op("sine", a), self.op("cosine", a)
+    if cosine:
+      return self.mul(cos_a, cosh), self.neg(self.mul(sin_a, sinh))
+    return self.mul(sin_a, cosh), self.mul(cos_a, sinh)
+
+  def sin(self, x: Pair) -> Pair:
+    return self.sin_cos(x, cosine=False)
+
+  def cos(self, x: Pair) -> Pair:
+    return self.sin_cos(x, cosine=True)
+
+  def tanh(self, x: Pair) -> Pair:
+    """(e^2a − e^−2a, 4 cos b sin b) / (e^2a + e^−2a + 4cos²b − 2), with expm1 for the
+    exponentials; (±1, ±0) once e^2a + e^−2a overflows; XLA's NaN and zero cases."""
+    a, b = x
+    two_a = self.add(a, a)
+    e_plus, e_minus = (self.op("exponential_minus_one", v) for v in (two_a, self.neg(two_a)))
+    cos_b, sin_b = self.op("cosine", b), self.op("sine", b)
+    four = self.const(4.0, a)
+    imag_numerator = self.mul(four, self.mul(cos_b, sin_b))
+    exp_sum = self.add(e_plus, e_minus)
+    denominator = self.add(exp_sum, self.mul(four, self.mul(cos_b, cos_b)))
+    overflow = self.compare("EQ", exp_sum, self.const(math.inf, a))
+    re = self.select(overflow, self.copysign(self.const(1.0, a), a),
+                     self.div(self.sub(e_plus, e_minus), denominator))
+    im = self.div(imag_numerator, denominator)
+    a_inf, a_not_inf = self.is_inf(a), self.compare("NE", self.abs(a), self.const(math.inf, a))
+    sin_nan = self.is_nan(imag_numerator)
+    nan, zero = self.const(math.nan, a), self.const(0.0, a)
+    re = self.select(self.both(sin_nan, a_not_inf), nan, re)
+    im = self.select(self.either(self.compare("EQ", b, zero), self.both(a_inf, sin_nan)), zero, im)
+    return re, im
+
+  def tan(self, x: Pair) -> Pair:
+    """tan z = −i·tanh(i·z): tanh of (−b, a), then (im, −re)."""
+    re, im = self.tanh((self.neg(x[1]), x[0]))
+    return im, self.neg(re)
 
   def log(self, x: Pair) -> Pair:
     return self.op("log", self.abs_(x)), self.op("atan2", x[1], x[0])
 
   def log1p(self, x: Pair) -> Pair:
-    """(½·log1p(a(a + 2) + b²) near 0, else log|1 + x|; atan2(b, 1 + a))."""
+    """(log|1 + z| as log1p(max − 1) + ½·log1p((min/max)²) of |1 + a| and |b| — with a itself
+    for max − 1 when 1 + a > |b| —, NaN → the min; atan2(b, 1 + a))."""
     a, b = x
     one = self.const(1.0, a)
     a1 = self.add(a, one)
-    s = self.add(self.mul(a, self.add(a, self.const(2.0, a))), self.mul(b, b))
-    small = self.compare("LT", self.abs(s), self.const(0.5, a))
-    re = self.select(small, self.mul(self.const(0.5, a), self.op("log_plus_one", s)),
-                     self.op("log", self.abs_((a1, b))))
-    return re, self.op("atan2", b, a1)
+    abs_a1, abs_b = self.abs(a1), self.abs(b)
+    lo, hi = self.op("minimum", abs_a1, abs_b), self.op("maximum", abs_a1, abs_b)
+    hi_minus_one = self.select(self.compare("GT", a1, abs_b), a, self.sub(hi, one))
+    ratio = self.div(lo, hi)
+    re = self.add(self.mul(self.const(0.5, a), self.op("log_plus_one", self.mul(ratio, ratio))),
+                  self.op("log_plus_one", hi_minus_one))
+    return self.select(self.is_nan(re), lo, re), self.op("atan2", b, a1)
 
   def power(self, x: Pair, y: Pair) -> Pair:
     """|x|^c · e^(−d·arg x) · (cos q, sin q), q = c·arg x + d·log|x|, with XLA's cases for

@@ -12,7 +12,8 @@ a result packed with one concatenate, on the device, with no host-side copy. Ins
   reduce_window / scatter whose body is add, subtract or a plain update): the same op on each
   part (the body rebuilt on float32);
 - multiply, divide, abs, sign, sqrt, rsqrt, exponential, exponential_minus_one, log,
-  log_plus_one, power: complex_arithmetic's formulas (XLA CPU's); compare EQ / NE: both parts;
+  log_plus_one, sine, cosine, tan, tanh, power: complex_arithmetic's formulas (XLA CPU's);
+  compare EQ / NE: both parts;
 - dot_general and convolution: 4 real products (re = ac − bd, im = ad + bc), not Gauss's 3,
   which rounds differently from the CPU backend;
 - reduce with a multiply body: a pairwise tree of complex multiplies;
@@ -59,7 +60,8 @@ _LINEAR_BODY = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.nega
 _UNARY = {"stablehlo.abs": "abs_", "stablehlo.sign": "sign", "stablehlo.sqrt": "sqrt",
           "stablehlo.rsqrt": "rsqrt", "stablehlo.exponential": "exp",
           "stablehlo.exponential_minus_one": "expm1", "stablehlo.log": "log",
-          "stablehlo.log_plus_one": "log1p"}
+          "stablehlo.log_plus_one": "log1p", "stablehlo.sine": "sin", "stablehlo.cosine": "cos",
+          "stablehlo.tanh": "tanh", "stablehlo.tan": "tan"}
 _BINARY = {"stablehlo.multiply": "multiply", "stablehlo.divide": "divide",
            "stablehlo.power": "power"}
 # Ops whose operands and results are carried part by part (each complex value as two).
