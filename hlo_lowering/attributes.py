@@ -64,19 +64,18 @@ def _dense_from_text(text: str, ttype: TensorType) -> np.ndarray:
     flat = np.frombuffer(bytes.fromhex(hex_match.group(1)), dtype=np_dtype)
   else:
     body = text[len("dense<"):text.rindex("> :")]
+    # complex64 elements are "(re,im)" pairs of float32 tokens.
+    token_dtype = np.dtype(np.float32) if ttype.dtype == DType.C64 else np_dtype
     values = []
     for token in _TOKEN.findall(body):
       if token.startswith("0x"):
-        bits = np.array([int(token, 16)], dtype=f"u{ttype.dtype.itemsize}")
-        values.append(bits.view(np_dtype)[0])
+        bits = np.array([int(token, 16)], dtype=f"u{token_dtype.itemsize}")
+        values.append(bits.view(token_dtype)[0])
       elif token in ("true", "false"):
         values.append(token == "true")
       else:
         values.append(np.float64(token))
-    if ttype.dtype == DType.C64:  # "(re,im)" pairs
-      flat = np.array(values, dtype=np.float32).view(np.complex64)
-    else:
-      flat = np.array(values).astype(np_dtype)
+    flat = np.array(values).astype(token_dtype).view(np_dtype)
   if flat.size == 1:
     return np.broadcast_to(flat.reshape(()), ttype.shape)
   return flat.reshape(ttype.shape)

@@ -18,7 +18,8 @@ a result packed with one concatenate, on the device, with no host-side copy. Ins
   which rounds differently from the CPU backend;
 - reduce with a multiply body: a pairwise tree of complex multiplies;
 - fft: complex_fft's DFT matmuls;
-- while / case / if / optimization_barrier carry each complex value as its two parts.
+- while / case / if / optimization_barrier carry each complex value as its two parts; sort sorts
+  a complex operand as its two parts (JAX's complex comparator then reads as a two-key one).
 Other ops on complex values raise a CompileError naming the op.
 
 Requires: calls inlined (inline-calls).
@@ -169,6 +170,8 @@ class _Decomposer:
       return complex_fft.lower_fft(op, e, self.parts(op.operands[0]))
     if name == "stablehlo.reduce" and _body_is(op, "stablehlo.multiply"):
       return [self.product(op, e, m)]
+    if name == "stablehlo.sort":
+      return self.sort(op, e)
     if name in _CARRIERS:
       return self.carry(op, e)
     if name in _COMPONENTWISE:
@@ -252,11 +255,33 @@ class _Decomposer:
       copies.append(copy.results)
     return list(zip(copies[0], copies[1]))
 
+  def sort(self, op: Op, e: Emitter) -> list:
+    """Each complex operand sorts as its two parts; the comparator's (lhs, rhs) arguments of
+    that operand become (lhs re, rhs re, lhs im, rhs im), so JAX's complex comparator (a
+    lexicographic compare of real, then imaginary parts) reads as its two-key float form."""
+    block = op.regions[0].block
+    args: list[Value] = []
+    for k, v in enumerate(op.operands):
+      lhs, rhs = block.args[2 * k], block.args[2 * k + 1]
+      if not _is_complex(v):
+        args.extend((lhs, rhs))
+        continue
+      (lr, li), (rr, ri) = ((Value(_f32(a.type)), Value(_f32(a.type))) for a in (lhs, rhs))
+      self.pairs[lhs], self.pairs[rhs] = (lr, li), (rr, ri)
+      args.extend((lr, rr, li, ri))
+    block.args = args
+    self.block(block)
+    return self.rebuilt(op, e)
+
   def carry(self, op: Op, e: Emitter) -> list:
     """Control flow, barriers and region terminators with each complex value as two."""
     for region in op.regions:
       self.split_args(region.block)
       self.block(region.block)
+    return self.rebuilt(op, e)
+
+  def rebuilt(self, op: Op, e: Emitter) -> list:
+    """op with its operands and results flattened (its regions as they now are)."""
     flat_types = []
     for r in op.results:
       flat_types.extend([_f32(r.type)] * (2 if _is_complex(r) else 1))
