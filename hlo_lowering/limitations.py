@@ -59,8 +59,9 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation(ALL_OPS, "complex128 operands or results", "NeuronCores have no float64, so no "
                "complex128 (rejected at import; use complex64)", dtypes=("complex128",)),
     Limitation(ALL_OPS, "complex64 operands of an op decompose-complex has no rule for (ordered "
-               "compares, reduce or reduce_window bodies other than add/subtract/multiply "
-               "(jnp.max of complex), cumulative products, bitcast_convert, custom calls …)", "complex64 runs as float32 (real, imaginary) pairs; each op "
+               "compares, reduce bodies other than add/subtract/multiply (jnp.max of complex), "
+               "reduce_window other than add or a cumulative product, bitcast_convert, custom "
+               "calls …)", "complex64 runs as float32 (real, imaginary) pairs; each op "
                "needs its own decomposition (docs/numerics.md lists them)",
                form="complex-unsupported"),
     Limitation(ALL_OPS, "dynamic shapes, tokens, tuples", "only ranked tensors of static shape "

@@ -16,7 +16,8 @@ a result packed with one concatenate, on the device, with no host-side copy. Ins
   compare EQ / NE: both parts;
 - dot_general and convolution: 4 real products (re = ac − bd, im = ad + bc), not Gauss's 3,
   which rounds differently from the CPU backend;
-- reduce with a multiply body: a pairwise tree of complex multiplies;
+- reduce with a multiply body: a pairwise tree of complex multiplies; reduce_window with one
+  (jnp.cumprod): a Hillis–Steele scan;
 - fft: complex_fft's DFT matmuls;
 - while / case / if / optimization_barrier carry each complex value as its two parts; sort sorts
   a complex operand as its two parts (JAX's complex comparator then reads as a two-key one).
@@ -97,6 +98,7 @@ class _Decomposer:
   def __init__(self):
     self.pairs: dict[Value, Pair] = {}
     self.replaced: dict[Value, Value] = {}  # real-typed results now computed from parts
+    self.constants: dict[Value, np.ndarray] = {}  # complex constants, by their old value
 
   def value(self, v: Value) -> Value:
     return self.replaced.get(v, v)
@@ -149,6 +151,7 @@ class _Decomposer:
     name = op.name
     m = PairMath(e)
     if name == "stablehlo.constant":
+      self.constants[op.result] = op.attrs["value"]
       re, im = _split_constant(op.attrs["value"])
       return [tuple(e.emit(name, [], op.result.shape, F32, {"value": part})
                     for part in (re, im))]
@@ -170,6 +173,8 @@ class _Decomposer:
       return complex_fft.lower_fft(op, e, self.parts(op.operands[0]))
     if name == "stablehlo.reduce" and _body_is(op, "stablehlo.multiply"):
       return [self.product(op, e, m)]
+    if name == "stablehlo.reduce_window" and _body_is(op, "stablehlo.multiply"):
+      return [self.cumulative_product(op, e, m)]
     if name == "stablehlo.sort":
       return self.sort(op, e)
     if name in _CARRIERS:
@@ -242,6 +247,40 @@ class _Decomposer:
     if n == 0:
       return broadcast_init
     return m.multiply(tuple(e.reshape(p, out_shape) for p in x), broadcast_init)
+
+  def cumulative_product(self, op: Op, e: Emitter, m: PairMath) -> Pair:
+    """jnp.cumprod's reduce_window (a window spanning one axis, padded on one side by the init
+    value 1) as a Hillis–Steele scan: log2(n) steps of x · (x shifted by 1, 2, 4 … with 1s)."""
+    x, rank = self.pairs[op.operands[0]], op.result.type.rank
+    shape = op.result.shape
+    window = [int(w) for w in op.attrs["window_dimensions"]]
+    padding = np.asarray(op.attrs.get("padding", np.zeros((rank, 2)))).reshape(rank, 2).tolist()
+    unit = [int(v) for k in ("window_strides", "base_dilations", "window_dilations")
+            for v in op.attrs.get(k, [1] * rank)]
+    init = self.constants.get(op.operands[1])
+    axes = [d for d in range(rank) if window[d] != 1 or padding[d] != [0, 0]]
+    axis = axes[0] if len(axes) == 1 else None
+    n = shape[axis] if axis is not None else 0
+    if (axis is None or set(unit) != {1} or init is None or not np.all(init == 1)
+        or window[axis] != n or padding[axis] not in ([n - 1, 0], [0, n - 1])):
+      raise _unsupported(op, "a multiply reduce_window other than a cumulative product")
+    reverse = padding[axis] == [0, n - 1]
+    step = 1
+    while step < n:
+      ones_shape = list(shape)
+      ones_shape[axis] = step
+      ones = (e.splat(1.0, F32, ones_shape), e.splat(0.0, F32, ones_shape))
+      lo, hi = [0] * rank, list(shape)
+      if reverse:
+        lo[axis] = step
+      else:
+        hi[axis] = n - step
+      parts = [e.slice(p, lo, hi) for p in x]
+      shifted = tuple(e.concatenate([p, one] if reverse else [one, p], axis)
+                      for p, one in zip(parts, ones))
+      x = m.multiply(x, shifted)
+      step *= 2
+    return x
 
   def componentwise(self, op: Op, e: Emitter) -> list:
     bodies = [_f32_body(op, r) for r in op.regions]
