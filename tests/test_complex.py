@@ -35,7 +35,9 @@ UNARY = {
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
-@pytest.mark.parametrize("x", [X, V, RIGHT], ids=["3x5", "7", "right-half-plane"])
+@pytest.mark.parametrize("x", [X, pytest.param(V, marks=pytest.mark.slow),
+                               pytest.param(RIGHT, marks=pytest.mark.slow)],
+                         ids=["3x5", "7", "right-half-plane"])
 def test_unary(name, x, trn, cpu):
   f, scale = UNARY[name]
   assert_matches_cpu(f, x, trn=trn, cpu=cpu, scale=scale)
@@ -77,7 +79,8 @@ def test_construction_and_conversion(trn, cpu):
     built = jax.lax.complex(a, b) * (1 - 2j)
     from_real = a.astype(jnp.complex64) + jnp.int32(3)
     back = jax.lax.convert_element_type(z, jnp.float32)  # the real part, as XLA converts
-    return built, from_real, back, jnp.full((2,), 1.5 - 0.5j, jnp.complex64)
+    iota = jax.lax.iota(jnp.complex64, 4) * (1 + 1j)
+    return built, from_real, back, jnp.full((2,), 1.5 - 0.5j, jnp.complex64), iota
   assert_matches_cpu(f, re, im, X, trn=trn, cpu=cpu, scale=2)
 
 
@@ -217,7 +220,8 @@ FFTS = {
 
 
 @pytest.mark.parametrize("name", sorted(FFTS))
-@pytest.mark.parametrize("shape", [(3, 5), (2, 3, 12), (8,)], ids=["3x5", "2x3x12", "8"])
+@pytest.mark.parametrize("shape", [(3, 5), pytest.param((2, 3, 12), marks=pytest.mark.slow),
+                                   (8,)], ids=["3x5", "2x3x12", "8"])
 def test_fft(name, shape, trn, cpu):
   f, axes, inverse = FFTS[name]
   if len(axes) > len(shape):

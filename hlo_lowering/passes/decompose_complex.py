@@ -5,7 +5,7 @@ NeuronCores have no complex type. The entry function's complex64 arguments and r
 complex64 buffers (interleaved re, im): the program declares them c64 and reads them as f32
 [..., 2] (docs/program-format.md), so an argument is split with two slices of its last dim and
 a result packed with one concatenate, on the device, with no host-side copy. Inside, ops map to:
-- constant, complex, real, imag, convert: the parts themselves (real → complex: imag = 0;
+- constant, iota, complex, real, imag, convert: the parts themselves (real → complex: imag = 0;
   complex → real: the real part, as XLA converts);
 - data movement and linear ops (broadcast, reshape, transpose, slice, reverse, concatenate, pad,
   gather, scatter, dynamic_(update_)slice, select, add, subtract, negate, and reduce /
@@ -161,6 +161,9 @@ class _Decomposer:
       return [self.pairs[op.operands[0]][name == "stablehlo.imag"]]
     if name == "stablehlo.convert":
       return [self.convert(op, e)]
+    if name == "stablehlo.iota":
+      shape = op.result.shape
+      return [(e.emit(name, [], shape, F32, dict(op.attrs)), e.splat(0.0, F32, shape))]
     if name in _UNARY:
       return [getattr(m, _UNARY[name])(self.pairs[op.operands[0]])]
     if name in _BINARY:
