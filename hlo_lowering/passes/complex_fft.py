@@ -54,8 +54,9 @@ def _twiddles(n_in: int, n_out: int, length: int, inverse: bool, hermitian: bool
 
 
 class _Dft:
-  def __init__(self, op: Op, e: Emitter):
-    self.op = op
+  """Appends the DFT matmuls of one fft op (through its Emitter)."""
+
+  def __init__(self, e: Emitter):
     self.e = e
 
   def constant(self, array: np.ndarray) -> Value:
@@ -103,7 +104,7 @@ def lower_fft(op: Op, e: Emitter, operand: Parts) -> list:
   kind = fft_type(op)
   lengths = [int(n) for n in op.attrs["fft_length"]]
   _check_lengths(op, lengths)
-  dft = _Dft(op, e)
+  dft = _Dft(e)
   rank = operand[0].type.rank
   axes = list(range(rank - len(lengths), rank))
   x: Parts = operand

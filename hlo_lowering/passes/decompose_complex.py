@@ -295,7 +295,9 @@ class _Decomposer:
                 op.loc)
       e.new_ops.append(copy)
       copies.append(copy.results)
-    return list(zip(copies[0], copies[1]))
+    # A real result (of a variadic reduce, say) is computed alike by both copies: take the first.
+    return [(re, im) if _is_complex(r) else re
+            for r, re, im in zip(op.results, copies[0], copies[1])]
 
   def sort(self, op: Op, e: Emitter) -> list:
     """Each complex operand sorts as its two parts; the comparator's (lhs, rhs) arguments of
@@ -407,7 +409,6 @@ def run(module: Module) -> None:
   body.ops.append(terminator)
   main.result_types = [v.type for v in returned]
   replace_uses(body, d.replaced)
-
 
 
 def _has_complex(block: Block) -> bool:
