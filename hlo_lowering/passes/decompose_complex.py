@@ -262,6 +262,8 @@ class _Decomposer:
             for v in op.attrs.get(k, [1] * rank)]
     init = self.constants.get(op.operands[1])
     axes = [d for d in range(rank) if window[d] != 1 or padding[d] != [0, 0]]
+    if not axes and set(unit) == {1} and init is not None and np.all(init == 1):
+      return x  # a window of one element (a cumulative product along a dim of size 1)
     axis = axes[0] if len(axes) == 1 else None
     n = shape[axis] if axis is not None else 0
     if (axis is None or set(unit) != {1} or init is None or not np.all(init == 1)
