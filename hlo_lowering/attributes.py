@@ -21,12 +21,18 @@ _ELEMENT_TYPES = {
     "ui8": DType.U8, "ui16": DType.U16, "ui32": DType.U32, "ui64": DType.U64,
     "f16": DType.F16, "f32": DType.F32, "f64": DType.F64, "bf16": DType.BF16,
     "f8E5M2": DType.F8E5M2, "f8E4M3FN": DType.F8E4M3FN,
+    # Only until decompose-complex splits it into float32 (real, imaginary) pairs.
+    "complex<f32>": DType.C64,
 }
+_COMPLEX128_HINT = ("NeuronCores have no float64, so no complex128: use complex64 (in JAX: leave "
+                    "jax_enable_x64 off; in PyTorch: torch.complex64)")
 
 
 def element_dtype(element_type: str, what: str) -> DType:
   """The program DType for an MLIR element type name; CompileError for one we cannot hold."""
   dtype = _ELEMENT_TYPES.get(element_type)
+  if element_type == "complex<f64>":
+    raise CompileError(f"{what}: element type complex<f64>: {_COMPLEX128_HINT}", UNIMPLEMENTED)
   if dtype is None:
     # f64 parses (check-supported refuses it with its own advice) but NeuronCores do not hold it.
     held = ", ".join(name for name, d in _ELEMENT_TYPES.items() if d != DType.F64)
@@ -58,19 +64,28 @@ def _dense_from_text(text: str, ttype: TensorType) -> np.ndarray:
     flat = np.frombuffer(bytes.fromhex(hex_match.group(1)), dtype=np_dtype)
   else:
     body = text[len("dense<"):text.rindex("> :")]
+    # complex64 elements are "(re,im)" pairs of float32 tokens.
+    token_dtype = np.dtype(np.float32) if ttype.dtype == DType.C64 else np_dtype
     values = []
     for token in _TOKEN.findall(body):
       if token.startswith("0x"):
-        bits = np.array([int(token, 16)], dtype=f"u{ttype.dtype.itemsize}")
-        values.append(bits.view(np_dtype)[0])
+        bits = np.array([int(token, 16)], dtype=f"u{token_dtype.itemsize}")
+        values.append(bits.view(token_dtype)[0])
       elif token in ("true", "false"):
         values.append(token == "true")
       else:
         values.append(np.float64(token))
-    flat = np.array(values).astype(np_dtype)
+    flat = np.array(values).astype(token_dtype).view(np_dtype)
   if flat.size == 1:
     return np.broadcast_to(flat.reshape(()), ttype.shape)
   return flat.reshape(ttype.shape)
+
+
+def complex_constant(operation, ttype: TensorType) -> np.ndarray:
+  """The value of a complex64 stablehlo.constant, read from its text: the Python bindings
+  cannot hand out a complex DenseElementsAttr (reading the attribute aborts the process)."""
+  text = str(operation)
+  return _dense_from_text(text[text.index("dense<"):], ttype)
 
 
 def dense_elements(attr: ir.Attribute) -> np.ndarray:

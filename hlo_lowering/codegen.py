@@ -90,8 +90,9 @@ def generate(module: Module, target: str, target_spec: dict,
     for op in ops:
       _lower_op(ctx, op, report)
   ctx.lower_ops = lower_ops
+  ctx.complex_outputs = set(main.complex_results)
   for i, arg in enumerate(main.args):
-    ctx.bind_parameter(arg, i, main.arg_names[i] or f"arg{i}")
+    ctx.bind_parameter(arg, i, main.arg_names[i] or f"arg{i}", i in main.complex_args)
   builder.output_aliases = dict(main.output_aliases)
   returned = main.returned
   names = [main.result_names[i] or f"out{i}" for i in range(len(returned))]

@@ -46,6 +46,8 @@ REWRITTEN: dict[str, tuple[str, str]] = {
                                                                "decomposition"),
     "stablehlo.batch_norm_training": ("decompose-batch-norm", "always: the spec's reduce and "
                                                               "elementwise decomposition"),
+    "stablehlo.complex": ("decompose-complex", "always: complex64 values are (real, imaginary) "
+                                               "float32 pairs, and this op is the pair"),
     "stablehlo.composite": ("inline-calls", "always: replaced by its decomposition function"),
     "stablehlo.dot": ("", "always: imported as the dot_general it is (torch_xla's HLO protos "
                           "convert to it)"),
@@ -53,6 +55,9 @@ REWRITTEN: dict[str, tuple[str, str]] = {
                                     "THREE_FRY with a u64[2] state, PHILOX and DEFAULT (= PHILOX, "
                                     "as on XLA CPU) with u64[2] or u64[3]: XLA's integer "
                                     "decomposition, bit-exact with XLA CPU"),
+    "stablehlo.fft": ("decompose-complex", "FFT, IFFT, RFFT, IRFFT over up to 3 axes of at "
+                                           "most 1024: one DFT matmul per axis over float32 "
+                                           "pairs (passes/complex_fft.py)"),
     "stablehlo.reduce_precision": ("decompose-reduce-precision", "f32/bf16/f16 operands: XLA's "
                                    "integer bit decomposition (round to nearest even, overflow "
                                    "to Inf, flush below range, NaN kept), bit-exact with XLA "

@@ -16,6 +16,7 @@ from hlo_lowering import attributes, jaxlib_private
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
 from hlo_lowering.ir import Block, Function, Module, Op, Region, Value
 from hlo_lowering.locations import parse_location
+from hlo_lowering.program import DType
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,11 @@ class _Importer:
     what = f"{operation.name} at {loc}"
     operands = [self._value(v, what) for v in operation.operands]
     result_types = [attributes.tensor_type(r.type, what) for r in operation.results]
-    attrs = _attributes(operation)
+    if (operation.name == "stablehlo.constant" and result_types
+        and result_types[0].dtype == DType.C64):
+      attrs = {"value": attributes.complex_constant(operation, result_types[0])}
+    else:
+      attrs = _attributes(operation)
     regions = [Region(self.block(r.blocks[0], what)) for r in operation.regions
                if len(r.blocks)]
     name = operation.name

@@ -142,6 +142,10 @@ class Function:
     # Donated arguments: argument number -> the result that may reuse its buffer
     # (`tf.aliasing_output`, what jax.jit(donate_argnums=...) asks for).
     self.output_aliases = dict(output_aliases or {})
+    # Arguments and results bound to complex64 buffers, held as float32 [..., 2] (real,
+    # imaginary) pairs once decompose-complex has run.
+    self.complex_args: set[int] = set()
+    self.complex_results: set[int] = set()
 
   @property
   def args(self) -> list[Value]:

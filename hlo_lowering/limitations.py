@@ -56,8 +56,14 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "(check-supported rejects it; use float32: in JAX leave jax_enable_x64 off, in "
                "PyTorch .float())",
                dtypes=("float64",)),
-    Limitation(ALL_OPS, "complex operands or results", "NeuronCores have no complex types "
-               "(rejected at import)", dtypes=("complex64", "complex128")),
+    Limitation(ALL_OPS, "complex128 operands or results", "NeuronCores have no float64, so no "
+               "complex128 (rejected at import; use complex64)", dtypes=("complex128",)),
+    Limitation(ALL_OPS, "complex64 operands of an op decompose-complex has no rule for (ordered "
+               "compares, reduce bodies other than add/subtract/multiply (jnp.max of complex), "
+               "reduce_window other than add or a cumulative product, bitcast_convert, custom "
+               "calls …)", "complex64 runs as float32 (real, imaginary) pairs; each op "
+               "needs its own decomposition (docs/numerics.md lists them)",
+               form="complex-unsupported"),
     Limitation(ALL_OPS, "dynamic shapes, tokens, tuples", "only ranked tensors of static shape "
                "are imported"),
     # Slow paths of supported ops.
@@ -126,8 +132,9 @@ LIMITATIONS: tuple[Limitation, ...] = (
     *(Limitation(op, "all", _TOKEN) for op in (
         "stablehlo.after_all", "stablehlo.create_token", "stablehlo.infeed",
         "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv")),
-    *(Limitation(op, "all", "complex results: NeuronCores have no complex types")
-      for op in ("stablehlo.complex", "stablehlo.fft")),
+    Limitation("stablehlo.fft", "an axis longer than 1024", "FFTs run as DFT matmuls whose "
+               "twiddle matrices are program constants (complex_fft.MAX_FFT_LENGTH)",
+               form="long-fft"),
     *(Limitation(op, "all", _DYNAMIC) for op in (
         "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_conv", "stablehlo.dynamic_gather",
         "stablehlo.dynamic_iota", "stablehlo.dynamic_pad", "stablehlo.dynamic_reshape",

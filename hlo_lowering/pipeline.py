@@ -19,8 +19,8 @@ from hlo_lowering import backend, ir_printer, verifier
 from hlo_lowering.backend import verifier as backend_verifier
 from hlo_lowering.ir import Module
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
-                                 decompose_batch_norm, decompose_reduce_precision,
-                                 decompose_rng_bit_generator, expand_total_order_compare,
+                                 decompose_batch_norm, decompose_complex,
+                                 decompose_reduce_precision, decompose_rng_bit_generator, expand_total_order_compare,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
                                  normalize_dot_general, simplify_unit_reduce,
                                  strip_single_device_sharding,
@@ -40,6 +40,7 @@ class Pass(NamedTuple):
 PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
+    Pass("decompose-complex", decompose_complex.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("decompose-batch-norm", decompose_batch_norm.run),
     Pass("expand-total-order-compare", expand_total_order_compare.run),

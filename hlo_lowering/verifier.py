@@ -4,7 +4,8 @@ After every pass: every operand is defined before use (in its block or an enclos
 value is defined once, the entry function's returned values match its result types, and the
 elementwise ops lowering relies on have operands and results of one shape.
 After a pass, what that pass's docstring Ensures, where it can be checked on the IR alone:
-inline-calls (no func.call or stablehlo.composite, only the entry function),
+inline-calls (no func.call or stablehlo.composite, only the entry function), decompose-complex
+(no complex64 value, regions and bodies included),
 strip-single-device-sharding, decompose-batch-norm, decompose-reduce-precision,
 decompose-rng-bit-generator, expand-total-order-compare and simplify-unit-reduce (none of the ops they remove is left
 where they look: the functions and their while/case/if regions), normalize-dot-general (every
@@ -102,6 +103,16 @@ def _no_total_order_compare(module: Module) -> str | None:
                 "is still a TOTALORDER compare")
 
 
+def _no_complex(module: Module) -> str | None:
+  main = module.main
+  if any(a.dtype == DType.C64 for a in main.args):
+    return f"@{main.name} still takes a complex64 argument"
+  return _first(_all_ops(module),
+                lambda op: any(v.dtype == DType.C64 for v in (
+                    *op.operands, *op.results, *(a for r in op.regions for a in r.block.args))),
+                "still has a complex64 value")
+
+
 def _batch_matmuls(module: Module) -> str | None:
   return _first(_all_ops(module),
                 lambda op: op.name == "stablehlo.dot_general" and not is_batch_matmul(op),
@@ -120,6 +131,7 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "inline-calls": _inlined,
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
+    "decompose-complex": _no_complex,
     "decompose-batch-norm": _none_left(
         frozenset({"stablehlo.batch_norm_inference", "stablehlo.batch_norm_training",
                    "stablehlo.batch_norm_grad"}), "is not decomposed"),

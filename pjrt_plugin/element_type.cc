@@ -26,7 +26,7 @@ constexpr TypeName kTypeNames[] = {
     {PJRT_Buffer_Type_F8E5M2, "f8e5m2", 1, true},
     {PJRT_Buffer_Type_F8E4M3FN, "f8e4m3fn", 1, true},
     {PJRT_Buffer_Type_F64, "f64", 8, false},
-    {PJRT_Buffer_Type_C64, "c64", 8, false},
+    {PJRT_Buffer_Type_C64, "c64", 8, true},
     {PJRT_Buffer_Type_C128, "c128", 16, false},
     {PJRT_Buffer_Type_S4, "s4", 0, false},
     {PJRT_Buffer_Type_U4, "u4", 0, false},
@@ -50,8 +50,8 @@ const TypeName* Find(PJRT_Buffer_Type type) {
 }
 
 constexpr const char* kSupported =
-    "NeuronCores hold pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f8e5m2 and "
-    "f8e4m3fn";
+    "NeuronCores hold pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f8e5m2, "
+    "f8e4m3fn and c64 (as float32 pairs)";
 
 }  // namespace
 
@@ -76,9 +76,9 @@ StatusOr<sim::DType> DeviceDType(PJRT_Buffer_Type type, const std::string& what)
     return InvalidArgument("NeuronCores have no float64 type: cannot place " + what +
                            "; use float32 (in JAX: leave jax_enable_x64 off; in PyTorch: .float())");
   }
-  if (type == PJRT_Buffer_Type_C64 || type == PJRT_Buffer_Type_C128) {
-    return InvalidArgument("NeuronCores have no complex types: cannot place " + what +
-                           "; keep real and imaginary parts as separate float32 arrays");
+  if (type == PJRT_Buffer_Type_C128) {
+    return InvalidArgument("NeuronCores have no float64, so no complex128: cannot place " + what +
+                           "; use complex64 (in JAX: leave jax_enable_x64 off)");
   }
   return InvalidArgument("NeuronCores have no " + ElementTypeName(type) +
                          " type: cannot place " + what + "; " + kSupported);

@@ -48,6 +48,8 @@ def sum_of_products_bounds(f, *args, terms: int) -> list[np.ndarray]:
   bounds = []
   for result, sums in zip(jax.tree_util.tree_leaves(exact), jax.tree_util.tree_leaves(absolute)):
     result = np.asarray(result)
+    if result.dtype.kind == "c":  # each part of a complex64 result (float32 pairs)
+      result = np.abs(result).astype(np.float32)
     u_out = 0.0 if result.dtype.kind in "biu" else float(ml_dtypes.finfo(result.dtype).eps) / 2
     sums = np.asarray(sums, np.float64) / (1 - gamma)
     bounds.append(2 * gamma * sums * (1 + u_out)
@@ -74,6 +76,8 @@ def assert_close(actual, expected, *, scale: float = 1.0, err_msg: str = "",
     assert a.dtype == e.dtype, f"{err_msg}: dtype {a.dtype} != {e.dtype}"
     if a.dtype.kind in "biu":
       np.testing.assert_array_equal(a, e, err_msg=err_msg)
+    elif a.dtype.kind == "c":
+      _assert_complex_close(a, e, scale, err_msg, None if bounds is None else bounds[i])
     elif bounds is not None:
       error = np.abs(a.astype(np.float64) - e.astype(np.float64))
       over = ~(error <= bounds[i]) & ~(np.isnan(a) & np.isnan(e))
@@ -84,6 +88,34 @@ def assert_close(actual, expected, *, scale: float = 1.0, err_msg: str = "",
       rtol, atol = tolerance(a.dtype, scale)
       np.testing.assert_allclose(a.astype(np.float32), e.astype(np.float32), rtol=rtol,
                                  atol=atol, equal_nan=True, err_msg=err_msg)
+
+
+def _assert_complex_close(a: np.ndarray, e: np.ndarray, scale: float, err_msg: str,
+                          bound: np.ndarray | None) -> None:
+  """complex64 (float32 pairs, docs/numerics.md): each part within `bound` (a sum-of-products
+  bound, which holds for each part), else |a − e| ≤ atol + rtol·|e| with float32's tolerances:
+  relative to the complex magnitude, so a part that cancels to ~0 is not held to its own size.
+  NaN must appear in the same parts on both sides; infinities must be equal."""
+  for part in ("real", "imag"):
+    pa, pe = getattr(a, part), getattr(e, part)
+    assert np.array_equal(np.isnan(pa), np.isnan(pe)), f"{err_msg}: NaNs differ in the {part} part"
+  finite = ~(np.isnan(a) | np.isnan(e))
+  a64, e64 = a.astype(np.complex128)[finite], e.astype(np.complex128)[finite]
+  same = a64 == e64
+  with np.errstate(invalid="ignore"):  # inf − inf where a part is infinite on both sides
+    error = np.abs(a64 - e64)
+    if bound is not None:
+      allowed = np.broadcast_to(bound, a.shape)[finite]
+      over = ~same & ~((np.abs(a64.real - e64.real) <= allowed)
+                       & (np.abs(a64.imag - e64.imag) <= allowed))
+    else:
+      rtol, atol = tolerance(np.float32, scale)
+      allowed = atol + rtol * np.abs(e64)
+      over = ~same & ~(error <= allowed)
+  assert not over.any(), (
+      f"{err_msg}: {int(over.sum())} of {a.size} complex elements differ, worst |trn − cpu| "
+      f"{float(np.nanmax(error[over])):.3g} (allowed {float(allowed[over].min()):.3g}); "
+      f"first trn {a64[over][0]}, cpu {e64[over][0]}")
 
 
 def assert_matches_cpu(f, *args, trn, cpu, scale: float = 1.0,

@@ -21,7 +21,7 @@ DEVICE_DTYPES = {
     1: np.dtype(np.bool_), 2: np.dtype(np.int8), 3: np.dtype(np.int16), 4: np.dtype(np.int32),
     5: np.dtype(np.int64), 6: np.dtype(np.uint8), 7: np.dtype(np.uint16),
     8: np.dtype(np.uint32), 9: np.dtype(np.uint64), 10: np.dtype(np.float16),
-    11: np.dtype(np.float32), 13: np.dtype(ml_dtypes.bfloat16),
+    11: np.dtype(np.float32), 13: np.dtype(ml_dtypes.bfloat16), 14: np.dtype(np.complex64),
     16: np.dtype(ml_dtypes.float8_e5m2), 17: np.dtype(ml_dtypes.float8_e4m3fn),
 }
 F32, F64, C64, C128 = 11, 12, 14, 15
@@ -63,6 +63,8 @@ def random_array(dtype: np.dtype, shape, seed=0) -> np.ndarray:
   if dtype.kind in "iu":
     info = np.iinfo(dtype)
     return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+  if dtype.kind == "c":
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
   return rng.standard_normal(shape).astype(np.float32).astype(dtype)
 
 
@@ -186,10 +188,11 @@ def test_every_device_dtype_round_trips(make_client, code):
 @pytest.mark.parametrize("code, message", [
     (F64, "NeuronCores have no float64 type: cannot place a f64\\[2\\] array on TRN_0; use "
           "float32 \\(in JAX: leave jax_enable_x64 off; in PyTorch: \\.float\\(\\)\\)"),
-    (C64, "NeuronCores have no complex types"), (C128, "NeuronCores have no complex types")])
+    (C128, "NeuronCores have no float64, so no complex128: cannot place a c128\\[2\\] array on "
+           "TRN_0; use complex64")])
 def test_unsupported_dtypes_are_invalid_argument(make_client, code, message):
   client = make_client()
-  array = np.zeros(2, np.float64 if code == F64 else np.complex64)
+  array = np.zeros(2, np.float64 if code == F64 else np.complex128)
   with pytest.raises(errors.InvalidArgument, match=message):
     put(client, array, code, device=devices(client)[0])
 

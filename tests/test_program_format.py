@@ -53,6 +53,39 @@ def test_round_trip_and_disassembly():
   np.testing.assert_array_equal(y, 2 * x)
 
 
+def _complex_pairs_program(kind="parameter"):
+  """A c64 [128, 32] parameter read as f32 [128, 32, 2]: y = 2 * its float32 parts."""
+  b = ProgramBuilder(source="module @m {}")
+  x = b.tensor(kind, DType.F32, (128, 32, 2), index=0, name="x", complex_pairs=True)
+  y = b.tensor("output", DType.F32, (128, 64), index=0 if kind == "parameter" else 1, name="y")
+  d = b.debug("stablehlo.multiply", "jit(f)/mul", "f.py:3:4")
+  b.dma_copy(0, _sbuf(0), HbmAP.dense(x, (128, 64)), debug=d)
+  b.tensor_scalar(Alu.MUL, _sbuf(256), _sbuf(0), Scalar(DType.F32, 2.0), debug=d)
+  b.dma_copy(1, HbmAP.dense(y, (128, 64)), _sbuf(256), debug=d)
+  return harness.through_backend(b)
+
+
+def test_a_c64_parameter_is_bound_as_c64_and_read_as_f32_pairs():
+  data = _complex_pairs_program().serialize()
+  info = _native.program_info(data)
+  assert info["parameters"] == [{"name": "x", "dtype": "c64", "shape": (128, 32)}]
+  assert "tensor t0 'x' parameter[0] c64[128, 32] (f32 pairs)" in disassemble(data)
+  assert read_program(data).tensors[0].shape == (128, 32, 2)
+  x = (np.arange(128 * 32) + 1j * np.arange(128 * 32)[::-1]).astype(np.complex64).reshape(128, 32)
+  (y,), _ = _native.run_program(data, [x])
+  np.testing.assert_array_equal(y, 2 * x.view(np.float32))
+
+
+def test_c64_is_only_a_parameters_or_outputs_type():
+  with pytest.raises(ValueError, match="complex pairs are an f32"):
+    _complex_pairs_program("temporary")
+  data = _complex_pairs_program().serialize()
+  tensor_entry = struct.pack("<BIB", 0, 0, DType.C64)  # kind parameter, index 0, dtype c64
+  assert data.count(tensor_entry) == 1
+  _expect_invalid(data.replace(tensor_entry, struct.pack("<BIB", 2, 0, DType.C64)),
+                  "is c64 but not a parameter or an output")
+
+
 def test_debug_entries_carry_the_lowering_to_the_runtime():
   """Format version 3: each debug entry says how its op was lowered and by which rule, through
   the writer, the Python reader, the disassembly and the C++ loader (what the profiler reads)."""

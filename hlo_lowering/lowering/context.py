@@ -35,6 +35,8 @@ class LoweringContext:
     # (the shape differs when the value is returned through a reshape view).
     self._pending_outputs: dict[Value, tuple[int, tuple[int, ...]]] = {}
     self._output_tensors: dict[int, int] = {}
+    # Output indices bound to complex64 buffers (their values are f32 [..., 2] pairs).
+    self.complex_outputs: set[int] = set()
     self._names: dict[Value, str] = {}
     # Lowers a list of ops in order with the registered rules (set by codegen; control-flow
     # rules lower their regions with it).
@@ -100,18 +102,20 @@ class LoweringContext:
       tensor = self._new_tensor(value, "temporary")
     else:
       index, shape = pending
-      tensor = self._new_tensor(value, "output", index, shape)
+      tensor = self._new_tensor(value, "output", index, shape,
+                                complex_pairs=index in self.complex_outputs)
       self._output_tensors[index] = tensor
     place = Place.dense(tensor, value.shape, value.dtype)
     self._places[value] = place
     return place
 
   def _new_tensor(self, value: Value, kind: str, index: int = 0,
-                  shape: tuple[int, ...] | None = None, name: str | None = None) -> int:
+                  shape: tuple[int, ...] | None = None, name: str | None = None,
+                  complex_pairs: bool = False) -> int:
     name = name or self._names.get(value) or f"t{len(self.builder.tensors)}"
     return self.builder.tensor(kind=kind, dtype=value.dtype,
                                shape=value.shape if shape is None else shape,
-                               index=index, name=name)
+                               index=index, name=name, complex_pairs=complex_pairs)
 
   # --- constants known at compile time -------------------------------------------------------
 
@@ -133,9 +137,11 @@ class LoweringContext:
 
   # --- program inputs and outputs (used by codegen) -----------------------------------------
 
-  def bind_parameter(self, value: Value, index: int, name: str) -> None:
+  def bind_parameter(self, value: Value, index: int, name: str,
+                     complex_pairs: bool = False) -> None:
+    """`complex_pairs`: the caller's buffer is complex64, `value` its f32 [..., 2] pairs."""
     tensor = self.builder.tensor(kind="parameter", dtype=value.dtype, shape=value.shape,
-                                 index=index, name=name)
+                                 index=index, name=name, complex_pairs=complex_pairs)
     self._places[value] = Place.dense(tensor, value.shape, value.dtype)
 
   def plan_output(self, value: Value, index: int, name: str,
@@ -159,7 +165,7 @@ class LoweringContext:
     out = self._output_tensors.get(index)
     if out is None:
       out = self.builder.tensor(kind="output", dtype=value.dtype, shape=value.shape, index=index,
-                                name=name)
+                                name=name, complex_pairs=index in self.complex_outputs)
     if place.size:
       self.dma(Place.dense(out, value.shape, value.dtype).collapsed_ap(), place.ap())
 

@@ -2,7 +2,8 @@
 rule is registered for, naming the op.
 
 Requires: nothing (runs on any IR).
-Ensures: no value of the entry function is float64 (complex types are rejected at import); every
+Ensures: no value of the entry function is float64 (complex64 is decomposed by decompose-complex,
+complex128 rejected at import); every
 op codegen lowers one by one (the entry function's, and those of while/case/if regions) has a
 registered lowering rule (whether one accepts its types is decided when it is lowered).
 Runs after: fuse-elementwise (last, so the message names the op as lowering will see it).

@@ -53,6 +53,28 @@ class Emitter:
     return self.emit("stablehlo.select", [pred, on_true, on_false], on_true.shape,
                      on_true.dtype)
 
+  def reshape(self, v: Value, shape) -> Value:
+    if tuple(shape) == v.shape:
+      return v
+    return self.emit("stablehlo.reshape", [v], shape, v.dtype)
+
+  def slice(self, v: Value, start, limit) -> Value:
+    shape = [hi - lo for lo, hi in zip(start, limit)]
+    return self.emit("stablehlo.slice", [v], shape, v.dtype,
+                     {"start_indices": list(start), "limit_indices": list(limit),
+                      "strides": [1] * len(start)})
+
+  def concatenate(self, parts: list[Value], dim: int) -> Value:
+    shape = list(parts[0].shape)
+    shape[dim] = sum(p.shape[dim] for p in parts)
+    return self.emit("stablehlo.concatenate", parts, shape, parts[0].dtype, {"dimension": dim})
+
+  def transpose(self, v: Value, permutation) -> Value:
+    if list(permutation) == list(range(v.type.rank)):
+      return v
+    return self.emit("stablehlo.transpose", [v], [v.shape[p] for p in permutation], v.dtype,
+                     {"permutation": list(permutation)})
+
 
 def expand_ops(module: Module, expand: Callable[[Op, Emitter], list[Value] | None]) -> None:
   for function in module.functions.values():

@@ -134,14 +134,19 @@ class ProgramBuilder:
 
   # --- tables -------------------------------------------------------------------------------
 
-  def tensor(self, kind, dtype, shape, index=0, name="") -> int:
+  def tensor(self, kind, dtype, shape, index=0, name="", complex_pairs=False) -> int:
+    """`complex_pairs`: a parameter or output bound to a c64 [d...] buffer, given as the f32
+    [d..., 2] its access patterns read."""
     kind = TensorKind[kind.upper()] if isinstance(kind, str) else TensorKind(kind)
     if kind == TensorKind.CONSTANT:
       raise ValueError("constants carry data: use ProgramBuilder.constant")
     shape = tuple(int(d) for d in shape)
     if kind not in (TensorKind.PARAMETER, TensorKind.OUTPUT):
       index = 0
-    self.tensors.append(Tensor(name, kind, index, DType(dtype), shape))
+    if complex_pairs and (kind not in (TensorKind.PARAMETER, TensorKind.OUTPUT)
+                          or DType(dtype) != DType.F32 or shape[-1:] != (2,)):
+      raise ValueError(f"complex pairs are an f32 [..., 2] parameter or output, not {shape}")
+    self.tensors.append(Tensor(name, kind, index, DType(dtype), shape, complex_pairs=complex_pairs))
     return len(self.tensors) - 1
 
   def constant(self, dtype, shape, data: bytes, name="") -> int:

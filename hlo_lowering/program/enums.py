@@ -68,6 +68,7 @@ _NUMPY = {
     DType.F32: np.dtype(np.float32),
     DType.F64: np.dtype(np.float64),
     DType.BF16: np.dtype(ml_dtypes.bfloat16),
+    DType.C64: np.dtype(np.complex64),
     DType.F8E5M2: np.dtype(ml_dtypes.float8_e5m2),
     DType.F8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
 }

@@ -4,7 +4,7 @@ insert-semaphores stage and the verifier)."""
 
 import dataclasses
 
-from .enums import MATMUL_START, ControlOp, Opcode
+from .enums import MATMUL_START, ControlOp, DType, Opcode
 from .operands import HbmAP, TileAP
 
 
@@ -17,6 +17,16 @@ class Tensor:
   shape: tuple
   data: bytes = b""
   output: int = 0  # a donated parameter: the number of the output that reuses its buffer
+  # A parameter or output bound to a c64 [d...] buffer: the table declares it c64 [d...]; here,
+  # as to every access pattern, it is f32 [d..., 2] (interleaved real, imaginary).
+  complex_pairs: bool = False
+
+  @property
+  def table_dtype_shape(self) -> tuple:
+    """(dtype, shape) as the tensor table declares them."""
+    if self.complex_pairs:
+      return DType.C64, tuple(self.shape[:-1])
+    return self.dtype, tuple(self.shape)
 
 
 @dataclasses.dataclass

@@ -16,6 +16,7 @@ DTYPES = {
     'F32': {'code': 11, 'size': 4, 'cls': 'float'},
     'F64': {'code': 12, 'size': 8, 'cls': 'float'},
     'BF16': {'code': 13, 'size': 2, 'cls': 'float'},
+    'C64': {'code': 14, 'size': 8, 'cls': 'complex'},
     'F8E5M2': {'code': 16, 'size': 1, 'cls': 'float'},
     'F8E4M3FN': {'code': 17, 'size': 1, 'cls': 'float'},
 }

@@ -107,7 +107,11 @@ def read_program(data: bytes) -> Program:
     dtype = r.unpack("B")
     shape = tuple(r.unpack("q") for _ in range(r.unpack("I")))
     data = r.bytes(r.unpack("Q"))
-    tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data, output))
+    if dtype == DType.C64:  # as the loader reads it: f32 pairs
+      tensors.append(Tensor(name, TensorKind(kind), index, DType.F32, shape + (2,), data, output,
+                            complex_pairs=True))
+    else:
+      tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data, output))
   if version == 1:
     blocks = [Block(_read_streams(r, version))]
   else:
@@ -204,10 +208,12 @@ def format_program(program: Program) -> str:
   lines = [f"target {program.target}"]
   for i, t in enumerate(program.tensors):
     extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
+    dtype, shape = t.table_dtype_shape
+    pairs = " (f32 pairs)" if t.complex_pairs else ""
     if t.kind == TensorKind.DONATED_PARAMETER:
       extra = f" (its buffer is output[{t.output}])"
     lines.append(f"tensor t{i} {t.name!r} {TensorKind(t.kind).name.lower()}[{t.index}] "
-                 f"{DType(t.dtype).name.lower()}{list(t.shape)}{extra}")
+                 f"{DType(dtype).name.lower()}{list(shape)}{pairs}{extra}")
   several = len(program.blocks) > 1
   for index, block in enumerate(program.blocks):
     if several:

@@ -166,12 +166,13 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
   w.pack("I", len(tensors))
   for t in tensors:
     w.str(t.name)
+    dtype, shape = t.table_dtype_shape
     w.pack("BI", t.kind, t.index)
     if t.kind == TensorKind.DONATED_PARAMETER:
       w.pack("I", t.output)
-    w.pack("B", t.dtype)
-    w.pack("I", len(t.shape))
-    for d in t.shape:
+    w.pack("B", dtype)
+    w.pack("I", len(shape))
+    for d in shape:
       w.pack("q", d)
     w.blob(t.data)
   w.pack("I", len(blocks))

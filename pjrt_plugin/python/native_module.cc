@@ -33,6 +33,7 @@ nb::object NumpyDType(DType dtype) {
     case DType::kF8E5M2: return nb::module_::import_("ml_dtypes").attr("float8_e5m2");
     case DType::kF8E4M3FN: return nb::module_::import_("ml_dtypes").attr("float8_e4m3fn");
     case DType::kPred: return numpy.attr("bool_");
+    case DType::kC64: return numpy.attr("complex64");
     default: break;
   }
   static const char* const kNames[] = {nullptr, nullptr, "int8", "int16", "int32", "int64", "uint8", "uint16",

@@ -61,6 +61,9 @@ struct Tensor {
   int64_t num_elements;
   int64_t byte_size;
   std::vector<uint8_t> data;  // constants only
+  // Declared c64 [d...] in the table (parameters and outputs): loaded as f32 [d..., 2], the
+  // interleaved (real, imaginary) pairs, so every access pattern reads it as float32.
+  bool complex_pairs = false;
 };
 
 struct FreeDim {

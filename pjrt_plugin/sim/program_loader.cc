@@ -230,7 +230,7 @@ void Parser::ParseTensors() {
     const uint8_t kind = in_.Read<uint8_t>("tensor kind");
     t.index = in_.Read<uint32_t>("tensor index");
     if (kind == static_cast<uint8_t>(TensorKind::kDonatedParameter)) t.output = in_.Read<uint32_t>("donated parameter's output");
-    t.dtype = ReadDType("tensor dtype", true);
+    t.dtype = ReadDType("tensor dtype", true, true);
     if (in_.ok() && kind > 4) in_.Fail(at, "tensor " + std::to_string(i) + " has kind " + std::to_string(kind) + " (expected 0..4)");
     t.kind = static_cast<TensorKind>(kind);
     const uint32_t rank = in_.Count("tensor rank", 8);
@@ -241,6 +241,16 @@ void Parser::ParseTensors() {
       t.shape.push_back(dim);
       t.num_elements = dim == 0 ? 0 : t.num_elements * dim;
       if (in_.ok() && t.num_elements > kMaxElements) in_.Fail("tensor " + std::to_string(i) + " has too many elements");
+    }
+    if (in_.ok() && t.dtype == DType::kC64) {
+      if (t.kind != TensorKind::kParameter && t.kind != TensorKind::kOutput) {
+        in_.Fail(at, "tensor " + std::to_string(i) + " (" + t.name + ") is c64 but not a parameter or an output");
+        return;
+      }
+      t.complex_pairs = true;
+      t.dtype = DType::kF32;
+      t.shape.push_back(2);
+      t.num_elements *= 2;
     }
     t.byte_size = t.num_elements * DTypeSize(t.dtype);
     t.data = in_.Blob("tensor data");

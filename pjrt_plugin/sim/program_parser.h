@@ -29,7 +29,7 @@ class Parser {
   Status CheckLoops(size_t b) const;
   Instruction ParseInstruction(int stream, const std::string& where);  // where: "DVE instruction 3"
   Operands ParseOperands(Opcode opcode);
-  DType ReadDType(const char* what, bool allow_f64);
+  DType ReadDType(const char* what, bool allow_f64, bool allow_c64 = false);
   AluOp ReadAluOp();
   TileAP ReadTile();
   HbmAP ReadHbm();

@@ -14,7 +14,12 @@
 namespace trn::sim {
 namespace {
 
-TensorInfo InfoOf(const Tensor& t) { return {t.name, t.dtype, t.shape, t.byte_size}; }
+TensorInfo InfoOf(const Tensor& t) {
+  if (t.complex_pairs) {  // bound to the caller's c64 [d...] buffer
+    return {t.name, DType::kC64, {t.shape.begin(), t.shape.end() - 1}, t.byte_size};
+  }
+  return {t.name, t.dtype, t.shape, t.byte_size};
+}
 
 }  // namespace
 
