@@ -138,6 +138,9 @@ class Function:
     self.public = public
     self.arg_names = list(arg_names or [""] * len(body.args))
     self.result_names = list(result_names or [""] * len(result_types))
+    # Per-value attributes as imported (sdy.sharding text, ...), one dict per argument/result.
+    self.arg_attrs: list[dict] = [{} for _ in body.args]
+    self.result_attrs: list[dict] = [{} for _ in result_types]
 
   @property
   def args(self) -> list[Value]:

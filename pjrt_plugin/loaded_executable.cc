@@ -8,6 +8,7 @@
 #include "device.h"
 #include "element_type.h"
 #include "interrupt.h"
+#include "sim/collectives.h"
 
 namespace trn::pjrt {
 namespace {
@@ -46,6 +47,8 @@ struct QueuedExecution {
   std::vector<std::shared_ptr<Completion>> inputs_ready;
   bool record_timeline = false;
   uint64_t interrupts = 0;  // InterruptCount() at submission: a later SIGINT cancels this run
+  std::shared_ptr<sim::CollectiveSession> collectives;  // multi-core executions only
+  int rank = 0;
   std::shared_ptr<Completion> done;
 };
 
@@ -75,6 +78,8 @@ Status Simulate(const QueuedExecution& run) {
   options.cancelled = [&run, queue] {
     return InterruptCount() != run.interrupts || queue->stopping();
   };
+  options.collectives = run.collectives;
+  options.rank = run.rank;
   auto profile = std::make_shared<sim::ExecutionProfile>();
   const Status status = sim::Execute(program, input_data, output_data, options, profile.get());
   if (status.code() == StatusCode::kCancelled) {
@@ -88,8 +93,7 @@ Status Simulate(const QueuedExecution& run) {
   return Status::Ok();
 }
 
-// Simulate on the queue's thread, where nothing may escape.
-Status RunQueued(const QueuedExecution& run) {
+Status SimulateGuarded(const QueuedExecution& run) {
   try {
     return Simulate(run);
   } catch (const std::bad_alloc&) {
@@ -101,38 +105,55 @@ Status RunQueued(const QueuedExecution& run) {
   }
 }
 
+// Simulate on the queue's thread, where nothing may escape. A failing core of a multi-core
+// execution releases the others from their collectives.
+Status RunQueued(const QueuedExecution& run) {
+  const Status status = SimulateGuarded(run);
+  if (!status.ok() && run.collectives != nullptr) run.collectives->Fail(run.rank, status.message());
+  return status;
+}
+
 }  // namespace
 
 LoadedExecutable::LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program,
-                                   Device* device, Reservation constants)
-    : executable_(std::move(program)),
-      device_(device),
-      addressable_devices_{device},
+                                   std::vector<Device*> devices, std::vector<Reservation> constants)
+    : executable_(std::move(program), static_cast<int>(devices.size())),
+      devices_(std::move(devices)),
+      addressable_devices_(devices_.begin(), devices_.end()),
       constants_(std::move(constants)) {}
 
 StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Load(
-    std::shared_ptr<const sim::LoadedProgram> program, Device* device) {
-  StatusOr<Reservation> constants = device->hbm()->Reserve(program->constant_bytes());
-  if (!constants.ok()) {
-    return Status(constants.status().code(),
-                  "loading the program's constants: " + constants.status().message());
+    std::shared_ptr<const sim::LoadedProgram> program, std::vector<Device*> devices) {
+  std::vector<Reservation> reservations;
+  for (Device* device : devices) {
+    StatusOr<Reservation> constants = device->hbm()->Reserve(program->constant_bytes());
+    if (!constants.ok()) {
+      return Status(constants.status().code(), "loading the program's constants on " +
+                                                   device->name() + ": " + constants.status().message());
+    }
+    reservations.push_back(std::move(*constants));
   }
   return std::unique_ptr<LoadedExecutable>(
-      new LoadedExecutable(std::move(program), device, std::move(*constants)));
+      new LoadedExecutable(std::move(program), std::move(devices), std::move(reservations)));
 }
 
 std::string LoadedExecutable::SerializedDeviceAssignment() const {
-  return SingleDeviceAssignmentProto(device_->id());
+  std::vector<int> ids;
+  for (const Device* device : devices_) ids.push_back(device->id());
+  return PartitionedDeviceAssignmentProto(ids);
 }
 
 void LoadedExecutable::Delete() {
   deleted_.store(true);
 }
 
-StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
-    Device* device, PJRT_Buffer* const* arguments, size_t num_arguments) const {
-  if (is_deleted()) return FailedPrecondition("the executable has been deleted");
-  const sim::LoadedProgram& program = executable_.program();
+namespace {
+
+// Checks one core's arguments and allocates its outputs: the run, ready to queue, and what the
+// caller gets back.
+StatusOr<std::pair<QueuedExecution, LoadedExecutable::Execution>> PrepareRun(
+    const Executable& executable, Device* device, PJRT_Buffer* const* arguments, size_t num_arguments) {
+  const sim::LoadedProgram& program = executable.program();
   const std::vector<sim::TensorInfo>& parameters = program.parameters();
   if (num_arguments != parameters.size()) {
     return InvalidArgument("the program takes " + std::to_string(parameters.size()) +
@@ -141,7 +162,7 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
   if (num_arguments > 0 && arguments == nullptr) return InvalidArgument("argument list is NULL");
 
   QueuedExecution run;
-  run.program = executable_.shared_program();
+  run.program = executable.shared_program();
   run.device = device;
   for (size_t i = 0; i < num_arguments; ++i) {
     const Buffer* argument = Buffer::FromHandle(arguments[i]);
@@ -173,14 +194,19 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
   run.interrupts = InterruptCount();
   run.done = Completion::Pending();
 
-  Execution execution;
+  LoadedExecutable::Execution execution;
   execution.done = run.done;
   for (size_t i = 0; i < run.outputs.size(); ++i) {
     const sim::TensorInfo& info = program.outputs()[i];
     execution.outputs.push_back(
         std::make_unique<Buffer>(info.dtype, info.shape, run.outputs[i], run.done));
   }
+  return std::make_pair(std::move(run), std::move(execution));
+}
+
+void Submit(QueuedExecution run) {
   WatchInterrupts();
+  Device* device = run.device;
   device->queue()->Submit([run = std::move(run)]() mutable {
     const Status status = RunQueued(run);
     // What the run held is released before anyone waiting on it wakes (HBM accounting).
@@ -188,7 +214,40 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
     run = QueuedExecution{};
     done->Complete(status);
   });
-  return execution;
+}
+
+}  // namespace
+
+StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
+    Device* device, PJRT_Buffer* const* arguments, size_t num_arguments) const {
+  if (is_deleted()) return FailedPrecondition("the executable has been deleted");
+  auto prepared = PrepareRun(executable_, device, arguments, num_arguments);
+  if (!prepared.ok()) return prepared.status();
+  Submit(std::move(prepared->first));
+  return std::move(prepared->second);
+}
+
+StatusOr<std::vector<LoadedExecutable::Execution>> LoadedExecutable::ExecuteOnAllCores(
+    PJRT_Buffer* const* const* argument_lists, size_t num_arguments) const {
+  if (is_deleted()) return FailedPrecondition("the executable has been deleted");
+  std::vector<int> chips;
+  for (const Device* device : devices_) chips.push_back(device->chip());
+  auto session = std::make_shared<sim::CollectiveSession>(std::move(chips), executable_.program().target());
+  std::vector<QueuedExecution> runs;
+  std::vector<Execution> executions;
+  for (size_t r = 0; r < devices_.size(); ++r) {
+    auto prepared = PrepareRun(executable_, devices_[r], argument_lists[r], num_arguments);
+    if (!prepared.ok()) {
+      return Status(prepared.status().code(), devices_[r]->name() + " (core " + std::to_string(r) +
+                                                  "): " + prepared.status().message());
+    }
+    prepared->first.collectives = session;
+    prepared->first.rank = static_cast<int>(r);
+    runs.push_back(std::move(prepared->first));
+    executions.push_back(std::move(prepared->second));
+  }
+  for (QueuedExecution& run : runs) Submit(std::move(run));
+  return executions;
 }
 
 }  // namespace trn::pjrt
