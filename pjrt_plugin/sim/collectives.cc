@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -214,7 +215,9 @@ StatusOr<std::vector<CollectiveContribution>> CollectiveSession::Exchange(
       for (int64_t r : group) {
         if (slot.by_rank.count(r) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
-      return Status(StatusCode::kDeadlineExceeded, "core " + std::to_string(rank) + " waited " + std::to_string(timeout_s_) +
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g", timeout_s_);
+      return Status(StatusCode::kDeadlineExceeded, "core " + std::to_string(rank) + " waited " + std::string(seconds) +
                                                        " s in " + what + " for core(s) " + missing +
                                                        " (TRN_COLLECTIVE_TIMEOUT_S sets the limit)");
     }
@@ -232,7 +235,9 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
   const int rank = machine.rank;
   const int num_ranks = machine.collectives != nullptr ? machine.collectives->num_ranks() : 1;
   const int64_t sequence = machine.collectives_run++;
-  const std::string what = std::string(KindName(c.kind)) + DescribeDebug(machine.program, inst.debug_id);
+  std::string where = DescribeDebug(machine.program, inst.debug_id);  // "; op "name" at file:line"
+  if (where.rfind("; ", 0) == 0) where = where.substr(2);
+  const std::string what = std::string(KindName(c.kind)) + (where.empty() ? "" : " (" + where + ")");
   StatusOr<std::vector<int64_t>> group = GroupOf(c, rank, num_ranks);
   if (!group.ok()) return Status(group.status().code(), group.status().message() + DescribeDebug(machine.program, inst.debug_id));
   const StridedView src = machine.View(c.src), dst = machine.View(c.dst);

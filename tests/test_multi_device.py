@@ -1,0 +1,191 @@
+"""Multi-core programs (docs/multi-device.md): pmap, shard_map and jit over NamedSharding on the
+simulated cores of one trn2 chip (4 devices at LNC=2), each checked against the CPU backend on
+the same number of devices. Integers must match bit for bit; floats within the tolerance the
+documented summation order gives (group order, rounded after each step)."""
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import shard_map
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from hlo_lowering.errors import CompileError
+from jax_trn import profile
+from tests import compiler_harness as harness
+
+CORES = 4
+FLOAT_RTOL = 1e-6
+
+
+def _devices(platform):
+  devices = jax.devices(platform)[:CORES]
+  assert len(devices) == CORES, f"needs {CORES} {platform} devices"
+  return devices
+
+
+def _same(got, want):
+  got, want = np.asarray(got), np.asarray(want)
+  assert got.shape == want.shape and got.dtype == want.dtype
+  if np.issubdtype(want.dtype, np.floating):
+    np.testing.assert_allclose(got, want, rtol=FLOAT_RTOL)
+  else:
+    np.testing.assert_array_equal(got, want)
+
+
+def _on_both(make, *args):
+  """make(devices) -> a function; runs it on trn and on cpu and compares."""
+  got = make(_devices("trn"))(*args)
+  want = make(_devices("cpu"))(*args)
+  _same(got, want)
+  return got
+
+
+_X = np.arange(24, dtype=np.float32).reshape(4, 6) * 0.37 - 3.0
+_XI = (np.arange(24, dtype=np.int32).reshape(4, 6) * 7919) % 1013 - 500
+
+PMAP_CASES = {
+    "psum_f32": (lambda v: jax.lax.psum(v, "i"), _X),
+    "psum_i32": (lambda v: jax.lax.psum(v, "i"), _XI),
+    "pmean": (lambda v: jax.lax.pmean(v, "i"), _X),
+    "pmax": (lambda v: jax.lax.pmax(v, "i"), _X),
+    "pmin_i32": (lambda v: jax.lax.pmin(v, "i"), _XI),
+    "all_gather": (lambda v: jax.lax.all_gather(v, "i"), _X),
+    "all_gather_tiled": (lambda v: jax.lax.all_gather(v, "i", tiled=True), _XI),
+    "psum_scatter": (lambda v: jax.lax.psum_scatter(v[:4], "i"), _X),
+    "psum_scatter_tiled": (lambda v: jax.lax.psum_scatter(jnp.tile(v, 2)[:8], "i", tiled=True), _XI),
+    "ppermute_ring": (lambda v: jax.lax.ppermute(v, "i", [(k, (k + 1) % CORES) for k in range(CORES)]), _X),
+    "ppermute_partial": (lambda v: jax.lax.ppermute(v, "i", [(0, 2), (3, 1)]), _XI),
+    "all_to_all": (lambda v: jax.lax.all_to_all(v[:4].reshape(4, 1) * jnp.ones((4, 3)), "i", 0, 0), _X),
+    "axis_index": (lambda v: v * jax.lax.axis_index("i") + jax.lax.psum(1, "i"), _XI),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PMAP_CASES))
+def test_pmap_collective_matches_cpu(case):
+  f, x = PMAP_CASES[case]
+  _on_both(lambda devices: jax.pmap(f, axis_name="i", devices=devices), x)
+
+
+def _mesh(devices, shape=(2, 2), names=("x", "y")):
+  return Mesh(np.array(devices).reshape(shape), names)
+
+
+def test_shard_map_over_a_2d_mesh_gathers_and_reduces_along_each_axis():
+  def make(devices):
+    mesh = _mesh(devices)
+    body = lambda a: jax.lax.psum(jax.lax.all_gather(a, "x", tiled=True), "y") * (
+        1 + jax.lax.axis_index("y"))
+    # all_gather's result is replicated over x, which check_vma cannot infer.
+    return jax.jit(shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P(None, "y"),
+                             check_vma=False),
+                   in_shardings=NamedSharding(mesh, P("x", "y")))
+  _on_both(make, np.arange(64, dtype=np.float32).reshape(8, 8) / 8)
+
+
+def test_shard_map_over_a_1d_mesh():
+  def make(devices):
+    mesh = _mesh(devices, (CORES,), ("d",))
+    body = lambda a: jax.lax.pmax(a.sum(axis=0, keepdims=True), "d") - a
+    return jax.jit(shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+  _on_both(make, np.arange(32, dtype=np.int32).reshape(8, 4))
+
+
+def test_jit_reduction_over_a_sharded_dim_matches_cpu():
+  """The case an earlier Shardy trial got wrong (no all-reduce): rows of x and columns of w
+  sharded, the sum over the sharded columns."""
+  def make(devices):
+    mesh = _mesh(devices)
+    return jax.jit(lambda x, w: jnp.sum(jnp.tanh(x @ w), axis=1),
+                   in_shardings=(NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P(None, "y"))))
+  rng = np.random.default_rng(0)
+  _on_both(make, rng.standard_normal((8, 16), np.float32), rng.standard_normal((16, 8), np.float32))
+
+
+def test_jit_outputs_come_back_with_their_shardings():
+  mesh = _mesh(_devices("trn"))
+  x = np.arange(64, dtype=np.float32).reshape(8, 8)
+  f = jax.jit(lambda a: (a * 2, a.sum()), in_shardings=NamedSharding(mesh, P("x", "y")),
+              out_shardings=(NamedSharding(mesh, P("y", "x")), NamedSharding(mesh, P())))
+  sharded, total = f(x)
+  assert sharded.sharding.spec == P("y", "x") and total.sharding.is_fully_replicated
+  assert {s.data.shape for s in sharded.addressable_shards} == {(4, 4)}
+  np.testing.assert_array_equal(np.asarray(sharded), x * 2)
+  assert float(total) == x.sum()
+  # Unspecified output shardings: the executable reports them (here: replicated).
+  out = jax.jit(lambda a: a + 1, in_shardings=NamedSharding(mesh, P("x", "y")))(x)
+  assert out.sharding.is_fully_replicated
+  np.testing.assert_array_equal(np.asarray(out), x + 1)
+
+
+def test_device_put_to_a_sharding_round_trips():
+  mesh = _mesh(_devices("trn"))
+  x = np.arange(48, dtype=np.int32).reshape(4, 12)
+  placed = jax.device_put(x, NamedSharding(mesh, P("y", "x")))
+  assert {s.data.shape for s in placed.addressable_shards} == {(2, 6)}
+  np.testing.assert_array_equal(np.asarray(placed), x)
+  np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: a - 1)(placed)), x - 1)
+
+
+_UNEVEN = """
+module @uneven attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["d"=4]>
+  func.func public @main(%arg0: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d"}]>}) -> tensor<6xf32> {
+    return %arg0 : tensor<6xf32>
+  }
+}"""
+
+
+def test_shards_that_do_not_divide_evenly_are_refused_naming_the_dim():
+  with pytest.raises(CompileError, match=r"argument 0 .*dim 0 of size 6 does not split evenly "
+                                         r"into 4 shards") as info:
+    harness.compile_code(_UNEVEN.encode(), num_partitions=4)
+  assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_a_collective_over_an_axis_not_in_the_mesh_is_a_clear_error():
+  with pytest.raises(NameError, match="unbound axis name: j"):
+    jax.pmap(lambda v: jax.lax.psum(v, "j"), axis_name="i", devices=_devices("trn"))(_X)
+
+
+def test_a_failing_core_stops_the_others_waiting_and_names_itself(monkeypatch):
+  """Cores 2 and 3 run a loop past the iteration cap; 0 and 1 wait for them in the psum after
+  it and fail at once with the failing core's error instead of hanging."""
+  monkeypatch.setenv("TRN_MAX_LOOP_ITERATIONS", "5")
+  def f(v):
+    trips = jax.lax.axis_index("i") * 4
+    v = jax.lax.fori_loop(0, trips, lambda k, a: a + 1.0, v)
+    return jax.lax.psum(v, "i")
+  out = jax.pmap(f, axis_name="i", devices=_devices("trn"))(_X)
+  shards = sorted(out.addressable_shards, key=lambda s: s.device.id)
+  with pytest.raises(Exception, match=r"iteration cap"):
+    jax.block_until_ready(shards[2].data)
+  with pytest.raises(Exception, match=r"core 0 stopped waiting in all_reduce .*: core [23] failed: "
+                                      r".*iteration cap"):
+    jax.block_until_ready(shards[0].data)
+
+
+def test_a_collective_only_some_cores_reach_times_out_naming_core_and_collective(monkeypatch):
+  monkeypatch.setenv("TRN_COLLECTIVE_TIMEOUT_S", "1")
+  def f(v):
+    return jax.lax.cond(jax.lax.axis_index("i") == 0, lambda a: jax.lax.psum(a, "i"),
+                        lambda a: a, v)
+  with pytest.raises(Exception, match=r"core 0 waited 1 s in all_reduce \(stablehlo.all_reduce .*test_multi_device.py:\d+.*\) "
+                                         r"for core\(s\) 1, 2, 3"):
+    jax.block_until_ready(jax.pmap(f, axis_name="i", devices=_devices("trn"))(_X))
+
+
+def _all_reduce_ns(elements: int) -> float:
+  devices = _devices("trn")
+  f = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i", devices=devices)
+  jax.block_until_ready(f(np.ones((CORES, elements), np.float32)))
+  return profile.last_execution(devices[0]).device_time_ns
+
+
+def test_collective_time_is_deterministic_and_grows_with_the_message():
+  small, again, large = _all_reduce_ns(256), _all_reduce_ns(256), _all_reduce_ns(1 << 18)
+  assert small == again
+  # A ring all-reduce of 1 MiB over 4 cores moves 1.5 MiB per core over the links: at least
+  # that many bytes at the per-core DMA rate (trn2: 16 x 23 B/ns) on top of the small one.
+  assert large - small > 1.5 * (1 << 20) / (16 * 23)
