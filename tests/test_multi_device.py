@@ -189,3 +189,42 @@ def test_collective_time_is_deterministic_and_grows_with_the_message():
   # A ring all-reduce of 1 MiB over 4 cores moves 1.5 MiB per core over the links: at least
   # that many bytes at the per-core DMA rate (trn2: 16 x 23 B/ns) on top of the small one.
   assert large - small > 1.5 * (1 << 20) / (16 * 23)
+
+
+def _collective_program(**fields) -> bytes:
+  from hlo_lowering.program import DType, HbmAP, ProgramBuilder
+  b = ProgramBuilder(source="module @m {}")
+  x = b.tensor("parameter", DType.F32, (4, 2), index=0, name="x")
+  y = b.tensor("output", DType.F32, (8, 2), index=0, name="y")
+  kind = fields.pop("kind")
+  b.collective(kind, HbmAP.dense(y, (8, 2)), HbmAP.dense(x, (4, 2)), **fields)
+  return harness.finish(b)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"kind": 1, "groups": [[0, 1]], "dim": 0}, None),
+    ({"kind": 1, "groups": [[0, 1, 2, 3]], "dim": 0}, "all_gather dst vs n x src"),
+    ({"kind": 1, "groups": [[0, 1], [1, 2]], "dim": 0}, "name core 1 twice"),
+    ({"kind": 1, "groups": [[0, 1]], "dim": 3}, "collective dim out of range"),
+    ({"kind": 4, "pairs": [(0, 1), (2, 1)]}, "names core 2 or 1 twice"),
+    ({"kind": 9, "groups": [[0, 1]]}, "collective kind 9"),
+])
+def test_the_loader_checks_collective_operands(fields, message):
+  from jax_trn import _native
+  data = _collective_program(**fields)
+  if message is None:
+    assert _native.program_info(data)["outputs"][0]["shape"] == (8, 2)
+  else:
+    with pytest.raises(ValueError, match=message):
+      _native.program_info(data)
+
+
+def test_the_executable_reports_its_partitions_devices_and_shardings():
+  devices = _devices("trn")
+  mesh = _mesh(devices)
+  x = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh, P("x", "y")))
+  compiled = jax.jit(lambda a: a * 2, out_shardings=NamedSharding(mesh, P("x"))).lower(x).compile()
+  executable = compiled.runtime_executable()
+  assert {d.id for d in executable.local_devices()} == {d.id for d in devices}
+  assert compiled.input_shardings[0][0].spec == P("x", "y")
+  assert compiled.output_shardings.spec == P("x")

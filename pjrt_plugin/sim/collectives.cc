@@ -128,21 +128,28 @@ StatusOr<std::vector<int64_t>> GroupOf(const Collective& c, int rank, int num_ra
   return found;
 }
 
+// The group's reduction, folded once for the whole group.
+const std::vector<uint8_t>& Reduced(const Collective& c, const std::vector<CollectiveContribution>& parts,
+                                    SharedReduction& shared) {
+  std::call_once(shared.once, [&] { shared.bytes = Reduce(c.op, parts); });
+  return shared.bytes;
+}
+
 // The result of core `rank` (at `position` in the group) from the group's operands.
 std::vector<uint8_t> Combine(const Collective& c, int rank, size_t position,
                              const std::vector<int64_t>& group,
-                             const std::vector<CollectiveContribution>& parts) {
+                             const std::vector<CollectiveContribution>& parts, SharedReduction& shared) {
   const int esize = DTypeSize(parts[0].dtype);
   const int64_t n = static_cast<int64_t>(parts.size());
   std::vector<const std::vector<uint8_t>*> pieces;
   switch (c.kind) {
     case kCollectiveAllReduce:
-      return Reduce(c.op, parts);
+      return Reduced(c, parts, shared);
     case kCollectiveAllGather:
       for (const auto& p : parts) pieces.push_back(p.data.get());
       return Concatenate(pieces, parts[0].shape, c.dim, esize);
     case kCollectiveReduceScatter:
-      return Chunk(Reduce(c.op, parts), parts[0].shape, c.dim, n, static_cast<int64_t>(position), esize);
+      return Chunk(Reduced(c, parts, shared), parts[0].shape, c.dim, n, static_cast<int64_t>(position), esize);
     case kCollectiveAllToAll: {
       std::vector<std::vector<uint8_t>> chunks;
       for (const auto& p : parts) chunks.push_back(Chunk(*p.data, p.shape, c.dim, n, static_cast<int64_t>(position), esize));
@@ -198,7 +205,8 @@ void CollectiveSession::Fail(int rank, const std::string& message) {
 
 StatusOr<std::vector<CollectiveContribution>> CollectiveSession::Exchange(
     int rank, int64_t sequence, const std::vector<int64_t>& group, CollectiveContribution mine,
-    const std::string& what, const std::function<bool()>& cancelled) {
+    const std::string& what, const std::function<bool()>& cancelled,
+    std::shared_ptr<SharedReduction>* reduction) {
   const auto key = std::make_pair(sequence, group.front());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
   std::unique_lock<std::mutex> lock(mu_);
@@ -225,6 +233,7 @@ StatusOr<std::vector<CollectiveContribution>> CollectiveSession::Exchange(
   }
   std::vector<CollectiveContribution> parts;
   for (int64_t r : group) parts.push_back(slot.by_rank.at(r));
+  *reduction = slot.reduction;
   if (++slot.fetched == group.size()) slots_.erase(key);
   return parts;
 }
@@ -254,13 +263,14 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
   mine.arrive_ns = start_ns;
 
   std::vector<CollectiveContribution> parts;
+  auto reduction = std::make_shared<SharedReduction>();
   if (group->empty()) {
     parts.push_back(mine);  // a core no permute pair names: its result is zeros
   } else if (group->size() == 1) {
     parts.push_back(mine);
   } else {
     StatusOr<std::vector<CollectiveContribution>> exchanged =
-        machine.collectives->Exchange(rank, sequence, *group, mine, what, options.cancelled);
+        machine.collectives->Exchange(rank, sequence, *group, mine, what, options.cancelled, &reduction);
     if (!exchanged.ok()) return exchanged.status();
     parts = std::move(*exchanged);
     TRN_RETURN_IF_ERROR(CheckAgreement(*group, parts, what));
@@ -268,7 +278,7 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
   const std::vector<int64_t> members = group->empty() ? std::vector<int64_t>{rank} : *group;
   const size_t position = std::find(members.begin(), members.end(), rank) - members.begin();
   std::vector<uint8_t> result = group->empty() ? std::vector<uint8_t>(data->size(), 0)
-                                               : Combine(c, rank, position, members, parts);
+                                               : Combine(c, rank, position, members, parts, *reduction);
   CopyBits(dst, Dense(result, dst.dtype));
 
   double begin = start_ns;

@@ -34,6 +34,12 @@ struct CollectiveContribution {
   double arrive_ns = 0;  // its modeled time when it reached the collective
 };
 
+// A group's reduction, computed once by whichever member gets there first and shared by all.
+struct SharedReduction {
+  std::once_flag once;
+  std::vector<uint8_t> bytes;
+};
+
 // The rendezvous of the cores of one execution. Thread-safe; shared by the cores' executions.
 class TRN_API CollectiveSession {
  public:
@@ -51,17 +57,19 @@ class TRN_API CollectiveSession {
   // Deposits `mine` as rank's part of its `sequence`-th collective (counted per core) and waits
   // until every rank of `group` has deposited, or the wait times out, a core fails, or
   // `cancelled` returns true. Returns the group's contributions in group order. `what` names the
-  // collective in errors.
+  // collective in errors. *reduction is the group's shared reduction slot.
   StatusOr<std::vector<CollectiveContribution>> Exchange(int rank, int64_t sequence,
                                                          const std::vector<int64_t>& group,
                                                          CollectiveContribution mine,
                                                          const std::string& what,
-                                                         const std::function<bool()>& cancelled);
+                                                         const std::function<bool()>& cancelled,
+                                                         std::shared_ptr<SharedReduction>* reduction);
 
  private:
   struct Slot {
     std::map<int64_t, CollectiveContribution> by_rank;
     size_t fetched = 0;
+    std::shared_ptr<SharedReduction> reduction = std::make_shared<SharedReduction>();
   };
   const std::vector<int> chip_of_rank_;
   const TargetSpec& target_;
