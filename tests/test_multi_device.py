@@ -92,6 +92,27 @@ def test_shard_map_over_a_1d_mesh():
   _on_both(make, np.arange(32, dtype=np.int32).reshape(8, 4))
 
 
+def test_shard_map_collectives_over_both_axes_and_partial_manual_axes():
+  y = np.arange(64, dtype=np.int32).reshape(8, 8)
+  both_axes = lambda devices: jax.jit(shard_map(
+      lambda a: jax.lax.psum(a, ("x", "y")) + jax.lax.axis_index(("x", "y")), mesh=_mesh(devices),
+      in_specs=P("x", "y"), out_specs=P("x", "y")))
+  _on_both(both_axes, y)
+  partial = lambda devices: jax.jit(shard_map(lambda a: jax.lax.psum(a, "x"), mesh=_mesh(devices),
+                                              in_specs=P("x"), out_specs=P(), axis_names={"x"}))
+  _on_both(partial, y)
+
+
+def test_pmap_data_parallel_gradient_step_matches_cpu():
+  def step(w, batch):
+    grad = jax.grad(lambda w: jnp.mean(jnp.tanh(batch @ w) ** 2))(w)
+    return w - 0.1 * jax.lax.pmean(grad, "i")
+  rng = np.random.default_rng(1)
+  w = np.tile(rng.standard_normal((1, 8, 4), np.float32), (CORES, 1, 1))
+  batches = rng.standard_normal((CORES, 16, 8), np.float32)
+  _on_both(lambda devices: jax.pmap(step, axis_name="i", devices=devices), w, batches)
+
+
 def test_jit_reduction_over_a_sharded_dim_matches_cpu():
   """The case an earlier Shardy trial got wrong (no all-reduce): rows of x and columns of w
   sharded, the sum over the sharded columns."""
@@ -117,6 +138,21 @@ def test_jit_outputs_come_back_with_their_shardings():
   out = jax.jit(lambda a: a + 1, in_shardings=NamedSharding(mesh, P("x", "y")))(x)
   assert out.sharding.is_fully_replicated
   np.testing.assert_array_equal(np.asarray(out), x + 1)
+
+
+def test_with_sharding_constraint_inside_a_sharded_jit():
+  def make(devices):
+    mesh = _mesh(devices)
+    return jax.jit(lambda a: jax.lax.with_sharding_constraint(
+        a * 2, NamedSharding(mesh, P("y", "x"))).sum(axis=0), in_shardings=NamedSharding(mesh, P("x")))
+  _on_both(make, np.arange(64, dtype=np.float32).reshape(8, 8))
+
+
+def test_make_array_from_callback_feeds_a_program():
+  x = np.arange(64, dtype=np.float32).reshape(8, 8)
+  sharding = NamedSharding(_mesh(_devices("trn")), P("x", "y"))
+  array = jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+  np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: a * 3)(array)), x * 3)
 
 
 def test_device_put_to_a_sharding_round_trips():
