@@ -264,3 +264,16 @@ def test_the_executable_reports_its_partitions_devices_and_shardings():
   assert {d.id for d in executable.local_devices()} == {d.id for d in devices}
   assert compiled.input_shardings[0][0].spec == P("x", "y")
   assert compiled.output_shardings.spec == P("x")
+
+
+@pytest.mark.slow
+def test_the_pmap_data_parallel_example_follows_the_cpu_loss_trajectory():
+  pytest.importorskip("flax")
+  pytest.importorskip("optax")
+  import pathlib
+  import runpy
+  example = pathlib.Path(__file__).parents[1] / "examples" / "pmap_data_parallel.py"
+  losses = runpy.run_path(str(example), run_name="example")["main"](8)
+  trn_losses, cpu_losses = zip(*losses)
+  np.testing.assert_allclose(trn_losses, cpu_losses, rtol=1e-5)
+  assert trn_losses[-1] < trn_losses[0]
