@@ -277,3 +277,20 @@ def test_the_pmap_data_parallel_example_follows_the_cpu_loss_trajectory():
   trn_losses, cpu_losses = zip(*losses)
   np.testing.assert_allclose(trn_losses, cpu_losses, rtol=1e-5)
   assert trn_losses[-1] < trn_losses[0]
+
+
+def test_independent_all_reduces_are_combined_into_one_collective():
+  """combine-all-reduces: pmean of a three-leaf tree is one all_reduce per leaf in JAX's
+  program and one collective in ours, with the CPU's results."""
+  from hlo_lowering.program import disassemble
+  f = lambda a, b, c: jax.lax.pmean((a * 2, b, c.astype(jnp.float32)), "i")
+  args = (np.ones((CORES, 3), np.float32), np.arange(CORES * 10, dtype=np.float32).reshape(CORES, 5, 2),
+          np.arange(CORES * 4, dtype=np.int32).reshape(CORES, 4))
+  text = jax.pmap(f, axis_name="i", devices=_devices("cpu")).lower(*args).as_text()
+  assert text.count('"stablehlo.all_reduce"') == 3
+  program = disassemble(harness.compile_code(text.encode(), num_partitions=CORES))
+  assert program.count(" collective kind=0 ") == 1
+  got = jax.pmap(f, axis_name="i", devices=_devices("trn"))(*args)
+  want = jax.pmap(f, axis_name="i", devices=_devices("cpu"))(*args)
+  for g, w in zip(got, want):
+    _same(g, w)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
-from hlo_lowering.ir import Op
+from hlo_lowering.ir import Op, TensorType, Value
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.gpsimd.reduce import REDUCERS
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.passes.canonicalize import reducer_of
@@ -44,7 +45,34 @@ def _emit(ctx: LoweringContext, hlo_op: Op, kind: int, **fields) -> None:
 
 @register_lowering("stablehlo.all_reduce", kind="gpsimd")
 def lower_all_reduce(ctx: LoweringContext, op: Op) -> None:
-  _emit(ctx, op, COLLECTIVE_ALL_REDUCE, groups=op.attrs["core_groups"], op=_reducer(op))
+  """Operands of one dtype are packed into one buffer and reduced by one collective (the
+  bucket combine-all-reduces forms pays one latency, not one per operand); each result is a
+  view of the reduced buffer."""
+  reducer = _reducer(op)
+  by_dtype: dict = {}
+  for operand, result in zip(op.operands, op.results):
+    if result.type.size:
+      by_dtype.setdefault(result.dtype, []).append((operand, result))
+  for dtype, pairs in by_dtype.items():
+    if len(pairs) == 1:
+      (operand, result), = pairs
+      out = ctx.new_result(result)
+      ctx.builder.collective(COLLECTIVE_ALL_REDUCE, out.ap(), ctx.place(operand).ap(),
+                             groups=op.attrs["core_groups"], op=reducer, channel=_channel(op),
+                             debug=ctx.debug_id)
+      continue
+    total = sum(result.type.size for _, result in pairs)
+    packed = ctx.new_temporary(Value(TensorType((total,), dtype)))
+    reduced = ctx.new_temporary(Value(TensorType((total,), dtype)))
+    offset = 0
+    for operand, result in pairs:
+      piece = Place.dense(packed.tensor, result.shape, dtype, packed.offset + offset)
+      ctx.builder.gp_copy(piece.ap(), ctx.place(operand).ap(), debug=ctx.debug_id)
+      ctx.set_place(result, Place.dense(reduced.tensor, result.shape, dtype, reduced.offset + offset))
+      offset += result.type.size
+    ctx.builder.collective(COLLECTIVE_ALL_REDUCE, reduced.ap(), packed.ap(),
+                           groups=op.attrs["core_groups"], op=reducer, channel=_channel(op),
+                           debug=ctx.debug_id)
 
 
 @register_lowering("stablehlo.all_gather", kind="gpsimd")
