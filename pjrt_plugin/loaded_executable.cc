@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <new>
 
 #include "compile_options.h"
@@ -246,6 +247,10 @@ StatusOr<std::vector<LoadedExecutable::Execution>> LoadedExecutable::ExecuteOnAl
     runs.push_back(std::move(prepared->first));
     executions.push_back(std::move(prepared->second));
   }
+  // Queued under one lock: two multi-core executions sharing devices reach every device's queue
+  // in the same order, so neither waits at a collective for a core busy with the other.
+  static std::mutex submission;
+  std::lock_guard<std::mutex> lock(submission);
   for (QueuedExecution& run : runs) Submit(std::move(run));
   return executions;
 }

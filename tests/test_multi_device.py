@@ -294,3 +294,35 @@ def test_independent_all_reduces_are_combined_into_one_collective():
   want = jax.pmap(f, axis_name="i", devices=_devices("cpu"))(*args)
   for g, w in zip(got, want):
     _same(g, w)
+
+
+_EIGHT_CORES = """
+import json, os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+from importlib import metadata
+if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
+  from jax_trn import plugin
+  plugin.initialize()
+import jax, numpy as np
+x = np.arange(8 * 6, dtype=np.int32).reshape(8, 6)
+f = lambda v: (jax.lax.psum(v, "i") * (1 + jax.lax.axis_index("i")) +
+               jax.lax.ppermute(v, "i", [(k, (k + 3) % 8) for k in range(8)]))
+devices = jax.devices("trn")
+got = jax.pmap(f, axis_name="i", devices=devices)(x)
+want = jax.pmap(f, axis_name="i", devices=jax.devices("cpu"))(x)
+mesh = jax.make_mesh((2, 4), ("x", "y"), devices=devices)
+print(json.dumps({"count": len(devices), "equal": bool(np.array_equal(got, want)),
+                  "chips": sorted({d.coords[0] for d in devices}),
+                  "mesh": [[d.id for d in row] for row in mesh.devices]}))
+"""
+
+
+@pytest.mark.parametrize("env, chips", [({"TRN_CHIPS": "2"}, [0, 1]), ({"TRN_LNC": "1"}, [0])])
+def test_eight_cores_across_two_chips_or_one_chip_at_lnc_1(env, chips):
+  import json
+  from fresh_process import run_python
+  result = run_python(_EIGHT_CORES, env=env, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  assert out == {"count": 8, "equal": True, "chips": chips,
+                 "mesh": [[0, 1, 2, 3], [4, 5, 6, 7]]}
