@@ -173,6 +173,27 @@ module @uneven attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 
 }"""
 
 
+_GSPMD = """
+module @gspmd attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<8x6xf32> {mhlo.sharding = "{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}"}) -> (tensor<8x6xf32> {mhlo.sharding = "{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"}) {
+    return %arg0 : tensor<8x6xf32>
+  }
+}"""
+
+
+def test_gspmd_shardings_partition_like_shardy_ones():
+  """torch_xla's mhlo.sharding form: the argument arrives as [4, 6] shards and is gathered, the
+  result leaves as [8, 3] shards; the executable reports both shardings."""
+  from hlo_lowering.program import read_program, disassemble
+  data = harness.compile_code(_GSPMD.encode(), num_partitions=4)
+  program = read_program(data)
+  params = [t for t in program.tensors if t.kind == 0]
+  assert [tuple(t.shape) for t in params] == [(4, 6)]
+  assert " collective kind=1 " in disassemble(data)
+  assert 'mhlo.spmd_output_sharding = "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}"' in program.source
+  assert "{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}" in program.source
+
+
 def test_shards_that_do_not_divide_evenly_are_refused_naming_the_dim():
   with pytest.raises(CompileError, match=r"argument 0 .*dim 0 of size 6 does not split evenly "
                                          r"into 4 shards") as info:
@@ -326,3 +347,41 @@ def test_eight_cores_across_two_chips_or_one_chip_at_lnc_1(env, chips):
   out = json.loads(result.stdout.strip().splitlines()[-1])
   assert out == {"count": 8, "equal": True, "chips": chips,
                  "mesh": [[0, 1, 2, 3], [4, 5, 6, 7]]}
+
+
+_TORCH_XLA_SPMD = """
+import json
+from importlib import metadata
+import numpy as np
+import torch, torch_xla
+if not any(ep.name == "trn" for ep in metadata.entry_points(group="torch_xla.plugins")):
+  from torch_xla.experimental import plugins
+  from jax_trn.torch_plugin import TrnPlugin
+  plugins.register_plugin("TRN", TrnPlugin())
+import torch_xla.runtime as xr
+import torch_xla.distributed.spmd as xs
+xr.use_spmd()
+mesh = xs.Mesh(np.arange(4), (2, 2), ("data", "model"))
+g = torch.Generator().manual_seed(0)
+x, w = torch.randn(8, 16, generator=g), torch.randn(16, 6, generator=g)
+dev = torch_xla.device()
+xt, wt = x.to(dev), w.to(dev)
+xs.mark_sharding(xt, mesh, ("data", None))
+xs.mark_sharding(wt, mesh, (None, "model"))
+h = xt @ wt
+xs.mark_sharding(h, mesh, ("data", "model"))
+got = torch.tanh(h).sum(1).cpu()
+print(json.dumps({"trn": got.tolist(), "cpu": torch.tanh(x @ w).sum(1).tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_torch_xla_spmd_mark_sharding_matches_torch_on_the_cpu():
+  """torch_xla's SPMD mode sends GSPMD mhlo.sharding annotations: the same partitioner."""
+  pytest.importorskip("torch_xla")
+  import json
+  from fresh_process import run_python
+  result = run_python(_TORCH_XLA_SPMD, {"PJRT_DEVICE": "TRN"}, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  np.testing.assert_allclose(out["trn"], out["cpu"], rtol=1e-5, atol=1e-5)

@@ -24,12 +24,14 @@ import numpy as np
 
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, TensorType, Value, replace_uses, walk_ops
-from hlo_lowering.passes.partition import sharding as sharding_text
+from hlo_lowering.passes.partition import gspmd, sharding as sharding_text
 from hlo_lowering.passes.partition.mesh import Mesh
 from hlo_lowering.passes.partition.sharding import Sharding
 from hlo_lowering.program import DType
 
 _I32 = TensorType((), DType.S32)
+# torch_xla's GSPMD annotations (custom calls in HLO).
+_GSPMD_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
 
 
 class _Partitioner:
@@ -126,6 +128,15 @@ class _Partitioner:
       self.local_of[(results[result], s)] = local
     self.pending.update(results)
 
+  def gspmd_call(self, op: Op) -> None:
+    """torch_xla's sharding annotation of an intermediate value: an identity here (the value
+    is whole on every core); its manual-sharding conversions are refused."""
+    target = op.attrs["call_target_name"]
+    if target != "Sharding":
+      raise CompileError(f"{op.describe()}: custom_call @{target} (manual GSPMD sharding) is not "
+                         "supported yet", UNIMPLEMENTED)
+    self.pending[op.result] = self.pending.get(op.operands[0], op.operands[0])
+
   def run(self, module: Module) -> None:
     main = module.main
     module.attrs["trn.global_signature"] = ([a.type for a in main.args], list(main.result_types))
@@ -149,6 +160,8 @@ class _Partitioner:
         inner.operands = [self.pending.get(v, v) for v in inner.operands]
       if op.name == "sdy.manual_computation":
         self.manual_computation(op)
+      elif op.name == "stablehlo.custom_call" and op.attrs.get("call_target_name") in _GSPMD_CALLS:
+        self.gspmd_call(op)
       else:
         self.ops.append(op)
     ret = body_ops[-1]
@@ -170,6 +183,17 @@ class _Partitioner:
 
   def sharding_attr(self, attrs: dict, what: str, rank: int) -> Sharding | None:
     text = attrs.get("sdy.sharding")
+    if not text and attrs.get("mhlo.sharding"):
+      parsed = gspmd.parse(attrs["mhlo.sharding"], rank, f"gspmd.{len(self.meshes)}", what)
+      if parsed is None:
+        return None
+      mesh, s = parsed
+      if mesh.size != self.num_cores:
+        raise CompileError(f"{what}: the sharding {attrs['mhlo.sharding']} names {mesh.size} "
+                           f"devices but the program runs on {self.num_cores} cores",
+                           INVALID_ARGUMENT)
+      self.meshes[s.mesh_name] = mesh
+      return s
     if not text:
       return None
     s = Sharding.parse(text, what)
