@@ -4,7 +4,6 @@ that vary along some of its axes (the replica groups of a collective over those 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import re
 
@@ -71,6 +70,3 @@ class Mesh:
       by_key.setdefault(tuple(coords[n] for n in others), []).append(device)
     return [sorted(group, key=lambda d: self.index_along(d, axes))
             for _, group in sorted(by_key.items())]
-
-  def all_positions(self):
-    return itertools.product(*(range(s) for _, s in self.axes))
