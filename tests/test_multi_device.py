@@ -385,3 +385,19 @@ def test_torch_xla_spmd_mark_sharding_matches_torch_on_the_cpu():
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   np.testing.assert_allclose(out["trn"], out["cpu"], rtol=1e-5, atol=1e-5)
+
+
+def test_an_elementwise_sharded_jit_stays_local():
+  """An elementwise chain from sharded arguments to a result of the same sharding needs no
+  all_gather: every core computes its own shard (partition-spmd's propagate)."""
+  from hlo_lowering.program import disassemble
+  def make(devices):
+    s = NamedSharding(_mesh(devices), P("x", "y"))
+    return jax.jit(lambda a, b: jnp.where(a > 0.5, a * b + 1.0, jnp.maximum(-b, a)),
+                   in_shardings=(s, s), out_shardings=s)
+  rng = np.random.default_rng(2)
+  a, b = rng.standard_normal((2, 8, 6), np.float32)
+  _on_both(make, a, b)
+  text = make(_devices("cpu")).lower(a, b).as_text()
+  program = disassemble(harness.compile_code(text.encode(), num_partitions=CORES))
+  assert " collective " not in program and " gp_gather " not in program

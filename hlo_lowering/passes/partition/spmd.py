@@ -2,7 +2,9 @@
 core runs (docs/multi-device.md "Partitioning").
 
 The scheme is correct by construction rather than clever: outside manual computations every
-core computes the whole global value. A sharded argument arrives as this core's shard and is
+core computes the whole global value, except that an elementwise op on operands that have local
+shards under one sharding also gets a local twin (see propagate), so elementwise chains from
+sharded arguments to results of the same sharding stay local. A sharded argument arrives as this core's shard and is
 all-gathered to the global value; a sharded result is this core's slice of the global value
 (a dynamic_slice at offsets looked up by partition_id). An sdy.manual_computation (shard_map,
 pmap) is inlined: each operand is sliced to this core's shard along the manual axes, the body
@@ -30,6 +32,12 @@ from hlo_lowering.passes.partition.sharding import Sharding
 from hlo_lowering.program import DType
 
 _I32 = TensorType((), DType.S32)
+# Ops that apply element by element to operands of the result's shape (propagate).
+_ELEMENTWISE = frozenset("stablehlo." + name for name in (
+    "abs add and atan2 cbrt ceil compare convert cosine divide exponential exponential_minus_one "
+    "floor is_finite log log_plus_one logistic maximum minimum multiply negate not or popcnt "
+    "power remainder round_nearest_afz round_nearest_even rsqrt select shift_left "
+    "shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor").split())
 # torch_xla's GSPMD annotations (custom calls in HLO).
 _GSPMD_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
 
@@ -44,8 +52,8 @@ class _Partitioner:
                            f"program runs on {num_cores} cores", INVALID_ARGUMENT)
     self.ops: list[Op] = []     # the rewritten block being built
     self.partition_id: Value | None = None
-    # (global value, sharding) -> the local value already holding this core's shard of it
-    self.local_of: dict[tuple[Value, Sharding], Value] = {}
+    # global value -> {sharding: the local value already holding this core's shard of it}
+    self.local_of: dict[Value, dict[Sharding, Value]] = {}
 
   def mesh(self, s: Sharding, what: str) -> Mesh:
     try:
@@ -103,7 +111,41 @@ class _Partitioner:
                      loc, slice_sizes=list(local))
 
   def local(self, value: Value, s: Sharding, loc, what: str) -> Value:
-    return self.local_of.get((value, s)) or self.slice(value, s, loc, what)
+    return self.local_of.get(value, {}).get(s) or self.slice(value, s, loc, what)
+
+  def propagate(self, op: Op) -> None:
+    """An elementwise op whose operands all have local shards under one sharding (or are
+    splats) gets a local twin computing its result's shard: an elementwise op commutes with
+    slicing, so the twin's result is exactly the shard of the global result. Whichever of the
+    two nobody reads is dropped later (canonicalize)."""
+    if op.name not in _ELEMENTWISE or len(op.results) != 1 or op.regions:
+      return
+    shape = op.result.shape
+    if any(v.shape != shape for v in op.operands):
+      return
+    for value in op.operands:
+      for s, shard in list(self.local_of.get(value, {}).items()):
+        locals_ = [self.local_of.get(v, {}).get(s) or self.local_splat(v, shard.shape)
+                   for v in op.operands]
+        if all(locals_):
+          self.local_of.setdefault(op.result, {})[s] = self.emit(
+              op.name, locals_, TensorType(shard.shape, op.result.dtype), op.loc, **op.attrs)
+        return
+
+  def local_splat(self, value: Value, shape: tuple[int, ...]) -> Value | None:
+    """A splat of `value`'s producer (a constant, a broadcast scalar) at the local shape."""
+    producer = self.producers.get(value)
+    if producer is None:
+      return None
+    if producer.name == "stablehlo.broadcast_in_dim" and not producer.operands[0].shape:
+      return self.emit(producer.name, producer.operands, TensorType(shape, value.dtype),
+                       producer.loc, **producer.attrs)
+    if producer.name == "stablehlo.constant":
+      array = np.asarray(producer.attrs["value"])
+      if array.size and (array == array.reshape(-1)[0]).all():
+        return self.emit(producer.name, [], TensorType(shape, value.dtype), producer.loc,
+                         value=np.broadcast_to(array.reshape(-1)[0], shape))
+    return None
 
   # --- the rewrite ------------------------------------------------------------------------
 
@@ -125,7 +167,7 @@ class _Partitioner:
     results = {}
     for result, local, s in zip(op.results, returned, outs):
       results[result] = self.gather(local, s, result.type, op.loc)
-      self.local_of[(results[result], s)] = local
+      self.local_of.setdefault(results[result], {})[s] = local
     self.pending.update(results)
 
   def gspmd_call(self, op: Op) -> None:
@@ -142,6 +184,7 @@ class _Partitioner:
     module.attrs["trn.global_signature"] = ([a.type for a in main.args], list(main.result_types))
     new_args, param_texts = [], []
     self.pending: dict[Value, Value] = {}
+    self.producers: dict[Value, Op] = {}
     for i, (arg, attrs) in enumerate(zip(main.args, main.arg_attrs)):
       s = self.sharding_attr(attrs, f"argument {i}", len(arg.shape))
       mesh = self.mesh(s, f"argument {i}") if s else None
@@ -152,7 +195,7 @@ class _Partitioner:
       local = Value(TensorType(s.local_shape(arg.shape, mesh, f"argument {i} {arg.type}"), arg.dtype))
       new_args.append(local)
       self.pending[arg] = self.gather(local, s, arg.type, main.body.ops[0].loc if main.body.ops else None)
-      self.local_of[(self.pending[arg], s)] = local
+      self.local_of.setdefault(self.pending[arg], {})[s] = local
     body_ops = main.body.ops
     for op in body_ops[:-1]:
       op.operands = [self.pending.get(v, v) for v in op.operands]
@@ -164,6 +207,8 @@ class _Partitioner:
         self.gspmd_call(op)
       else:
         self.ops.append(op)
+        self.producers.update((r, op) for r in op.results)
+        self.propagate(op)
     ret = body_ops[-1]
     outputs, output_texts = [], []
     for i, (value, attrs) in enumerate(zip(ret.operands, main.result_attrs)):
