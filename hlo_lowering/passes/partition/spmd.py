@@ -25,7 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
-from hlo_lowering.ir import Block, Module, Op, TensorType, Value, replace_uses, walk_ops
+from hlo_lowering.ir import (Block, Module, Op, Region, TensorType, Value, clone_block,
+                             replace_uses, walk_ops)
+from hlo_lowering.lowering.gpsimd.reduce import REDUCERS, identity
+from hlo_lowering.passes.canonicalize import reducer_of
 from hlo_lowering.passes.partition import gspmd, sharding as sharding_text
 from hlo_lowering.passes.partition.mesh import Mesh
 from hlo_lowering.passes.partition.sharding import Sharding
@@ -118,6 +121,8 @@ class _Partitioner:
     splats) gets a local twin computing its result's shard: an elementwise op commutes with
     slicing, so the twin's result is exactly the shard of the global result. Whichever of the
     two nobody reads is dropped later (canonicalize)."""
+    if op.name == "stablehlo.reduce":
+      return self.propagate_reduce(op)
     if op.name not in _ELEMENTWISE or len(op.results) != 1 or op.regions:
       return
     shape = op.result.shape
@@ -131,6 +136,40 @@ class _Partitioner:
           self.local_of.setdefault(op.result, {})[s] = self.emit(
               op.name, locals_, TensorType(shard.shape, op.result.dtype), op.loc, **op.attrs)
         return
+
+  def propagate_reduce(self, op: Op) -> None:
+    """A one-operand reduce (add, max, min, mul, and, or, xor; init its identity) of a sharded
+    operand gets a local twin: the reduce of the shard, then an all_reduce over the cores that
+    hold the reduced dims' pieces, giving the shard of the result under the kept dims' axes.
+    Floats are summed in a different order than the replicated reduce (within float rounding,
+    as XLA's partitioned reduce)."""
+    reducer = reducer_of(op)
+    if len(op.operands) != 2 or reducer not in REDUCERS:
+      return
+    operand, init = op.operands
+    shards = self.local_of.get(operand, {})
+    splat = self.producers.get(init)
+    if not shards or splat is None or splat.name != "stablehlo.constant" or \
+        np.asarray(splat.attrs["value"]).reshape(-1)[0] != identity(reducer, init.dtype):
+      return
+    dims = set(op.attrs["dimensions"])
+    for s, shard in shards.items():
+      mesh = self.mesh(s, "reduce")
+      reduced_axes = [a for d in sorted(dims) for a in s.dims[d]]
+      kept = Sharding(s.mesh_name, tuple(a for d, a in enumerate(s.dims) if d not in dims))
+      shape = tuple(n for d, n in enumerate(shard.shape) if d not in dims)
+      partial_op = Op(op.name, [shard, init], [TensorType(shape, op.result.dtype)],
+                      dict(op.attrs), [Region(clone_block(op.regions[0].block, {}))], op.loc)
+      self.ops.append(partial_op)
+      value = partial_op.result
+      if reduced_axes:
+        combine = Op("stablehlo.all_reduce", [value], [value.type],
+                     {"core_groups": mesh.groups(reduced_axes)},
+                     [Region(clone_block(op.regions[0].block, {}))], op.loc)
+        self.ops.append(combine)
+        value = combine.result
+      self.local_of.setdefault(op.result, {})[kept] = value
+      return
 
   def local_splat(self, value: Value, shape: tuple[int, ...]) -> Value | None:
     """A splat of `value`'s producer (a constant, a broadcast scalar) at the local shape."""
