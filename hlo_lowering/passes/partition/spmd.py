@@ -77,7 +77,7 @@ class _Partitioner:
     mesh = self.mesh(s, "all_gather")
     value = local
     for d, axes in enumerate(s.dims):
-      if not axes:
+      if s.shards(mesh, d) == 1:  # unsplit, or split along axes of size 1
         continue
       shape = list(value.shape)
       shape[d] *= s.shards(mesh, d)
@@ -100,7 +100,7 @@ class _Partitioner:
       return value
     starts = []
     for d, axes in enumerate(s.dims):
-      if not axes:
+      if s.shards(mesh, d) == 1:
         starts.append(self.emit("stablehlo.constant", [], _I32, loc, value=np.array(0, np.int32)))
         continue
       table = np.array([mesh.index_along(p, list(axes)) * local[d] for p in range(self.num_cores)],
