@@ -20,6 +20,8 @@ from hlo_lowering.program.enums import (COLLECTIVE_ALL_GATHER, COLLECTIVE_ALL_RE
                                         COLLECTIVE_PERMUTE, COLLECTIVE_REDUCE_SCATTER)
 
 _HANDLE = re.compile(r"handle\s*=\s*(\d+)")
+_BETWEEN_CORES = "one collective instruction between the cores of the execution (docs/multi-device.md)"
+_CORE_ID = "partition_id instruction (the core's rank) where it varies between cores, else 0"
 
 
 def _channel(op: Op) -> int:
@@ -43,7 +45,7 @@ def _emit(ctx: LoweringContext, hlo_op: Op, kind: int, **fields) -> None:
                              debug=ctx.debug_id, **fields)
 
 
-@register_lowering("stablehlo.all_reduce", kind="gpsimd")
+@register_lowering("stablehlo.all_reduce", kind="gpsimd", describe=_BETWEEN_CORES)
 def lower_all_reduce(ctx: LoweringContext, op: Op) -> None:
   """Operands of one dtype are packed into one buffer and reduced by one collective (the
   bucket combine-all-reduces forms pays one latency, not one per operand); each result is a
@@ -75,36 +77,36 @@ def lower_all_reduce(ctx: LoweringContext, op: Op) -> None:
                            debug=ctx.debug_id)
 
 
-@register_lowering("stablehlo.all_gather", kind="gpsimd")
+@register_lowering("stablehlo.all_gather", kind="gpsimd", describe=_BETWEEN_CORES)
 def lower_all_gather(ctx: LoweringContext, op: Op) -> None:
   _emit(ctx, op, COLLECTIVE_ALL_GATHER, groups=op.attrs["core_groups"],
         dim=op.attrs["all_gather_dim"])
 
 
-@register_lowering("stablehlo.reduce_scatter", kind="gpsimd")
+@register_lowering("stablehlo.reduce_scatter", kind="gpsimd", describe=_BETWEEN_CORES)
 def lower_reduce_scatter(ctx: LoweringContext, op: Op) -> None:
   _emit(ctx, op, COLLECTIVE_REDUCE_SCATTER, groups=op.attrs["core_groups"], op=_reducer(op),
         dim=op.attrs["scatter_dimension"])
 
 
-@register_lowering("stablehlo.all_to_all", kind="gpsimd")
+@register_lowering("stablehlo.all_to_all", kind="gpsimd", describe=_BETWEEN_CORES)
 def lower_all_to_all(ctx: LoweringContext, op: Op) -> None:
   _emit(ctx, op, COLLECTIVE_ALL_TO_ALL, groups=op.attrs["core_groups"],
         dim=op.attrs["split_dimension"], concat_dim=op.attrs["concat_dimension"])
 
 
-@register_lowering("stablehlo.collective_permute", kind="gpsimd")
+@register_lowering("stablehlo.collective_permute", kind="gpsimd", describe=_BETWEEN_CORES)
 def lower_collective_permute(ctx: LoweringContext, op: Op) -> None:
   _emit(ctx, op, COLLECTIVE_PERMUTE, pairs=op.attrs["core_pairs"])
 
 
-@register_lowering("stablehlo.collective_broadcast", kind="gpsimd")
+@register_lowering("stablehlo.collective_broadcast", kind="gpsimd", describe=_BETWEEN_CORES)
 def lower_collective_broadcast(ctx: LoweringContext, op: Op) -> None:
   _emit(ctx, op, COLLECTIVE_BROADCAST, groups=op.attrs["core_groups"])
 
 
-@register_lowering("stablehlo.partition_id", kind="gpsimd")
-@register_lowering("stablehlo.replica_id", kind="gpsimd")
+@register_lowering("stablehlo.partition_id", kind="gpsimd", describe=_CORE_ID)
+@register_lowering("stablehlo.replica_id", kind="gpsimd", describe=_CORE_ID)
 def lower_core_id(ctx: LoweringContext, op: Op) -> None:
   out = ctx.new_result(op.result)
   if op.attrs.get("core_rank"):
