@@ -21,7 +21,6 @@ std::string ParameterString(const sim::TensorInfo& info) {
 Status CheckArgument(size_t index, const Buffer* argument, const sim::TensorInfo& parameter,
                      const Device* device) {
   const std::string where = "argument " + std::to_string(index) + " (" + parameter.name + ")";
-  if (argument == nullptr) return InvalidArgument(where + " is NULL");
   if (argument->dtype() != parameter.dtype || argument->dims() != parameter.shape) {
     return InvalidArgument(where + ": expected " + ParameterString(parameter) + ", got " +
                            ShapeString(argument->element_type(), argument->dims()));
@@ -167,10 +166,12 @@ StatusOr<std::pair<QueuedExecution, LoadedExecutable::Execution>> PrepareRun(
   run.device = device;
   for (size_t i = 0; i < num_arguments; ++i) {
     const Buffer* argument = Buffer::FromHandle(arguments[i]);
-    if (argument == nullptr && arguments[i] != nullptr) {
-      return InvalidArgument("argument " + std::to_string(i) +
-                             " is not a buffer of this trn client (an array of another backend, "
-                             "e.g. the CPU?): move it to a trn device first (jax.device_put)");
+    // JAX's C-API layer hands over another backend's array as a foreign pointer or as NULL.
+    if (argument == nullptr) {
+      return InvalidArgument("argument " + std::to_string(i) + " is not a buffer of this trn client (" +
+                             (arguments[i] == nullptr ? "NULL; " : "") +
+                             "an array of another backend, e.g. the CPU?): move it to a trn device "
+                             "first (jax.device_put)");
     }
     TRN_RETURN_IF_ERROR(CheckArgument(i, argument, parameters[i], device));
     StatusOr<std::shared_ptr<Allocation>> allocation = argument->allocation();

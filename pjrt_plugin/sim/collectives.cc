@@ -264,10 +264,8 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
 
   std::vector<CollectiveContribution> parts;
   auto reduction = std::make_shared<SharedReduction>();
-  if (group->empty()) {
-    parts.push_back(mine);  // a core no permute pair names: its result is zeros
-  } else if (group->size() == 1) {
-    parts.push_back(mine);
+  if (group->size() <= 1) {
+    parts.push_back(mine);  // alone, or a core no permute pair names (its result is zeros)
   } else {
     StatusOr<std::vector<CollectiveContribution>> exchanged =
         machine.collectives->Exchange(rank, sequence, *group, mine, what, options.cancelled, &reduction);
