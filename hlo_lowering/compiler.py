@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from hlo_lowering import codegen, importer, ir, pipeline
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
+from hlo_lowering.passes.partition import signature
 from hlo_lowering.report import CompileReport
 
 logger = logging.getLogger(__name__)
@@ -40,18 +41,20 @@ _CROSS_REPLICA_OPS = frozenset({
 
 def _multi_device_error(replicas: int, partitions: int, why: str = "") -> CompileError:
   return CompileError(
-      "multi-device programs (pmap, shard_map, sharded jit: "
-      f"{max(replicas, partitions)} {'partitions' if partitions > 1 else 'replicas'}{why}) are "
-      f"not supported yet (num_replicas={replicas}, num_partitions={partitions}); run on one "
-      "NeuronCore device", UNIMPLEMENTED)
+      f"{'replicated' if partitions == 1 else 'replicated and partitioned'} multi-device "
+      f"programs{why} are not supported yet (num_replicas={replicas}, "
+      f"num_partitions={partitions}); pmap, shard_map and sharded jit (num_partitions > 1, one "
+      "replica) are", UNIMPLEMENTED)
 
 
 def check_options(options: CompileOptions) -> CompileOptions:
-  """The options as the compile reads them (at least one replica); refuses partitioned programs.
-  Callers that key a cache on the options check them first, so a refused program is never served."""
-  if options.num_partitions > 1:
-    raise _multi_device_error(options.num_replicas, options.num_partitions)
-  return CompileOptions(num_replicas=max(options.num_replicas, 1), num_partitions=1)
+  """The options as the compile reads them (at least one replica and one partition); refuses
+  programs both replicated and partitioned. Callers that key a cache on the options check them
+  first, so a refused program is never served."""
+  replicas, partitions = max(options.num_replicas, 1), max(options.num_partitions, 1)
+  if partitions > 1 and replicas > 1:
+    raise _multi_device_error(replicas, partitions)
+  return CompileOptions(num_replicas=replicas, num_partitions=partitions)
 
 
 def _check_replicated(module, replicas: int) -> None:
@@ -66,6 +69,13 @@ def _check_replicated(module, replicas: int) -> None:
         raise _multi_device_error(replicas, 1, f", {op.name} at {op.loc}")
 
 
+def _partitioned_signature(module, partitions: int) -> str:
+  args, results = module.attrs["trn.global_signature"]
+  name = str(module.attrs.get("sym_name", "") or "trn_program")
+  return signature.module_text(name, args, results, module.attrs["trn.parameter_shardings"],
+                               module.attrs["trn.output_shardings"], partitions)
+
+
 def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapping,
                     *, dump_tag: str = "0") -> tuple[bytes, CompileReport]:
   """The NeuronCore program for `code` ("mlir" or "hlo") on `target` (a target description with
@@ -74,9 +84,14 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   options = check_options(options)
   module = importer.import_program(code, fmt)
   _check_replicated(module, options.num_replicas)
+  # The options are authoritative for the core count the partitioner and collectives see.
+  module.attrs["mhlo.num_partitions"] = options.num_partitions
+  module.attrs["mhlo.num_replicas"] = options.num_replicas
   target_name = str(target["name"])
   report = CompileReport(module=str(module.attrs.get("sym_name", "")), target=target_name)
   pipeline.run_pipeline(module, tag=dump_tag)
+  if options.num_partitions > 1:
+    module.source = _partitioned_signature(module, options.num_partitions)
   builder = codegen.generate(module, target_name, target, report)
   pipeline.run_backend(builder, target, report, tag=dump_tag)
   return builder.serialize(), report

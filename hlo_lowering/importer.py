@@ -157,26 +157,37 @@ class _Importer:
     public = ("sym_visibility" not in operation.attributes
               or attributes.to_python(operation.attributes["sym_visibility"]) == "public")
     result_names = []
+    arg_attrs = _per_value_attrs(operation, "arg_attrs", len(body.args))
+    result_attrs = _per_value_attrs(operation, "res_attrs", len(result_types))
     if "res_attrs" in operation.attributes:
-      for res_attr in attributes.to_python(operation.attributes["res_attrs"]):
-        result_names.append(res_attr.get("jax.result_info", "") if isinstance(res_attr, dict)
-                            else "")
-    output_aliases = {}
-    if "arg_attrs" in operation.attributes:
-      for i, arg_attr in enumerate(attributes.to_python(operation.attributes["arg_attrs"])):
-        if isinstance(arg_attr, dict) and "tf.aliasing_output" in arg_attr:
-          output_aliases[i] = int(arg_attr["tf.aliasing_output"])
-    return Function(name, body, result_types, public, result_names=result_names or None,
-                    output_aliases=output_aliases)
+      result_names = [attrs.get("jax.result_info", "") for attrs in result_attrs]
+    output_aliases = {i: int(attrs["tf.aliasing_output"]) for i, attrs in enumerate(arg_attrs)
+                      if "tf.aliasing_output" in attrs}
+    function = Function(name, body, result_types, public, result_names=result_names or None,
+                        output_aliases=output_aliases)
+    function.arg_attrs, function.result_attrs = arg_attrs, result_attrs
+    return function
+
+
+def _per_value_attrs(operation, name: str, count: int) -> list[dict]:
+  """A function's argument or result attributes (sdy.sharding, jax.result_info, ...), one dict
+  per value."""
+  if name not in operation.attributes:
+    return [{} for _ in range(count)]
+  return [a if isinstance(a, dict) else {}
+          for a in attributes.to_python(operation.attributes[name])]
 
 
 def import_module(module: ir.Module) -> Module:
   """Converts every func.func of `module`; the entry is `main` (else the only public function)."""
   importer = _Importer()
   functions: dict[str, Function] = {}
+  meshes: dict[str, str] = {}
   for op in module.body.operations:
-    # JAX declares a Shardy mesh in every module; a single-device program has nothing to shard.
+    # JAX declares a Shardy mesh in every module; the partitioner reads it (its text).
     if op.operation.name == "sdy.mesh":
+      meshes[attributes.to_python(op.operation.attributes["sym_name"])] = str(
+          op.operation.attributes["mesh"])
       continue
     if op.operation.name != "func.func":
       raise CompileError(f"top-level op {op.operation.name} is not supported (only func.func)",
@@ -184,6 +195,7 @@ def import_module(module: ir.Module) -> Module:
     function = importer.function(op)
     functions[function.name] = function
   attrs = _attributes(module.operation)
+  attrs["sdy.meshes"] = meshes
   entry = "main"
   if entry not in functions:
     public = [f.name for f in functions.values() if f.public]

@@ -146,6 +146,9 @@ class Function:
     # imaginary) pairs once decompose-complex has run.
     self.complex_args: set[int] = set()
     self.complex_results: set[int] = set()
+    # Per-value attributes as imported (sdy.sharding text, ...), one dict per argument/result.
+    self.arg_attrs: list[dict] = [{} for _ in body.args]
+    self.result_attrs: list[dict] = [{} for _ in result_types]
 
   @property
   def args(self) -> list[Value]:

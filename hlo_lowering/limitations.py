@@ -43,8 +43,6 @@ class Limitation:
 
 
 _INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
-_COLLECTIVE = ("one device holds every value whole and multi-device programs are rejected "
-               "before compiling; no single-device lowering yet")
 _TOKEN = ("tokens are not a tensor type: the importer rejects any value of token type, so the "
           "message names the op that produces or takes the first token")
 _DYNAMIC = "dynamic shapes are rejected at import (every shape must be static)"
@@ -125,10 +123,6 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation("stablehlo.dynamic_update_slice", "operand rank 0 or above 7", "an index window "
                "[N, S0..Sr-1] must fit the 8 dims of an access pattern"),
     # Unsupported ops with a reason beyond "no lowering rule yet".
-    *(Limitation(op, "all", _COLLECTIVE) for op in (
-        "stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.all_to_all",
-        "stablehlo.collective_broadcast", "stablehlo.collective_permute",
-        "stablehlo.reduce_scatter", "stablehlo.partition_id", "stablehlo.replica_id")),
     *(Limitation(op, "all", _TOKEN) for op in (
         "stablehlo.after_all", "stablehlo.create_token", "stablehlo.infeed",
         "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv")),

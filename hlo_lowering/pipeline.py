@@ -18,6 +18,8 @@ from typing import Callable, NamedTuple
 from hlo_lowering import backend, ir_printer, verifier
 from hlo_lowering.backend import verifier as backend_verifier
 from hlo_lowering.ir import Module
+from hlo_lowering.passes.collectives import combine_all_reduces
+from hlo_lowering.passes.partition import collective_groups, spmd
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
                                  decompose_batch_norm, decompose_complex,
                                  decompose_reduce_precision, decompose_rng_bit_generator, expand_total_order_compare,
@@ -39,6 +41,9 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
+    Pass("partition-spmd", spmd.run),
+    Pass("resolve-collective-groups", collective_groups.run),
+    Pass("combine-all-reduces", combine_all_reduces.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("decompose-complex", decompose_complex.run),
     Pass("unroll-static-loops", unroll_static_loops.run),

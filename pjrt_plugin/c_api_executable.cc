@@ -56,7 +56,8 @@ PJRT_Error* PJRT_Executable_NumReplicas(PJRT_Executable_NumReplicas_Args* args) 
 
 PJRT_Error* PJRT_Executable_NumPartitions(PJRT_Executable_NumPartitions_Args* args) {
   return TRN_HANDLE(PJRT_Executable_NumPartitions, num_partitions) {
-    args->num_partitions = 1;
+    TRN_UNWRAP(Executable, executable, args->executable);
+    args->num_partitions = executable->num_partitions();
     return Status::Ok();
   });
 }
@@ -220,7 +221,8 @@ PJRT_Error* PJRT_LoadedExecutable_Destroy(PJRT_LoadedExecutable_Destroy_Args* ar
 PJRT_Error* PJRT_LoadedExecutable_GetExecutable(PJRT_LoadedExecutable_GetExecutable_Args* args) {
   return TRN_HANDLE(PJRT_LoadedExecutable_GetExecutable, executable) {
     TRN_UNWRAP(LoadedExecutable, loaded, args->loaded_executable);
-    args->executable = new Executable(loaded->executable()->shared_program());
+    args->executable = new Executable(loaded->executable()->shared_program(),
+                                      loaded->executable()->num_partitions());
     return Status::Ok();
   });
 }
@@ -254,19 +256,12 @@ PJRT_Error* PJRT_LoadedExecutable_IsDeleted(PJRT_LoadedExecutable_IsDeleted_Args
 PJRT_Error* PJRT_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args) {
   return TRN_HANDLE(PJRT_LoadedExecutable_Execute, device_complete_events) {
     TRN_UNWRAP(LoadedExecutable, executable, args->executable);
-    if (args->num_devices != 1) {
-      return InvalidArgument("the executable runs on 1 device; got argument lists for " +
-                             std::to_string(args->num_devices));
-    }
+    const size_t cores = executable->devices().size();
     if (args->argument_lists == nullptr) return InvalidArgument("argument_lists is NULL");
     const bool has_outputs = executable->executable()->num_outputs() > 0;
-    if (has_outputs && (args->output_lists == nullptr || args->output_lists[0] == nullptr)) {
-      return InvalidArgument("output_lists is NULL");
-    }
-    Device* device = executable->device();
-    if (TRN_HAS_FIELD(PJRT_LoadedExecutable_Execute_Args, args, execute_device) &&
-        args->execute_device != nullptr) {
-      device = static_cast<Device*>(args->execute_device);
+    if (has_outputs && args->output_lists == nullptr) return InvalidArgument("output_lists is NULL");
+    for (size_t d = 0; has_outputs && d < args->num_devices; ++d) {
+      if (args->output_lists[d] == nullptr) return InvalidArgument("output_lists[" + std::to_string(d) + "] is NULL");
     }
     // Every argument an output may reuse is donated unless the caller lists it as not donatable.
     const PJRT_ExecuteOptions* options = args->options;
@@ -280,6 +275,33 @@ PJRT_Error* PJRT_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* ar
       const int64_t* end = begin + options->num_non_donatable_input_indices;
       return std::find(begin, end, static_cast<int64_t>(argument)) == end;
     };
+    if (cores > 1) {
+      // One execution over every core of the device assignment (docs/multi-device.md).
+      if (args->num_devices != cores) {
+        return InvalidArgument("the executable runs on " + std::to_string(cores) +
+                               " devices; got argument lists for " + std::to_string(args->num_devices));
+      }
+      TRN_ASSIGN_OR_RETURN(executions, executable->ExecuteOnAllCores(args->argument_lists, args->num_args,
+                                                                            may_donate));
+      for (size_t d = 0; d < cores; ++d) {
+        for (size_t i = 0; i < executions[d].outputs.size(); ++i) {
+          args->output_lists[d][i] = executions[d].outputs[i].release();
+        }
+        if (args->device_complete_events != nullptr) {
+          args->device_complete_events[d] = new Event(std::move(executions[d].done));
+        }
+      }
+      return Status::Ok();
+    }
+    if (args->num_devices != 1) {
+      return InvalidArgument("the executable runs on 1 device; got argument lists for " +
+                             std::to_string(args->num_devices));
+    }
+    Device* device = executable->device();
+    if (TRN_HAS_FIELD(PJRT_LoadedExecutable_Execute_Args, args, execute_device) &&
+        args->execute_device != nullptr) {
+      device = static_cast<Device*>(args->execute_device);
+    }
     TRN_ASSIGN_OR_RETURN(execution, executable->Execute(device, args->argument_lists[0],
                                                         args->num_args, may_donate));
     for (size_t i = 0; i < execution.outputs.size(); ++i) {

@@ -1,5 +1,6 @@
 #include "client.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "compile_options.h"
@@ -42,18 +43,31 @@ StatusOr<Device*> Client::LookupDevice(int id) const {
   return devices_[id].get();
 }
 
-StatusOr<Device*> Client::AssignedDevice(const CompileOptions& options) const {
-  if (options.assigned_devices.empty()) return devices_.front().get();
-  StatusOr<Device*> device = LookupDevice(static_cast<int>(options.assigned_devices.front()));
-  if (!device.ok()) {
-    return InvalidArgument("compile options assign a device that does not exist: " +
-                           device.status().message());
+StatusOr<std::vector<Device*>> Client::AssignedDevices(const CompileOptions& options) const {
+  const int64_t partitions = std::max<int64_t>(options.num_partitions, 1);
+  std::vector<int64_t> ids = options.assigned_devices;
+  if (ids.empty()) {
+    for (int64_t i = 0; i < partitions; ++i) ids.push_back(i);
   }
-  return device;
+  if (partitions > 1 && static_cast<int64_t>(ids.size()) != partitions) {
+    return InvalidArgument("compile options assign " + std::to_string(ids.size()) + " devices to " +
+                           std::to_string(partitions) + " partitions");
+  }
+  if (partitions == 1) ids.resize(1);
+  std::vector<Device*> devices;
+  for (int64_t id : ids) {
+    StatusOr<Device*> device = LookupDevice(static_cast<int>(id));
+    if (!device.ok()) {
+      return InvalidArgument("compile options assign a device that does not exist: " +
+                             device.status().message());
+    }
+    devices.push_back(*device);
+  }
+  return devices;
 }
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::LoadProgram(std::string_view program,
-                                                                Device* device) const {
+                                                                std::vector<Device*> devices) const {
   StatusOr<std::shared_ptr<const sim::LoadedProgram>> loaded =
       sim::LoadedProgram::Load(program.data(), program.size());
   if (!loaded.ok()) return loaded.status();
@@ -62,7 +76,7 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::LoadProgram(std::string_view
     return InvalidArgument("the program was compiled for " + std::string(program_target) +
                            " but this client simulates " + options_.target->name);
   }
-  return LoadedExecutable::Load(std::move(*loaded), device);
+  return LoadedExecutable::Load(std::move(*loaded), std::move(devices));
 }
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view code,
@@ -70,11 +84,11 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view cod
                                                             std::string_view compile_options) {
   StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
   if (!options.ok()) return options.status();
-  StatusOr<Device*> device = AssignedDevice(*options);
-  if (!device.ok()) return device.status();
+  StatusOr<std::vector<Device*>> devices = AssignedDevices(*options);
+  if (!devices.ok()) return devices.status();
   StatusOr<std::string> program = CompileInPython(code, format, *options, *options_.target);
   if (!program.ok()) return program.status();
-  StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, *device);
+  StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, std::move(*devices));
   if (!executable.ok() && executable.status().code() == StatusCode::kInvalidArgument) {
     // The compiler produced a program the runtime rejects: a compiler bug, not a user error.
     return Internal("the trn compiler produced an invalid program: " +
@@ -87,9 +101,9 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::DeserializeAndLoad(
     std::string_view program, std::string_view compile_options) {
   StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
   if (!options.ok()) return options.status();
-  StatusOr<Device*> device = AssignedDevice(*options);
-  if (!device.ok()) return device.status();
-  return LoadProgram(program, *device);
+  StatusOr<std::vector<Device*>> devices = AssignedDevices(*options);
+  if (!devices.ok()) return devices.status();
+  return LoadProgram(program, std::move(*devices));
 }
 
 namespace {

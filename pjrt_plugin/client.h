@@ -63,9 +63,11 @@ class Client : public PJRT_Client {
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) const;
 
  private:
-  StatusOr<Device*> AssignedDevice(const CompileOptions& options) const;
+  // The devices an executable runs on: one, or for num_partitions > 1 one per partition in
+  // partition order (the compile options' assignment, else the first devices).
+  StatusOr<std::vector<Device*>> AssignedDevices(const CompileOptions& options) const;
   StatusOr<std::unique_ptr<LoadedExecutable>> LoadProgram(std::string_view program,
-                                                          Device* device) const;
+                                                          std::vector<Device*> devices) const;
 
   ClientOptions options_;
   std::string platform_name_ = "trn";

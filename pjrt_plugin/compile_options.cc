@@ -61,12 +61,18 @@ StatusOr<CompileOptions> ParseCompileOptions(std::string_view serialized) {
 }
 
 std::string SingleDeviceAssignmentProto(int device_id) {
-  std::string ids;
-  AppendVarintField(ids, kComputationDeviceReplicaDeviceIds, static_cast<uint64_t>(device_id));
+  return PartitionedDeviceAssignmentProto({device_id});
+}
+
+std::string PartitionedDeviceAssignmentProto(const std::vector<int>& device_ids) {
   std::string proto;
   AppendVarintField(proto, kDeviceAssignmentReplicaCount, 1);
-  AppendVarintField(proto, kDeviceAssignmentComputationCount, 1);
-  AppendBytesField(proto, kDeviceAssignmentComputationDevices, ids);
+  AppendVarintField(proto, kDeviceAssignmentComputationCount, device_ids.size());
+  for (int id : device_ids) {
+    std::string ids;
+    AppendVarintField(ids, kComputationDeviceReplicaDeviceIds, static_cast<uint64_t>(id));
+    AppendBytesField(proto, kDeviceAssignmentComputationDevices, ids);
+  }
   return proto;
 }
 

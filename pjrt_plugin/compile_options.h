@@ -26,4 +26,7 @@ StatusOr<CompileOptions> ParseCompileOptions(std::string_view serialized);
 // A serialized xla.DeviceAssignmentProto for one replica and one computation on `device_id`.
 std::string SingleDeviceAssignmentProto(int device_id);
 
+// The same for one replica of `device_ids.size()` partitions (computation i on device_ids[i]).
+std::string PartitionedDeviceAssignmentProto(const std::vector<int>& device_ids);
+
 }  // namespace trn::pjrt

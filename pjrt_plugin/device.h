@@ -28,6 +28,7 @@ class Device : public PJRT_Device {
 
   int id() const { return description_.id(); }
   int local_hardware_id() const { return description_.id(); }
+  int chip() const { return description_.chip(); }
   const std::string& name() const { return description_.name(); }
   DeviceDescription* description() { return &description_; }
   Memory* hbm() { return hbm_.get(); }

@@ -22,6 +22,7 @@ class DeviceDescription : public PJRT_DeviceDescription {
 
   int id() const { return id_; }
   int process_index() const { return 0; }
+  int chip() const { return static_cast<int>(chip_index_); }
   const std::string& kind() const { return kind_; }
   const std::string& name() const { return name_; }  // "TRN_0"
   const std::string& to_string() const { return to_string_; }

@@ -35,8 +35,9 @@ std::string ModuleName(const std::string& source) {
 
 }  // namespace
 
-Executable::Executable(std::shared_ptr<const sim::LoadedProgram> program)
+Executable::Executable(std::shared_ptr<const sim::LoadedProgram> program, int num_partitions)
     : program_(std::move(program)),
+      num_partitions_(num_partitions),
       name_(ModuleName(program_->source())),
       fingerprint_(Fnv1aHex(program_->bytes())) {
   for (const sim::TensorInfo& output : program_->outputs()) {

@@ -24,7 +24,10 @@ struct CompiledMemoryStats {
 
 class Executable : public PJRT_Executable {
  public:
-  explicit Executable(std::shared_ptr<const sim::LoadedProgram> program);
+  // `num_partitions`: the cores one execution runs on (docs/multi-device.md).
+  explicit Executable(std::shared_ptr<const sim::LoadedProgram> program, int num_partitions = 1);
+
+  int num_partitions() const { return num_partitions_; }
 
   const sim::LoadedProgram& program() const { return *program_; }
   const std::shared_ptr<const sim::LoadedProgram>& shared_program() const { return program_; }
@@ -41,6 +44,7 @@ class Executable : public PJRT_Executable {
 
  private:
   std::shared_ptr<const sim::LoadedProgram> program_;  // shared with loaded executables
+  int num_partitions_;
   std::string name_;         // the module's name in its source, else "trn_program"
   std::string fingerprint_;  // hex of a 64-bit FNV-1a hash of the program bytes
   std::vector<PJRT_Buffer_Type> output_types_;

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <new>
 
 #include "compile_options.h"
 #include "device.h"
 #include "element_type.h"
 #include "interrupt.h"
+#include "sim/collectives.h"
 
 namespace trn::pjrt {
 namespace {
@@ -20,7 +22,6 @@ std::string ParameterString(const sim::TensorInfo& info) {
 Status CheckArgument(size_t index, const Buffer* argument, const sim::TensorInfo& parameter,
                      const Device* device) {
   const std::string where = "argument " + std::to_string(index) + " (" + parameter.name + ")";
-  if (argument == nullptr) return InvalidArgument(where + " is NULL");
   if (argument->dtype() != parameter.dtype || argument->dims() != parameter.shape) {
     return InvalidArgument(where + ": expected " + ParameterString(parameter) + ", got " +
                            ShapeString(argument->element_type(), argument->dims()));
@@ -47,6 +48,8 @@ struct QueuedExecution {
   std::vector<std::shared_ptr<Completion>> inputs_ready;
   bool record_timeline = false;
   uint64_t interrupts = 0;  // InterruptCount() at submission: a later SIGINT cancels this run
+  std::shared_ptr<sim::CollectiveSession> collectives;  // multi-core executions only
+  int rank = 0;
   std::shared_ptr<Completion> done;
 };
 
@@ -76,6 +79,8 @@ Status Simulate(const QueuedExecution& run) {
   options.cancelled = [&run, queue] {
     return InterruptCount() != run.interrupts || queue->stopping();
   };
+  options.collectives = run.collectives;
+  options.rank = run.rank;
   auto profile = std::make_shared<sim::ExecutionProfile>();
   const Status status = sim::Execute(program, input_data, output_data, options, profile.get());
   if (status.code() == StatusCode::kCancelled) {
@@ -89,8 +94,7 @@ Status Simulate(const QueuedExecution& run) {
   return Status::Ok();
 }
 
-// Simulate on the queue's thread, where nothing may escape.
-Status RunQueued(const QueuedExecution& run) {
+Status SimulateGuarded(const QueuedExecution& run) {
   try {
     return Simulate(run);
   } catch (const std::bad_alloc&) {
@@ -102,39 +106,62 @@ Status RunQueued(const QueuedExecution& run) {
   }
 }
 
+// Simulate on the queue's thread, where nothing may escape. A failing core of a multi-core
+// execution releases the others from their collectives.
+Status RunQueued(const QueuedExecution& run) {
+  const Status status = SimulateGuarded(run);
+  if (!status.ok() && run.collectives != nullptr) run.collectives->Fail(run.rank, status.message());
+  return status;
+}
+
 }  // namespace
 
 LoadedExecutable::LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program,
-                                   Device* device, Reservation constants)
-    : executable_(std::move(program)),
-      device_(device),
-      addressable_devices_{device},
+                                   std::vector<Device*> devices, std::vector<Reservation> constants)
+    : executable_(std::move(program), static_cast<int>(devices.size())),
+      devices_(std::move(devices)),
+      addressable_devices_(devices_.begin(), devices_.end()),
       constants_(std::move(constants)) {}
 
 StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Load(
-    std::shared_ptr<const sim::LoadedProgram> program, Device* device) {
-  StatusOr<Reservation> constants = device->hbm()->Reserve(program->constant_bytes());
-  if (!constants.ok()) {
-    return Status(constants.status().code(),
-                  "loading the program's constants: " + constants.status().message());
+    std::shared_ptr<const sim::LoadedProgram> program, std::vector<Device*> devices) {
+  std::vector<Reservation> reservations;
+  for (Device* device : devices) {
+    StatusOr<Reservation> constants = device->hbm()->Reserve(program->constant_bytes());
+    if (!constants.ok()) {
+      return Status(constants.status().code(), "loading the program's constants on " +
+                                                   device->name() + ": " + constants.status().message());
+    }
+    reservations.push_back(std::move(*constants));
   }
   return std::unique_ptr<LoadedExecutable>(
-      new LoadedExecutable(std::move(program), device, std::move(*constants)));
+      new LoadedExecutable(std::move(program), std::move(devices), std::move(reservations)));
 }
 
 std::string LoadedExecutable::SerializedDeviceAssignment() const {
-  return SingleDeviceAssignmentProto(device_->id());
+  std::vector<int> ids;
+  for (const Device* device : devices_) ids.push_back(device->id());
+  return PartitionedDeviceAssignmentProto(ids);
 }
 
 void LoadedExecutable::Delete() {
   deleted_.store(true);
 }
 
-StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
-    Device* device, PJRT_Buffer* const* arguments, size_t num_arguments,
-    const std::function<bool(size_t)>& may_donate) const {
-  if (is_deleted()) return FailedPrecondition("the executable has been deleted");
-  const sim::LoadedProgram& program = executable_.program();
+namespace {
+
+// One core's run, ready to queue; what the caller gets back; the arguments it takes over.
+struct PreparedRun {
+  QueuedExecution run;
+  LoadedExecutable::Execution execution;
+  std::vector<Buffer*> donated;  // deleted once every core's run is prepared
+};
+
+// Checks one core's arguments and allocates its outputs (or takes a donated argument's bytes).
+StatusOr<PreparedRun> PrepareRun(const Executable& executable, Device* device,
+                                 PJRT_Buffer* const* arguments, size_t num_arguments,
+                                 const std::function<bool(size_t)>& may_donate) {
+  const sim::LoadedProgram& program = executable.program();
   const std::vector<sim::TensorInfo>& parameters = program.parameters();
   if (num_arguments != parameters.size()) {
     return InvalidArgument("the program takes " + std::to_string(parameters.size()) +
@@ -143,14 +170,16 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
   if (num_arguments > 0 && arguments == nullptr) return InvalidArgument("argument list is NULL");
 
   QueuedExecution run;
-  run.program = executable_.shared_program();
+  run.program = executable.shared_program();
   run.device = device;
   for (size_t i = 0; i < num_arguments; ++i) {
     const Buffer* argument = Buffer::FromHandle(arguments[i]);
-    if (argument == nullptr && arguments[i] != nullptr) {
-      return InvalidArgument("argument " + std::to_string(i) +
-                             " is not a buffer of this trn client (an array of another backend, "
-                             "e.g. the CPU?): move it to a trn device first (jax.device_put)");
+    // JAX's C-API layer hands over another backend's array as a foreign pointer or as NULL.
+    if (argument == nullptr) {
+      return InvalidArgument("argument " + std::to_string(i) + " is not a buffer of this trn client (" +
+                             (arguments[i] == nullptr ? "NULL; " : "") +
+                             "an array of another backend, e.g. the CPU?): move it to a trn device "
+                             "first (jax.device_put)");
     }
     TRN_RETURN_IF_ERROR(CheckArgument(i, argument, parameters[i], device));
     StatusOr<std::shared_ptr<Allocation>> allocation = argument->allocation();
@@ -186,15 +215,19 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
   run.interrupts = InterruptCount();
   run.done = Completion::Pending();
 
-  Execution execution;
+  LoadedExecutable::Execution execution;
   execution.done = run.done;
   for (size_t i = 0; i < run.outputs.size(); ++i) {
     const sim::TensorInfo& info = program.outputs()[i];
     execution.outputs.push_back(
         std::make_unique<Buffer>(info.dtype, info.shape, run.outputs[i], run.done));
   }
-  for (Buffer* argument : donated) argument->Delete();  // its bytes are the output's now
+  return PreparedRun{std::move(run), std::move(execution), std::move(donated)};
+}
+
+void Submit(QueuedExecution run) {
   WatchInterrupts();
+  Device* device = run.device;
   device->queue()->Submit([run = std::move(run)]() mutable {
     const Status status = RunQueued(run);
     // What the run held is released before anyone waiting on it wakes (HBM accounting).
@@ -202,7 +235,54 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
     run = QueuedExecution{};
     done->Complete(status);
   });
-  return execution;
+}
+
+void TakeOver(const std::vector<Buffer*>& donated) {
+  for (Buffer* argument : donated) argument->Delete();  // its bytes are the output's now
+}
+
+}  // namespace
+
+StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
+    Device* device, PJRT_Buffer* const* arguments, size_t num_arguments,
+    const std::function<bool(size_t)>& may_donate) const {
+  if (is_deleted()) return FailedPrecondition("the executable has been deleted");
+  auto prepared = PrepareRun(executable_, device, arguments, num_arguments, may_donate);
+  if (!prepared.ok()) return prepared.status();
+  TakeOver(prepared->donated);
+  Submit(std::move(prepared->run));
+  return std::move(prepared->execution);
+}
+
+StatusOr<std::vector<LoadedExecutable::Execution>> LoadedExecutable::ExecuteOnAllCores(
+    PJRT_Buffer* const* const* argument_lists, size_t num_arguments,
+    const std::function<bool(size_t)>& may_donate) const {
+  if (is_deleted()) return FailedPrecondition("the executable has been deleted");
+  std::vector<int> chips;
+  for (const Device* device : devices_) chips.push_back(device->chip());
+  auto session = std::make_shared<sim::CollectiveSession>(std::move(chips), executable_.program().target());
+  std::vector<QueuedExecution> runs;
+  std::vector<Execution> executions;
+  std::vector<Buffer*> donated;
+  for (size_t r = 0; r < devices_.size(); ++r) {
+    auto prepared = PrepareRun(executable_, devices_[r], argument_lists[r], num_arguments, may_donate);
+    if (!prepared.ok()) {
+      return Status(prepared.status().code(), devices_[r]->name() + " (core " + std::to_string(r) +
+                                                  "): " + prepared.status().message());
+    }
+    prepared->run.collectives = session;
+    prepared->run.rank = static_cast<int>(r);
+    runs.push_back(std::move(prepared->run));
+    executions.push_back(std::move(prepared->execution));
+    donated.insert(donated.end(), prepared->donated.begin(), prepared->donated.end());
+  }
+  TakeOver(donated);
+  // Queued under one lock: two multi-core executions sharing devices reach every device's queue
+  // in the same order, so neither waits at a collective for a core busy with the other.
+  static std::mutex submission;
+  std::lock_guard<std::mutex> lock(submission);
+  for (QueuedExecution& run : runs) Submit(std::move(run));
+  return executions;
 }
 
 }  // namespace trn::pjrt

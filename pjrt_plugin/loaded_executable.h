@@ -24,11 +24,13 @@ class Device;
 class LoadedExecutable : public PJRT_LoadedExecutable {
  public:
   // RESOURCE_EXHAUSTED when the program's constants do not fit in `device`'s HBM.
+  // `devices`: one for a single-core program, else the cores of one execution in rank order.
   static StatusOr<std::unique_ptr<LoadedExecutable>> Load(
-      std::shared_ptr<const sim::LoadedProgram> program, Device* device);
+      std::shared_ptr<const sim::LoadedProgram> program, std::vector<Device*> devices);
 
   Executable* executable() { return &executable_; }
-  Device* device() const { return device_; }
+  Device* device() const { return devices_.front(); }
+  const std::vector<Device*>& devices() const { return devices_; }
   const std::vector<PJRT_Device*>& addressable_devices() const { return addressable_devices_; }
   std::string SerializedDeviceAssignment() const;
 
@@ -53,14 +55,22 @@ class LoadedExecutable : public PJRT_LoadedExecutable {
   StatusOr<Execution> Execute(Device* device, PJRT_Buffer* const* arguments, size_t num_arguments,
                               const std::function<bool(size_t)>& may_donate) const;
 
+  // One execution of a multi-core program: argument_lists[r] are core r's arguments (on
+  // devices()[r]); every core's run is queued on its device and they meet at the collectives.
+  // A core that fails makes the others' waits fail (never hang). Argument checks are done for
+  // every core before anything is queued (and before any donated argument is taken over).
+  StatusOr<std::vector<Execution>> ExecuteOnAllCores(PJRT_Buffer* const* const* argument_lists,
+                                                     size_t num_arguments,
+                                                     const std::function<bool(size_t)>& may_donate) const;
+
  private:
-  LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program, Device* device,
-                   Reservation constants);
+  LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program, std::vector<Device*> devices,
+                   std::vector<Reservation> constants);
 
   Executable executable_;
-  Device* const device_;  // not owned; owned by the client
-  std::vector<PJRT_Device*> addressable_devices_;  // {device_}
-  Reservation constants_;  // the program's constants in device_'s HBM while loaded
+  const std::vector<Device*> devices_;  // not owned; owned by the client
+  std::vector<PJRT_Device*> addressable_devices_;  // devices_
+  std::vector<Reservation> constants_;  // the program's constants in each device's HBM while loaded
   std::atomic<bool> deleted_{false};
 };
 

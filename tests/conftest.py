@@ -6,8 +6,14 @@ import shutil
 import tempfile
 from importlib import metadata
 
-import jax
-import pytest
+# The CPU reference runs multi-device programs on as many devices as the simulated chips expose
+# (tests/test_multi_device.py); XLA reads the flag when the CPU backend starts, after this.
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                             " --xla_force_host_platform_device_count=8").strip()
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 
 def _register_source_tree_plugin() -> None:

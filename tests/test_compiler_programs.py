@@ -75,9 +75,9 @@ def test_float64_is_rejected():
     compilation.compile_text(text)
 
 
-def test_multi_device_options_are_rejected():
-  with pytest.raises(CompileError, match="multi-device") as info:
-    harness.compile_code(harness.artifact(jnp.sin, _x()), num_partitions=4)
+def test_options_both_replicated_and_partitioned_are_rejected():
+  with pytest.raises(CompileError, match="replicated and partitioned multi-device") as info:
+    harness.compile_code(harness.artifact(jnp.sin, _x()), num_replicas=2, num_partitions=4)
   assert info.value.code == "UNIMPLEMENTED"
 
 

@@ -29,17 +29,6 @@ def test_unsupported_op_names_the_op_and_the_user_line(trn):
   np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(x)), np.eye(8) + 1)
 
 
-def test_multi_device_programs_fail_at_compile_with_a_clear_error(trn):
-  devices = jax.devices("trn")
-  mesh = jax.sharding.Mesh(np.array(devices), ("d",))
-  sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
-  x = jax.device_put(np.arange(len(devices) * 4, dtype=np.float32), sharding)
-  with pytest.raises(Exception, match="multi-device programs .* not supported yet"):
-    jax.jit(lambda v: v * 2)(x)
-  np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v * 2)(jax.device_put(
-      np.ones(3, np.float32), trn))), np.full(3, 2.0))
-
-
 def test_float64_programs_are_refused(trn):
   with jax.enable_x64(True):
     with pytest.raises(Exception, match="float64"):

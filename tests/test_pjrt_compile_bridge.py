@@ -47,10 +47,10 @@ def test_the_options_are_parsed_in_cpp_once(client, monkeypatch):
   assert seen["options"] == {"num_replicas": 4, "num_partitions": 2}
 
 
-def test_partitioned_programs_are_unimplemented_with_the_compilers_message(client):
-  with pytest.raises(errors.Unimplemented, match=r"^multi-device programs .* \(num_replicas=1, "
-                                                 r"num_partitions=2\); run on one NeuronCore"):
-    client.compile(TEXT, options=CompileOptions(num_partitions=2))
+def test_replicated_and_partitioned_programs_are_unimplemented_with_the_compilers_message(client):
+  with pytest.raises(errors.Unimplemented, match=r"^replicated and partitioned multi-device "
+                                                 r"programs .* \(num_replicas=2, num_partitions=2\)"):
+    client.compile(TEXT, options=CompileOptions(num_replicas=2, num_partitions=2))
 
 
 def test_an_invalid_options_proto_is_invalid_argument(client):

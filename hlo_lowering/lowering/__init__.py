@@ -3,6 +3,6 @@
 Importing this package imports every rule module so the registry is complete.
 """
 
-from hlo_lowering.lowering import (barrier, constants, control_flow,  # noqa: F401
-                                   convolution, elementwise, fusion, gpsimd, kernel_call,
-                                   matmul, reduce, views)
+from hlo_lowering.lowering import (barrier, collectives, constants,  # noqa: F401
+                                   control_flow, convolution, elementwise, fusion, gpsimd,
+                                   kernel_call, matmul, reduce, views)

@@ -2,12 +2,12 @@
 
 JAX puts `sdy.sharding_constraint` (and `sdy.reshard`) into programs even for one device, e.g.
 around jax.random inside Flax initialisers. On one NeuronCore every value is whole on that core,
-so each such op is its operand. Multi-device programs never get here: compiler.py rejects
-num_partitions > 1 until the sharding passes exist.
+so each such op is its operand. In a multi-core program partition-spmd leaves every value
+outside manual computations whole on every core, so there too a constraint is its operand.
 
 Requires: calls inlined (inline-calls).
 Ensures: no sdy.sharding_constraint or sdy.reshard op remains.
-Runs after: inline-calls.
+Runs after: partition-spmd.
 """
 
 from __future__ import annotations

@@ -299,6 +299,23 @@ class ProgramBuilder:
                op=Alu(op), dst=dst, operand=operand, source=source,
                init=_scalar(init, "gp_select_and_scatter"), window=_flat(window))
 
+  # --- between cores (docs/multi-device.md) ----------------------------------------------------
+
+  def collective(self, kind, dst, src, groups=(), pairs=(), op=Alu.COPY, dim=0, concat_dim=0,
+                 channel=0, debug=None):
+    """One collective of `kind` (COLLECTIVE_*) over replica `groups` (equal-size lists of
+    ranks; the fold order) or, for collective_permute, (source, target) `pairs`."""
+    groups = [list(map(int, g)) for g in groups]
+    flat_groups = [len(groups[0])] + [r for g in groups for r in g] if groups else []
+    self._emit(Opcode.COLLECTIVE, Stream.POOL, debug, kind=int(kind), op=Alu(op), dim=int(dim),
+               concat_dim=int(concat_dim), channel=int(channel), groups=flat_groups,
+               pairs=[int(r) for pair in pairs for r in pair], dst=_hbm(dst, "collective"),
+               src=_hbm(src, "collective"))
+
+  def partition_id(self, dst, debug=None):
+    """dst (one u32) = the executing core's rank in its execution."""
+    self._emit(Opcode.PARTITION_ID, Stream.POOL, debug, dst=_hbm(dst, "partition_id"))
+
   # --- output -------------------------------------------------------------------------------
 
   def serialize(self) -> bytes:

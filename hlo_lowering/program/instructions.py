@@ -178,6 +178,11 @@ OPERAND_LAYOUT = {
     Opcode.GP_CONVOLUTION: (("feature_groups", "u32"), ("batch_groups", "u32"),
                             ("window", "i64_list"), ("dst", "hbm"), ("lhs", "hbm"),
                             ("rhs", "hbm")),
+    # groups: the group size, then every group's ranks; pairs: (source, target) ranks.
+    Opcode.COLLECTIVE: (("kind", "u8"), ("op", "u8"), ("dim", "u8"), ("concat_dim", "u8"),
+                        ("channel", "u32"), ("groups", "i64_list"), ("pairs", "i64_list"),
+                        ("dst", "hbm"), ("src", "hbm")),
+    Opcode.PARTITION_ID: (("dst", "hbm"),),
 }
 
 # gp_scatter combines into what its destination holds.

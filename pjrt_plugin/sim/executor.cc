@@ -7,6 +7,7 @@
 
 #include "elementwise.h"
 
+#include "collectives.h"
 #include "engines.h"
 #include "timing_model.h"
 
@@ -161,8 +162,16 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     const bool moved = stream.steps != nullptr && stream.iteration > 0 && !stream.steps->hbm_steps.empty();
     const Instruction concrete = moved ? AtIteration(stored, *stream.steps, stream.iteration) : Instruction{};
     const Instruction& inst = moved ? concrete : stored;
-    Run(machine, inst);
-    const InstructionTiming timing = EstimateTiming(machine, inst, best_start);
+    InstructionTiming timing;
+    if (inst.opcode == Opcode::kCollective) {
+      // Meets the other cores: its data and its time depend on theirs (collectives.h).
+      StatusOr<InstructionTiming> collective = RunCollective(machine, inst, best_start, options);
+      if (!collective.ok()) return collective.status();
+      timing = *collective;
+    } else {
+      Run(machine, inst);
+      timing = EstimateTiming(machine, inst, best_start);
+    }
     const double end = best_start + timing.latency_ns;
     stream.free_ns = best_start + timing.busy_ns;
     // Completions of one stream are in order even when its instructions overlap (DMA queues).

@@ -4,6 +4,7 @@
 // every compute domain (f64 included) is supported here.
 #include <cstring>
 
+#include "collectives.h"
 #include "elementwise.h"
 #include "engines.h"
 
@@ -104,6 +105,8 @@ void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
     case Opcode::kGpReduceWindow:
     case Opcode::kGpSelectAndScatter:
       return RunGpSimdWindows(machine, inst);
+    case Opcode::kPartitionId:
+      return RunPartitionId(machine, std::get<PartitionId>(inst.operands));
     default:
       return;  // the loader puts only GpSimd opcodes on the POOL stream
   }

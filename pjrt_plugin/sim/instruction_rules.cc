@@ -110,6 +110,52 @@ Status CheckWindows(const Program& program, const HbmAP& rows, const HbmAP& base
   return Status::Ok();
 }
 
+// docs/multi-device.md: dst and src share the dtype; their element counts and dims agree as
+// the kind requires for a group of n; groups are disjoint, permute's sources and targets distinct.
+Status CheckCollective(const Program& program, const Collective& c) {
+  TRN_RETURN_IF_ERROR(Writable(program, c.dst.tensor));
+  if (HbmDType(program, c.dst) != HbmDType(program, c.src)) return InvalidArgument("collective: dst and src dtypes differ");
+  const bool reduces = c.kind == kCollectiveAllReduce || c.kind == kCollectiveReduceScatter;
+  if (reduces) {
+    const bool combines = c.op == AluOp::kAdd || c.op == AluOp::kMul || c.op == AluOp::kMax || c.op == AluOp::kMin ||
+                          c.op == AluOp::kAnd || c.op == AluOp::kOr || c.op == AluOp::kXor;
+    if (!combines) return InvalidArgument(AluOpName(c.op) + " is not a collective combiner (add, mul, max, min, and, or, xor)");
+    TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(c.op), 2, HbmDType(program, c.dst)));
+  }
+  if (c.kind == kCollectivePermute) {
+    if (!c.groups.empty()) return InvalidArgument("collective_permute takes pairs, not replica groups");
+    std::vector<int64_t> sources, targets;
+    for (const auto& [s, t] : c.pairs) {
+      if (std::find(sources.begin(), sources.end(), s) != sources.end() || std::find(targets.begin(), targets.end(), t) != targets.end()) {
+        return InvalidArgument("collective_permute names core " + std::to_string(s) + " or " + std::to_string(t) + " twice");
+      }
+      sources.push_back(s);
+      targets.push_back(t);
+    }
+    return SameCount("collective_permute", c.dst.num_elements(), c.src.num_elements());
+  }
+  if (c.groups.empty()) return InvalidArgument("collective without replica groups");
+  std::vector<int64_t> seen;
+  for (const auto& group : c.groups) {
+    for (int64_t r : group) {
+      if (std::find(seen.begin(), seen.end(), r) != seen.end()) return InvalidArgument("collective replica groups name core " + std::to_string(r) + " twice");
+      seen.push_back(r);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(c.groups[0].size());
+  const bool along_dim = c.kind == kCollectiveAllGather || c.kind == kCollectiveReduceScatter || c.kind == kCollectiveAllToAll;
+  if (along_dim) {
+    const HbmAP& split = c.kind == kCollectiveAllGather ? c.dst : c.src;
+    if (c.dim >= c.src.num_dims || c.dim >= c.dst.num_dims || c.concat_dim >= c.dst.num_dims) return InvalidArgument("collective dim out of range");
+    if (split.dims[c.dim].count % n != 0) return InvalidArgument("collective dim " + std::to_string(c.dim) + " of size " + std::to_string(split.dims[c.dim].count) + " does not split into " + std::to_string(n));
+  }
+  switch (c.kind) {
+    case kCollectiveAllGather: return SameCount("all_gather dst vs n x src", c.dst.num_elements(), n * c.src.num_elements());
+    case kCollectiveReduceScatter: return SameCount("reduce_scatter n x dst vs src", n * c.dst.num_elements(), c.src.num_elements());
+    default: return SameCount(c.kind == kCollectiveAllToAll ? "all_to_all" : "collective", c.dst.num_elements(), c.src.num_elements());
+  }
+}
+
 Status CheckDataDependent(const Program& program, const Instruction& inst) {
   switch (inst.opcode) {
     case Opcode::kGpGather: {
@@ -310,6 +356,16 @@ Status CheckGp(const Program& program, const Instruction& inst) {
       return CheckReduceWindow(program, std::get<GpReduceWindow>(inst.operands));
     case Opcode::kGpSelectAndScatter:
       return CheckSelectAndScatter(program, std::get<GpSelectAndScatter>(inst.operands));
+    case Opcode::kCollective:
+      return CheckCollective(program, std::get<Collective>(inst.operands));
+    case Opcode::kPartitionId: {
+      const auto& p = std::get<PartitionId>(inst.operands);
+      TRN_RETURN_IF_ERROR(Writable(program, p.dst.tensor));
+      if (p.dst.num_elements() != 1 || (HbmDType(program, p.dst) != DType::kU32 && HbmDType(program, p.dst) != DType::kS32)) {
+        return InvalidArgument("partition_id writes one u32 or s32");
+      }
+      return Status::Ok();
+    }
     default:
       return CheckDataDependent(program, inst);
   }

@@ -14,6 +14,8 @@
 
 namespace trn::sim {
 
+class CollectiveSession;  // collectives.h
+
 // Zero-filled storage mapped fresh from the kernel, so pages a program never touches cost nothing
 // and every execution starts from the same (zero) state. calloc would not do: once glibc has
 // recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated small executions.
@@ -73,6 +75,11 @@ struct Machine {
   // transfers of all its queues (one core per chip today; more cores would share chip_hbm).
   ChipHbmBandwidth chip_hbm;
   CoreDmaBandwidth dma_bandwidth;
+  // The cores of this execution (null: a one-core execution) and this core's rank among them;
+  // collectives_run counts the collectives this core has reached (their rendezvous key).
+  CollectiveSession* collectives = nullptr;
+  int rank = 0;
+  int64_t collectives_run = 0;
 
   StridedView View(const TileAP& ap);
   StridedView View(const HbmAP& ap);

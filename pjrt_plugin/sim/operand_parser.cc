@@ -251,8 +251,51 @@ Operands Parser::ParseOperands(Opcode opcode) {
       g.windows = ReadWindowDims(in_);
       return g;
     }
+    case Opcode::kCollective:
+      return ReadCollective();
+    case Opcode::kPartitionId: {
+      PartitionId p;
+      p.dst = ReadHbm();
+      return p;
+    }
   }
   return DmaCopy{};
+}
+
+// collective: kind, op, dim, concat dim (u8 each), channel (u32), groups (an i64 list: the group
+// size, then the groups' ranks), pairs (an i64 list of source, target ranks), dst, src.
+Collective Parser::ReadCollective() {
+  Collective c;
+  const size_t at = in_.offset();
+  c.kind = in_.Read<uint8_t>("collective kind");
+  if (in_.ok() && c.kind > kCollectiveBroadcast) in_.Fail(at, "collective kind " + std::to_string(c.kind) + " (expected 0..5)");
+  c.op = ReadAluOp();
+  c.dim = in_.Read<uint8_t>("collective dim");
+  c.concat_dim = in_.Read<uint8_t>("collective concat dim");
+  c.channel = in_.Read<uint32_t>("collective channel");
+  const auto read_list = [this](const char* what) {
+    std::vector<int64_t> values(in_.Count(what, sizeof(int64_t)));
+    for (int64_t& v : values) {
+      v = in_.Read<int64_t>(what);
+      if (in_.ok() && (v < 0 || v > kMaxCollectiveRank)) in_.Fail(std::string(what) + " value " + std::to_string(v) + " out of range");
+    }
+    return values;
+  };
+  const std::vector<int64_t> groups = read_list("collective groups");
+  const std::vector<int64_t> pairs = read_list("collective pairs");
+  if (in_.ok() && !groups.empty()) {
+    const int64_t size = groups[0];
+    if (size < 1 || (groups.size() - 1) % size != 0) {
+      in_.Fail(at, "collective groups list of " + std::to_string(groups.size()) + " values does not hold groups of " + std::to_string(size));
+    } else {
+      for (size_t i = 1; i < groups.size(); i += size) c.groups.emplace_back(groups.begin() + i, groups.begin() + i + size);
+    }
+  }
+  if (in_.ok() && pairs.size() % 2 != 0) in_.Fail(at, "collective pairs list has an odd length");
+  for (size_t i = 0; in_.ok() && i + 1 < pairs.size(); i += 2) c.pairs.emplace_back(pairs[i], pairs[i + 1]);
+  c.dst = ReadHbm();
+  c.src = ReadHbm();
+  return c;
 }
 
 DType Parser::ReadDType(const char* what, bool allow_f64, bool allow_c64) {

@@ -172,11 +172,27 @@ struct GpConvolution {
   HbmAP dst, lhs, rhs;
 };
 
+// Between the cores of one execution (collectives.h): `groups` are the participating ranks, each
+// group listed in order (the fold order of a reduction); `pairs` collective_permute's
+// (source, target) ranks. dim: all_gather/reduce_scatter's dim, all_to_all's split dim.
+struct Collective {
+  uint8_t kind;  // kCollective* (isa.def)
+  AluOp op;      // all_reduce / reduce_scatter's combiner
+  int dim, concat_dim;
+  uint32_t channel;
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  HbmAP dst, src;
+};
+// dst (one u32) = the rank of the executing core in its execution.
+struct PartitionId { HbmAP dst; };
+
 using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
                               TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation,
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
                               GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
-                              GpConvolution, GpReduceWindow, GpSelectAndScatter>;
+                              GpConvolution, GpReduceWindow, GpSelectAndScatter, Collective,
+                              PartitionId>;
 
 struct Instruction {
   Opcode opcode;

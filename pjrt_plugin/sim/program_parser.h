@@ -13,6 +13,8 @@ namespace trn::sim::loader {
 
 // No dimension or tensor may be large enough for element arithmetic to overflow int64.
 constexpr int64_t kMaxElements = int64_t{1} << 48;
+// The largest core rank a collective may name (TRN_CHIPS up to 64 chips x 8 cores).
+constexpr int64_t kMaxCollectiveRank = 511;
 
 class Parser {
  public:
@@ -38,6 +40,7 @@ class Parser {
   Endpoint ReadEndpoint();
   std::vector<HbmAP> ReadHbmList();
   uint8_t ReadFlag(const char* what);
+  Collective ReadCollective();
 
   Cursor in_;
   uint32_t version_ = 0;

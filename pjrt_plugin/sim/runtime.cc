@@ -85,6 +85,8 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
   }
   const Program& program = loaded.program();
   Machine machine(program);
+  machine.collectives = options.collectives.get();
+  machine.rank = options.rank;
   if (!machine.sbuf.ok() || !machine.psum.ok()) return ResourceExhausted("cannot allocate SBUF/PSUM for the simulated NeuronCore");
   for (size_t i = 0; i < program.tensors.size(); ++i) {
     const Tensor& t = program.tensors[i];

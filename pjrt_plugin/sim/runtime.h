@@ -37,6 +37,7 @@ struct DebugInfo {
 };
 
 class Program;  // defined in program.h; opaque to users of the runtime
+class CollectiveSession;  // collectives.h
 
 // A loaded program: immutable, shareable between executions and threads.
 class TRN_API LoadedProgram {
@@ -100,6 +101,10 @@ struct ExecuteOptions {
   // Polled at every block entry and every few thousand instructions; once it returns true the
   // execution stops with kCancelled (outputs undefined). Empty: never cancelled.
   std::function<bool()> cancelled;
+  // A multi-core execution (docs/multi-device.md): the session its cores' collectives meet in
+  // and this core's rank (0..num_ranks-1). Null: the program runs alone as rank 0.
+  std::shared_ptr<CollectiveSession> collectives;
+  int rank = 0;
 };
 
 // Runs `program` once. `parameters[i]` points at parameter i's dense row-major bytes,

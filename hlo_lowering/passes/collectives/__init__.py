@@ -1,0 +1,1 @@
+"""Passes over the collectives of a partitioned program (docs/multi-device.md)."""
