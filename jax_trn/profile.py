@@ -242,8 +242,12 @@ class ExecutionProfile:
     held = {s: ns for s, ns in entry.streams.items() if not s.startswith("DMA")}
     if entry.dma_active_ns > 0:
       held["DMA"] = entry.dma_active_ns
+    dma_bytes = sum(r["bytes"] for r in records if r["stream"].startswith("DMA"))
+    dma_fraction = (dma_bytes / entry.dma_active_ns / self.peak().dma_bytes_per_ns_per_core
+                    if entry.dma_active_ns > 0 else 0.0)
     entry.bottleneck, entry.why = roofline.bottleneck(entry.lowering, held, entry.waited_on,
-                                                      waited_ns, entry.utilization.mbu)
+                                                      waited_ns, entry.utilization.mbu,
+                                                      dma_fraction)
     return entry
 
   def by_op(self) -> list[OpTime]:

@@ -40,6 +40,9 @@ def _hint(o) -> str:
   if label == "HBM-bandwidth-bound":
     return (f"It moves {o.hbm_bytes / 1e6:.2f} MB through HBM: fuse it with its neighbours so "
             "each tensor crosses HBM once.")
+  if label == "DMA-bandwidth-bound":
+    return (f"It moves {o.bytes / 1e6:.2f} MB at the core's DMA limit: move fewer bytes (fuse "
+            "it with its neighbours, narrower dtypes).")
   if label == "DMA-bound":
     return ("Read its operands in long contiguous runs (>= 512 B per partition): avoid "
             "broadcast, strided or transposed operands, or compute them on chip.")

@@ -26,8 +26,9 @@ from jax_trn import _native
 # What an engine's name means to a user, for the bottleneck of an op.
 ENGINE_TITLES = {"PE": "TensorE", "ACT": "ScalarE", "DVE": "VectorE", "POOL": "GpSimdE",
                  "SP": "SyncE", "DMA": "DMA"}
-# An op whose DMA moves HBM at this fraction of the device's HBM peak is bandwidth-bound;
-# below it its transfers are slow for their size (short contiguous runs, small transfers).
+# An op whose DMA moves HBM at this fraction of the device's HBM peak, or bytes at this fraction
+# of a core's DMA limit, is bandwidth-bound; below both its transfers are slow for their size
+# (short contiguous runs, small transfers).
 HBM_BOUND_FRACTION = 0.6
 
 
@@ -38,6 +39,7 @@ class DevicePeak:
   physical_cores: int
   bf16_flops_per_ns: float    # TensorE bf16 peak of all the device's cores
   hbm_bytes_per_ns: float     # the device's share of its chip's HBM bandwidth
+  dma_bytes_per_ns_per_core: float  # one core's DMA engines together (what one core can move)
 
   @property
   def tflops(self) -> float:
@@ -50,7 +52,8 @@ def device_peak(target: str, physical_cores: int) -> DevicePeak:
   per_core = (2 * spec["partitions"] * spec["matmul_stationary_free_max"]
               * spec["tensor_clock_ghz"])
   hbm = spec["hbm_bytes_per_ns_per_chip"] * physical_cores / spec["physical_cores_per_chip"]
-  return DevicePeak(target, physical_cores, per_core * physical_cores, hbm)
+  dma = spec["dma_engines_per_core"] * spec["dma_bytes_per_ns_per_engine"]
+  return DevicePeak(target, physical_cores, per_core * physical_cores, hbm, dma)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +79,14 @@ def utilization(peak: DevicePeak, time_ns: float, matmul_flops: int, fp8_matmul_
 
 
 def bottleneck(lowering: str, resource_ns: dict[str, float], waited_on: dict[str, float],
-               waited_ns: float, mbu: float) -> tuple[str, str]:
+               waited_ns: float, mbu: float, dma_fraction: float) -> tuple[str, str]:
   """(label, why) for an op: what bounded it.
 
   `resource_ns` is the time the op held each engine ("PE", "ACT", "DVE", "POOL", "SP") and the
   time any of its DMA transfers was in flight ("DMA"); `waited_on` the time its instructions
   sat ready in program order waiting on another op's instructions, by the stream they waited
-  for ("DMA" for any queue), and `waited_ns` that time over all its streams together. GpSimd
+  for ("DMA" for any queue), and `waited_ns` that time over all its streams together; `mbu` its
+  MBU and `dma_fraction` its DMA bytes per ns of DMA activity over one core's DMA limit. GpSimd
   general-path ops are named as such first: the fix is a native lowering."""
   if lowering == "gpsimd":
     return "GpSimd general path", "runs as GpSimd general-purpose instructions (no native lowering)"
@@ -99,8 +103,11 @@ def bottleneck(lowering: str, resource_ns: dict[str, float], waited_on: dict[str
   if busiest == "DMA":
     if mbu >= HBM_BOUND_FRACTION:
       return "HBM-bandwidth-bound", f"its transfers move HBM at {100 * mbu:.0f} % of the peak"
-    return ("DMA-bound", f"its transfers move HBM at only {100 * mbu:.0f} % of the peak "
-            "(short contiguous runs or small transfers)")
+    if dma_fraction >= HBM_BOUND_FRACTION:
+      return ("DMA-bandwidth-bound", f"its transfers run at {100 * dma_fraction:.0f} % of one "
+              f"core's DMA limit (MBU {100 * mbu:.0f} %: a program uses one core's DMA engines)")
+    return ("DMA-bound", f"its transfers run at only {100 * dma_fraction:.0f} % of one core's "
+            "DMA limit (short contiguous runs or small transfers)")
   return f"{ENGINE_TITLES.get(busiest, busiest)}-bound", (
       f"{ENGINE_TITLES.get(busiest, busiest)} busy {held / 1e3:.2f} us, "
       "longer than its other engines and its DMA")

@@ -78,7 +78,7 @@ def test_elementwise_moves_its_tensor_through_hbm_once_each_way(scale):
   u = scale.device_utilization()
   assert u.mfu == u.hfu == 0 and 0 < u.mbu <= 1.0
   (op,) = [o for o in scale.by_op() if o.op == "stablehlo.multiply"]
-  assert op.bottleneck in ("HBM-bandwidth-bound", "DMA-bound"), (op.bottleneck, op.why)
+  assert op.bottleneck in ("HBM-bandwidth-bound", "DMA-bandwidth-bound", "DMA-bound"), op.why
   assert 0 < op.utilization.mbu <= 1.0 and op.active_ns <= scale.device_time_ns + 1e-6
 
 
@@ -100,9 +100,7 @@ def test_fp8_flops_count_half_against_the_bf16_peak(trn):
   a = rng.standard_normal((256, 256), dtype=np.float32).astype(jnp.float8_e4m3fn)
   b = rng.standard_normal((256, 256), dtype=np.float32).astype(jnp.float8_e4m3fn)
   p = _run(trn, lambda x, y: jnp.matmul(x, y, preferred_element_type=jnp.float32), a, b)
-  if p.fp8_matmul_flops == 0:
-    pytest.skip("fp8 matmuls do not run at the fp8 rate in this lowering")
-  assert p.fp8_matmul_flops == p.matmul_flops
+  assert p.fp8_matmul_flops == p.matmul_flops == 2 * 256 ** 3
   capacity = p.device_time_ns * p.peak().bf16_flops_per_ns
   assert _close(p.device_utilization().mfu, p.matmul_flops / 2 / capacity)
 
@@ -119,10 +117,11 @@ def test_gpsimd_general_path_is_named_and_first_to_fix(trn):
 
 def test_bottleneck_names_the_resource_that_held_the_op():
   b = roofline.bottleneck
-  assert b("native", {"PE": 10.0, "DVE": 2.0}, {}, 0.0, 0.0)[0] == "TensorE-bound"
-  assert b("fused", {"ACT": 1.0, "DMA": 9.0}, {}, 0.0, 0.9)[0] == "HBM-bandwidth-bound"
-  assert b("native", {"ACT": 1.0, "DMA": 9.0}, {}, 0.0, 0.1)[0] == "DMA-bound"
-  assert b("native", {"PE": 2.0}, {"DMA": 5.0, "ACT": 1.0}, 5.5, 0.0)[0] == "waiting on DMA"
-  assert b("native", {"PE": 6.0}, {"DMA": 5.0, "ACT": 1.0}, 5.5, 0.0)[0] == "TensorE-bound"
-  assert b("native", {"DVE": 4.0, "ACT": 3.0}, {}, 0.0, 0.0)[0] == "VectorE-bound"
-  assert b("gpsimd", {"POOL": 1.0}, {}, 0.0, 0.0)[0] == "GpSimd general path"
+  assert b("native", {"PE": 10.0, "DVE": 2.0}, {}, 0.0, 0.0, 0.0)[0] == "TensorE-bound"
+  assert b("fused", {"ACT": 1.0, "DMA": 9.0}, {}, 0.0, 0.9, 0.9)[0] == "HBM-bandwidth-bound"
+  assert b("fused", {"ACT": 1.0, "DMA": 9.0}, {}, 0.0, 0.5, 0.99)[0] == "DMA-bandwidth-bound"
+  assert b("native", {"ACT": 1.0, "DMA": 9.0}, {}, 0.0, 0.1, 0.2)[0] == "DMA-bound"
+  assert b("native", {"PE": 2.0}, {"DMA": 5.0, "ACT": 1.0}, 5.5, 0.0, 0.0)[0] == "waiting on DMA"
+  assert b("native", {"PE": 6.0}, {"DMA": 5.0, "ACT": 1.0}, 5.5, 0.0, 0.0)[0] == "TensorE-bound"
+  assert b("native", {"DVE": 4.0, "ACT": 3.0}, {}, 0.0, 0.0, 0.0)[0] == "VectorE-bound"
+  assert b("gpsimd", {"POOL": 1.0}, {}, 0.0, 0.0, 0.0)[0] == "GpSimd general path"
