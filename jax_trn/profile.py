@@ -169,12 +169,16 @@ class ExecutionProfile:
 
   def peak(self) -> roofline.DevicePeak:
     """The device's peak (TensorE bf16 FLOPs and HBM bandwidth of its physical cores)."""
-    return roofline.device_peak(self.target or "trn2", self.physical_cores)
+    cached = self.__dict__.get("_peak_cache")
+    if cached is None:
+      cached = roofline.device_peak(self.target or "trn2", self.physical_cores)
+      object.__setattr__(self, "_peak_cache", cached)
+    return cached
 
   def device_utilization(self) -> roofline.Utilization:
     """MFU, HFU and MBU of the whole execution against the device's peak (always available)."""
     return roofline.utilization(self.peak(), self.device_time_ns, self.matmul_flops,
-                                   self.fp8_matmul_flops, self.transpose_flops, self.hbm_bytes)
+                                self.fp8_matmul_flops, self.transpose_flops, self.hbm_bytes)
 
   def format(self) -> str:
     """MFU/HFU/MBU, one line per engine, and one for the DMA queues together."""
@@ -237,8 +241,8 @@ class ExecutionProfile:
     entry.dma_active_ns = _union_ns([(r["start_ns"], r["end_ns"]) for r in records
                                      if r["stream"].startswith("DMA")])
     entry.utilization = roofline.utilization(self.peak(), entry.active_ns, entry.flops,
-                                                entry.fp8_flops, entry.transpose_flops,
-                                                entry.hbm_bytes)
+                                             entry.fp8_flops, entry.transpose_flops,
+                                             entry.hbm_bytes)
     held = {s: ns for s, ns in entry.streams.items() if not s.startswith("DMA")}
     if entry.dma_active_ns > 0:
       held["DMA"] = entry.dma_active_ns
