@@ -517,7 +517,7 @@ class ExecutionProfile:
       for r in records:
         d = self.debug_entry(r["debug_id"])
         args = {"op": d.op, "name": d.name, "source": d.location, "bytes": r["bytes"],
-                "flops": r["flops"], "debug_id": r["debug_id"], "index": r.get("index", -1),
+                "hbm_bytes": r.get("hbm_bytes", 0), "flops": r["flops"], "debug_id": r["debug_id"], "index": r.get("index", -1),
                 "completes_us": r["end_ns"] / 1e3}
         if r["debug_id"] in lowering:
           args["lowering"] = lowering[r["debug_id"]]
