@@ -12,13 +12,16 @@ counters, the list of reports and the persistent cache are the plugin's (jax_trn
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
+import time
 from collections.abc import Mapping
 
 from hlo_lowering import codegen, importer, ir, pipeline
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.passes.partition import signature
+from hlo_lowering.program.enums import stream_name
 from hlo_lowering.report import CompileReport
 
 logger = logging.getLogger(__name__)
@@ -82,6 +85,7 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   at least "name"), and its compile report; CompileError with a user-ready message.
   `dump_tag` names the IR and program dumps of this compile (TRN_DUMP_IR)."""
   options = check_options(options)
+  started = time.perf_counter()
   module = importer.import_program(code, fmt)
   _check_replicated(module, options.num_replicas)
   # The options are authoritative for the core count the partitioner and collectives see.
@@ -89,9 +93,23 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   module.attrs["mhlo.num_replicas"] = options.num_replicas
   target_name = str(target["name"])
   report = CompileReport(module=str(module.attrs.get("sym_name", "")), target=target_name)
+  phases = report.phase_seconds
+  phases["import"], started = _since(started)
   pipeline.run_pipeline(module, tag=dump_tag)
   if options.num_partitions > 1:
     module.source = _partitioned_signature(module, options.num_partitions)
+  phases["passes"], started = _since(started)
   builder = codegen.generate(module, target_name, target, report)
+  phases["lowering"], started = _since(started)
   pipeline.run_backend(builder, target, report, tag=dump_tag)
-  return builder.serialize(), report
+  program = builder.serialize()
+  phases["backend"], _ = _since(started)
+  counts = collections.Counter(inst.stream for inst in builder.instructions)
+  report.instructions_per_stream = {stream_name(s): counts[s] for s in sorted(counts)}
+  return program, report
+
+
+def _since(started: float) -> tuple[float, float]:
+  """(seconds since `started`, now)."""
+  now = time.perf_counter()
+  return now - started, now

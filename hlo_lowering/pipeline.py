@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Callable, NamedTuple
 
 from hlo_lowering import backend, ir_printer, verifier
@@ -112,7 +113,9 @@ def run_backend(builder: ProgramBuilder, target_spec: dict, report: CompileRepor
     _dump(dump_dir, tag, first, LOWERED, "disasm", _disassembly(builder))
   for step, stage in enumerate(stages, start=first + 1):
     logger.debug("running back-end stage %s", stage.name)
+    started = time.perf_counter()
     stage.run(builder, target_spec, report)
+    report.stage_seconds[stage.name] = time.perf_counter() - started
     if verify:
       backend_verifier.verify_program(builder, stage.name, target_spec)
     if dump_dir:

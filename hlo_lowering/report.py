@@ -1,7 +1,9 @@
 """The compile report: how each op of a program was lowered, so slow paths are visible.
 
 Per op name: how many ops were lowered natively (tiled on the engines / views with no data
-movement) or by GpSimd general-purpose instructions, and at which source lines. Logged at INFO
+movement) or by GpSimd general-purpose instructions, and at which source lines; where the compile
+time went (import, passes, lowering, each back-end stage); how many instructions each engine and
+DMA queue got; the SBUF/PSUM peaks. Logged at INFO
 after every compile by the plugin's compile service, which keeps every report
 (`jax_trn.compile_report()`, `jax_trn.compilation.reports()`); the compiler itself keeps none.
 """
@@ -35,6 +37,13 @@ class CompileReport:
   psum_peak_bytes: int = 0
   # Donated parameters whose output reuses their buffer (the back end's alias-donations).
   donated_parameters: list[int] = dataclasses.field(default_factory=list)
+  # Seconds per compile phase ("import", "passes", "lowering", "backend") and per back-end stage,
+  # in order, of this compile: empty for a compile-cache hit (nothing was compiled). Not part of
+  # the report's content (equality, format(), the cache entry): a recompile takes other times.
+  phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)
+  stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)
+  # Instructions per stream ("PE", "ACT", "DVE", "POOL", "SP", "DMA0", ...); block exits apart.
+  instructions_per_stream: dict[str, int] = dataclasses.field(default_factory=dict)
 
   def add(self, lowered: LoweredOp) -> None:
     self.ops.append(lowered)
@@ -81,7 +90,22 @@ class CompileReport:
                        f"{' ...' if len(places) > 8 else ''}")
     lines.append(f"  on-chip memory per partition: SBUF peak {self.sbuf_peak_bytes} bytes, "
                  f"PSUM peak {self.psum_peak_bytes} bytes")
+    if self.instructions_per_stream:
+      engines = {k: n for k, n in self.instructions_per_stream.items() if not k.startswith("DMA")}
+      queues = {k: n for k, n in self.instructions_per_stream.items() if k.startswith("DMA")}
+      lines.append("  instructions: " + ", ".join(f"{k} {n}" for k, n in engines.items())
+                   + (f", DMA {sum(queues.values())} on {len(queues)} queues" if queues else ""))
     return "\n".join(lines)
 
+  def format_timing(self) -> str:
+    """Where this compile's time went, in ms; says so when the program came from the cache."""
+    if not self.phase_seconds:
+      return "  compile time: none (served from the compile cache)"
+    stages = ", ".join(f"{k} {1e3 * t:.1f}" for k, t in self.stage_seconds.items())
+    return (f"  compile time {1e3 * sum(self.phase_seconds.values()):.1f} ms: "
+            + ", ".join(f"{k} {1e3 * t:.1f}" for k, t in self.phase_seconds.items())
+            + (f" (back-end stages: {stages})" if stages else ""))
+
   def __str__(self) -> str:
-    return self.format()
+    """The content (format()) and this compile's timing: what the compile service logs."""
+    return self.format() + "\n" + self.format_timing()

@@ -4,6 +4,8 @@
     jax-trn compile f.mlir -o f.trnprog  compile StableHLO text (e.g. jax.jit(f).lower(x).as_text())
     jax-trn disasm f.trnprog             the instruction streams of a program, with source lines
     jax-trn coverage [--write|--check]   how every StableHLO op lowers (docs/coverage.md)
+    jax-trn profile [--html r.html] script.py [args]  run a script with the timeline recorded;
+                                         report its last trn execution (docs/profiling.md)
 """
 
 from __future__ import annotations
@@ -52,6 +54,28 @@ def _coverage(args: argparse.Namespace) -> int:
   return coverage.run(args)
 
 
+def _profile(args: argparse.Namespace) -> int:
+  import runpy
+  from jax_trn import profile
+  saved_argv = sys.argv
+  sys.argv = [args.script] + list(args.args)
+  try:
+    with profile.trace():
+      runpy.run_path(args.script, run_name="__main__")
+  finally:
+    sys.argv = saved_argv
+  try:
+    execution = profile.last_execution(args.device)
+  except LookupError as e:
+    print(f"jax-trn: {args.script} ran nothing on trn: {e}", file=sys.stderr)
+    return 1
+  print(execution.report(top=args.top))
+  if args.html:
+    execution.to_html(args.html)
+    print(f"wrote {args.html}")
+  return 0
+
+
 def main(argv: list[str] | None = None) -> int:
   from jax_trn import _libraries
   problem = _libraries.missing()
@@ -73,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
   from hlo_lowering.coverage import add_arguments
   add_arguments(coverage_parser)
   coverage_parser.set_defaults(run=_coverage)
+  profile_parser = commands.add_parser(
+      "profile", help="run a Python script with the timeline recorded; report its last execution")
+  profile_parser.add_argument("--html", help="also write the HTML report here")
+  profile_parser.add_argument("--device", type=int, default=0, help="trn device id (default 0)")
+  profile_parser.add_argument("--top", type=int, default=10, help="ops and lines to list")
+  profile_parser.add_argument("script")
+  profile_parser.add_argument("args", nargs=argparse.REMAINDER)
+  profile_parser.set_defaults(run=_profile)
   args = parser.parse_args(argv)
   return args.run(args)
 

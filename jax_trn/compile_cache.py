@@ -140,6 +140,7 @@ def _meta_to_json(report, locations) -> bytes:
                      "sbuf_peak_bytes": report.sbuf_peak_bytes,
                      "psum_peak_bytes": report.psum_peak_bytes,
                      "donated_parameters": report.donated_parameters,
+                     "instructions_per_stream": report.instructions_per_stream,
                      "locations": [list(loc) for loc in locations]},
                     separators=(",", ":")).encode()
 
@@ -150,7 +151,8 @@ def _meta_from_json(data: bytes) -> tuple[CompileReport, tuple[tuple[str, str], 
                          ops=[LoweredOp(**op) for op in doc["ops"]],
                          sbuf_peak_bytes=doc["sbuf_peak_bytes"],
                          psum_peak_bytes=doc["psum_peak_bytes"],
-                         donated_parameters=list(doc["donated_parameters"]))
+                         donated_parameters=list(doc["donated_parameters"]),
+                         instructions_per_stream=dict(doc["instructions_per_stream"]))
   return report, tuple((str(name), str(position)) for name, position in doc["locations"])
 
 

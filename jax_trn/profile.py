@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 
-from jax_trn import _native
+from jax_trn import _native, config, profile_advice, profile_html, roofline
 
 ENGINES = ("PE", "ACT", "DVE", "POOL", "SP")
 _EPS_NS = 1e-6
@@ -61,6 +61,17 @@ class OpTime:
   flops: int = 0                  # matmul FLOPs (2*M*N*K)
   lowering: str = ""              # "native", "gpsimd", "fused" or "" (unknown): the debug table's
   debug_ids: list[int] = dataclasses.field(default_factory=list)
+  hbm_bytes: int = 0              # read from and written to HBM
+  fp8_flops: int = 0              # the part of `flops` that ran at the fp8 rate
+  transpose_flops: int = 0        # TensorE transposes (HFU counts them, MFU does not)
+  active_ns: float = 0.0          # time at least one of its instructions ran (the MFU/MBU time)
+  dma_active_ns: float = 0.0      # time at least one of its DMA transfers was in flight
+  # Time its instructions sat ready waiting on another op's instructions, by their stream
+  # ("DMA" for any queue; "block barrier"): the union over its streams.
+  waited_on: dict[str, float] = dataclasses.field(default_factory=dict)
+  utilization: roofline.Utilization = roofline.Utilization(0.0, 0.0, 0.0)  # over active_ns
+  bottleneck: str = ""            # "TensorE-bound", "DMA-bound", "waiting on DMA", ...
+  why: str = ""                   # the figures behind `bottleneck`
 
   @property
   def engine(self) -> str:
@@ -83,6 +94,21 @@ class CriticalStep:
   record: dict                      # the timeline record
   contribution_ns: float            # device time this step accounts for
   reason: str                       # why the next step waited for it: "stream order" / "semaphore"
+
+
+def _union_ns(intervals: list[tuple[float, float]]) -> float:
+  """The length of the union of [start, end) intervals."""
+  total, reach = 0.0, float("-inf")
+  for start, end in sorted(intervals):
+    if end > reach:
+      total += end - max(start, reach)
+      reach = end
+  return total
+
+
+def _wait_stream(stream: str) -> str:
+  """DMA queues are one resource for an op's waits; engines and "block barrier" stay."""
+  return "DMA" if stream.startswith("DMA") else stream
 
 
 def _line_of(location: str) -> str:
@@ -113,6 +139,10 @@ class ExecutionProfile:
   timeline: list[dict]
   debug: tuple[DebugEntry, ...] = ()
   target: str = ""
+  fp8_matmul_flops: int = 0      # the part of matmul_flops that ran at the fp8 rate
+  transpose_flops: int = 0       # TensorE transposes' FLOPs
+  hbm_bytes: int = 0             # read from and written to HBM
+  physical_cores: int = 1        # NeuronCores of the device (its LNC): the peak's
 
   # --- the always-on summary ---------------------------------------------------------------
 
@@ -137,9 +167,28 @@ class ExecutionProfile:
       return 0.0
     return self.matmul_flops / self.device_time_ns / peak_flops_per_ns
 
+  def peak(self) -> roofline.DevicePeak:
+    """The device's peak (TensorE bf16 FLOPs and HBM bandwidth of its physical cores)."""
+    cached = self.__dict__.get("_peak_cache")
+    if cached is None:
+      cached = roofline.device_peak(self.target or "trn2", self.physical_cores)
+      object.__setattr__(self, "_peak_cache", cached)
+    return cached
+
+  def device_utilization(self) -> roofline.Utilization:
+    """MFU, HFU and MBU of the whole execution against the device's peak (always available)."""
+    return roofline.utilization(self.peak(), self.device_time_ns, self.matmul_flops,
+                                self.fp8_matmul_flops, self.transpose_flops, self.hbm_bytes)
+
   def format(self) -> str:
-    """One line per engine, and one for the DMA queues together."""
-    lines = [f"device {self.device_id}: modeled device time {self.device_time_ns / 1e3:.2f} us"]
+    """MFU/HFU/MBU, one line per engine, and one for the DMA queues together."""
+    peak = self.peak()
+    lines = [f"device {self.device_id}: modeled device time {self.device_time_ns / 1e3:.2f} us",
+             f"  {self.device_utilization().format()}  (peak of the device: "
+             f"{peak.physical_cores} {self.target or 'trn2'} core(s), {peak.tflops:.1f} bf16 "
+             f"TFLOPS, {peak.hbm_bytes_per_ns:.0f} GB/s HBM)",
+             f"  HBM traffic {self.hbm_bytes / 1e6:.3f} MB, TensorE {self.matmul_flops / 1e9:.3f} "
+             f"GFLOP matmul + {self.transpose_flops / 1e9:.3f} GFLOP transposes"]
     for name in ENGINES:
       entry = self.streams.get(name)
       if entry and entry.instructions:
@@ -165,44 +214,80 @@ class ExecutionProfile:
       return self.debug[debug_id]
     return DebugEntry("", "", "")
 
+  def _records_by_debug_id(self) -> dict[int, list[dict]]:
+    groups: dict[int, list[dict]] = collections.defaultdict(list)
+    for r in self.timeline:
+      groups[r["debug_id"]].append(r)
+    return groups
+
+  def _op_time(self, entry: OpTime, records: list[dict]) -> OpTime:
+    """Fills `entry` from its instructions' records: sums, active time, waits, utilization
+    and bottleneck."""
+    waits = self._waits()
+    own = set(entry.debug_ids)
+    waiting: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for r in records:
+      _add(entry, r)
+      gap, producer = waits.get(id(r), (0.0, None))
+      # Waiting on its own instructions (an engine on the op's loads) is its pipeline, not a
+      # wait on another op: that shows as the resource it held.
+      if gap > 0 and (producer is None or producer["debug_id"] not in own):
+        key = _wait_stream(producer["stream"]) if producer else "block barrier"
+        waiting[key].append((r["start_ns"] - gap, r["start_ns"]))
+    entry.waited_on = {key: _union_ns(spans) for key, spans in waiting.items()}
+    waited_ns = _union_ns([span for spans in waiting.values() for span in spans])
+    entry.active_ns = _union_ns([(r["start_ns"], r.get("busy_end_ns", r["end_ns"]))
+                                 for r in records])
+    entry.dma_active_ns = _union_ns([(r["start_ns"], r["end_ns"]) for r in records
+                                     if r["stream"].startswith("DMA")])
+    entry.utilization = roofline.utilization(self.peak(), entry.active_ns, entry.flops,
+                                             entry.fp8_flops, entry.transpose_flops,
+                                             entry.hbm_bytes)
+    held = {s: ns for s, ns in entry.streams.items() if not s.startswith("DMA")}
+    if entry.dma_active_ns > 0:
+      held["DMA"] = entry.dma_active_ns
+    dma_bytes = sum(r["bytes"] for r in records if r["stream"].startswith("DMA"))
+    dma_fraction = (dma_bytes / entry.dma_active_ns / self.peak().dma_bytes_per_ns_per_core
+                    if entry.dma_active_ns > 0 else 0.0)
+    entry.bottleneck, entry.why = roofline.bottleneck(entry.lowering, held, entry.waited_on,
+                                                      waited_ns, entry.utilization.mbu,
+                                                      dma_fraction)
+    return entry
+
   def by_op(self) -> list[OpTime]:
     """Busy time per StableHLO op instance (one entry per debug-table entry that ran
-    instructions), most expensive first. Summed over ops, each stream's busy time equals
-    `streams[name].busy_ns` and the FLOPs equal `matmul_flops`."""
+    instructions), with its MFU/HFU/MBU over its active time and its bottleneck, most expensive
+    first. Summed over ops, each stream's busy time equals `streams[name].busy_ns`, the FLOPs
+    equal `matmul_flops` and the HBM bytes `hbm_bytes`."""
     self._require_timeline()
     lowering = self.lowerings()
-    ops: dict[int, OpTime] = {}
-    for r in self.timeline:
-      debug_id = r["debug_id"]
-      entry = ops.get(debug_id)
-      if entry is None:
-        d = self.debug_entry(debug_id)
-        entry = ops[debug_id] = OpTime(d.name or d.op or f"debug {debug_id}", d.op, d.line,
-                                       lowering=lowering.get(debug_id, ""), debug_ids=[debug_id])
-      _add(entry, r)
-    return sorted(ops.values(), key=lambda o: -o.busy_ns)
+    ops = []
+    for debug_id, records in self._records_by_debug_id().items():
+      d = self.debug_entry(debug_id)
+      ops.append(self._op_time(OpTime(d.name or d.op or f"debug {debug_id}", d.op, d.line,
+                                      lowering=lowering.get(debug_id, ""),
+                                      debug_ids=[debug_id]), records))
+    return sorted(ops, key=lambda o: -o.busy_ns)
 
   def by_line(self) -> list[OpTime]:
     """Busy time per user source line ("file.py:36"), most expensive first."""
-    lines: dict[str, OpTime] = {}
+    groups = self._records_by_debug_id()
+    lines: dict[str, tuple[OpTime, list[dict]]] = {}
     for op in self.by_op():
       key = op.location or "(no source line)"
-      entry = lines.setdefault(key, OpTime(key, "", op.location))
+      entry, records = lines.setdefault(key, (OpTime(key, "", op.location), []))
       names = entry.op.split(", ") if entry.op else []
       if op.key not in names:
         entry.op = ", ".join(names + [op.key])
-      entry.busy_ns += op.busy_ns
-      for stream, ns in op.streams.items():
-        entry.streams[stream] = entry.streams.get(stream, 0.0) + ns
-      entry.instructions += op.instructions
-      entry.bytes += op.bytes
-      entry.flops += op.flops
       entry.debug_ids += op.debug_ids
+      for debug_id in op.debug_ids:
+        records += groups[debug_id]
       if op.lowering == "gpsimd":
         entry.lowering = "gpsimd"
       elif op.lowering and not entry.lowering:
         entry.lowering = op.lowering
-    return sorted(lines.values(), key=lambda o: -o.busy_ns)
+    return sorted((self._op_time(entry, records) for entry, records in lines.values()),
+                  key=lambda o: -o.busy_ns)
 
   def lowerings(self) -> dict[int, str]:
     """debug_id -> how the compiler lowered that op ("native", "gpsimd", "fused": natively
@@ -229,6 +314,11 @@ class ExecutionProfile:
     for records in streams.values():
       records.sort(key=lambda r: r["start_ns"])
     return streams
+
+  def tracks(self) -> list[tuple[str, list[dict]]]:
+    """(stream, its records by start time) per engine and DMA queue, in the order AWS's
+    profiler lists them: engines, then the DMA queues."""
+    return sorted(self._by_stream().items(), key=lambda kv: _track_key(kv[0]))
 
   def _done_times(self, streams: dict[str, list[dict]]) -> dict[tuple, dict]:
     """(block entry, stream, count) -> the record whose completion makes sem[stream] reach
@@ -259,25 +349,41 @@ class ExecutionProfile:
       object.__setattr__(self, "_segment_cache", cached)
     return cached
 
+  def _waits(self) -> dict[int, tuple[float, dict | None]]:
+    """id(record) -> (how long it sat ready in its stream's order waiting on a semaphore, the
+    record that released it or None for the block barrier), for the records that waited."""
+    cached = self.__dict__.get("_wait_cache")
+    if cached is not None:
+      return cached
+    streams = self._by_stream()
+    done = self._done_times(streams)
+    waits = {}
+    for records in streams.values():
+      free = 0.0
+      for r in records:
+        gap = r["start_ns"] - free
+        if gap > _EPS_NS:
+          waits[id(r)] = (gap, self._binding_wait(r, done))
+        free = max(free, r.get("busy_end_ns", r["end_ns"]))
+    object.__setattr__(self, "_wait_cache", waits)
+    return waits
+
   def stream_activity(self) -> dict[str, StreamActivity]:
     """Per engine and DMA queue: busy, waiting on a semaphore (its next instruction was ready in
     program order but waited for another stream), and idle with nothing to do."""
     self._require_timeline()
     streams = self._by_stream()
-    done = self._done_times(streams)
+    waits = self._waits()
     out = {}
     for name in sorted(streams, key=_track_key):
       busy = wait = 0.0
       waited_on: dict[str, float] = collections.defaultdict(float)
-      free = 0.0
       for r in streams[name]:
         busy += _busy_ns(r)
-        gap = r["start_ns"] - free
-        if gap > _EPS_NS:
+        if id(r) in waits:
+          gap, producer = waits[id(r)]
           wait += gap
-          producer = self._binding_wait(r, done)
           waited_on[producer["stream"] if producer else "block barrier"] += gap
-        free = max(free, r.get("busy_end_ns", r["end_ns"]))
       idle = max(0.0, self.device_time_ns - busy - wait)
       out[name] = StreamActivity(busy, wait, idle, dict(waited_on))
     return out
@@ -350,13 +456,15 @@ class ExecutionProfile:
     for title, rows in (("ops", self.by_op()), ("source lines", self.by_line())):
       lines.append(f"top {min(top, len(rows))} {title} by engine time "
                    f"(busy summed over engines and DMA queues):")
-      lines.append("      us  % busy  engine  instr      bytes        flops  lowering  "
+      lines.append("      us  % busy  engine  instr      bytes    HBM bytes        flops    MFU    MBU"
+                   "  bottleneck            lowering  "
                    + ("op  at" if title == "ops" else "line  ops"))
       for o in rows[:top]:
         what = f"{o.key} ({o.op})  {o.location}" if title == "ops" else f"{o.key}  {o.op}"
         lines.append(f"  {o.busy_ns / 1e3:6.2f} {100 * o.busy_ns / all_busy:7.1f}  {o.engine:<6}"
-                     f"{o.instructions:6d} {o.bytes:10d} {o.flops:12d}  {o.lowering or '-':<8}  "
-                     f"{what}")
+                     f"{o.instructions:6d} {o.bytes:10d} {o.hbm_bytes:12d} {o.flops:12d}"
+                     f" {100 * o.utilization.mfu:5.1f}% {100 * o.utilization.mbu:5.1f}%"
+                     f"  {o.bottleneck or '-':<20}  {o.lowering or '-':<8}  {what}")
       gpsimd = [o for o in rows if o.lowering == "gpsimd"]
       if gpsimd and title == "ops":
         lines.append(f"  GpSimd fallbacks: {len(gpsimd)} ops, "
@@ -374,7 +482,17 @@ class ExecutionProfile:
                      for s, ns in sorted(per_stream.items(), key=lambda kv: -kv[1])))
     for name, ns in sorted(per_op.items(), key=lambda kv: -kv[1])[:3]:
       lines.append(f"  {ns / 1e3:8.2f} us  {name}")
+    advice = profile_advice.fix_first(self)
+    if advice:
+      lines.append("what to fix first:")
+      lines += [f"  {a.format()}" for a in advice]
     return "\n".join(lines)
+
+  def to_html(self, path: str | os.PathLike) -> None:
+    """Writes a self-contained HTML report (timeline, top ops and lines, engine utilization,
+    HBM traffic, what to fix first) that any browser opens without a network."""
+    self._require_timeline()
+    profile_html.write(self, path)
 
   def perfetto_events(self) -> list[dict]:
     """Chrome trace-event JSON events (ts/dur in us): one process for the device, one thread per
@@ -401,7 +519,7 @@ class ExecutionProfile:
       for r in records:
         d = self.debug_entry(r["debug_id"])
         args = {"op": d.op, "name": d.name, "source": d.location, "bytes": r["bytes"],
-                "flops": r["flops"], "debug_id": r["debug_id"], "index": r.get("index", -1),
+                "hbm_bytes": r.get("hbm_bytes", 0), "flops": r["flops"], "debug_id": r["debug_id"], "index": r.get("index", -1),
                 "completes_us": r["end_ns"] / 1e3}
         if r["debug_id"] in lowering:
           args["lowering"] = lowering[r["debug_id"]]
@@ -438,8 +556,13 @@ def _add(entry: OpTime, r: dict) -> None:
   entry.streams[r["stream"]] = entry.streams.get(r["stream"], 0.0) + busy
   entry.instructions += 1
   entry.bytes += r["bytes"]
+  entry.hbm_bytes += r.get("hbm_bytes", 0)
   if r["opcode"] == "matmul":
     entry.flops += r["flops"]
+    if r.get("fp8"):
+      entry.fp8_flops += r["flops"]
+  elif r["opcode"] == "transpose":
+    entry.transpose_flops += r["flops"]
 
 
 def write_perfetto(path: str | os.PathLike, profiles) -> None:
@@ -479,5 +602,7 @@ def profile_from_raw(raw: dict, device_id: int = 0) -> ExecutionProfile:
              for name, s in raw["streams"].items()}
   debug = tuple(DebugEntry(d["op"], d["name"], d["location"], d["lowering"], d["rule"])
                 for d in raw.get("debug", ()))
-  return ExecutionProfile(device_id, float(raw["device_time_ns"]), int(raw["matmul_flops"]),
-                          streams, list(raw.get("timeline", [])), debug, raw.get("target", ""))
+  return ExecutionProfile(int(device_id), float(raw["device_time_ns"]), int(raw["matmul_flops"]),
+                          streams, list(raw.get("timeline", [])), debug, raw.get("target", ""),
+                          int(raw["fp8_matmul_flops"]), int(raw["transpose_flops"]),
+                          int(raw["hbm_bytes"]), config.current().resolved_lnc())

@@ -70,6 +70,9 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
   nb::dict out;
   out["device_time_ns"] = profile.device_time_ns;
   out["matmul_flops"] = profile.matmul_flops;
+  out["fp8_matmul_flops"] = profile.fp8_matmul_flops;
+  out["transpose_flops"] = profile.transpose_flops;
+  out["hbm_bytes"] = profile.hbm_bytes;
   nb::dict streams;
   for (size_t s = 0; s < profile.stream_instructions.size(); ++s) {
     if (profile.stream_instructions[s] == 0) continue;
@@ -92,6 +95,8 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     rec["index"] = r.index;
     rec["bytes"] = r.bytes;
     rec["flops"] = r.flops;
+    rec["hbm_bytes"] = r.hbm_bytes;
+    rec["fp8"] = r.fp8;
     // The semaphore waits the instruction had: [(stream name, count)], count instructions of
     // that stream complete before it may start.
     nb::list waits;

@@ -10,6 +10,7 @@
 #include "collectives.h"
 #include "engines.h"
 #include "timing_model.h"
+#include "utilization_accounting.h"
 
 namespace trn::sim {
 namespace {
@@ -180,12 +181,18 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     profile->stream_busy_ns[best] += timing.busy_ns;
     profile->stream_instructions[best] += 1;
     if (inst.opcode == Opcode::kMatmul) profile->matmul_flops += timing.flops;
+    const UtilizationCounts counts = CountUtilization(inst, timing);
+    profile->fp8_matmul_flops += counts.fp8_matmul_flops;
+    profile->transpose_flops += counts.transpose_flops;
+    profile->hbm_bytes += counts.hbm_bytes;
     if (options.record_timeline) {
       InstructionRecord record{static_cast<uint8_t>(best), static_cast<uint16_t>(inst.opcode), inst.debug_id,
                                best_start, stream.done_ns.back(), timing.bytes, timing.flops,
                                stream.free_ns, static_cast<int64_t>(stream.next),
                                static_cast<int32_t>(block_index)};
       record.iteration = stream.iteration;
+      record.hbm_bytes = counts.hbm_bytes;
+      record.fp8 = counts.fp8_matmul_flops > 0;
       profile->timeline.push_back(record);
     }
     stream.Advance(block.loops[best]);
@@ -261,10 +268,12 @@ Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProf
     const InstructionTiming timing = EstimateControlTiming(program, exit);
     profile->stream_busy_ns[kStreamSP] += timing.busy_ns;
     profile->stream_instructions[kStreamSP] += 1;
+    profile->hbm_bytes += timing.bytes;  // a branch/switch selector read from HBM
     if (options.record_timeline) {
       profile->timeline.push_back({static_cast<uint8_t>(kStreamSP), static_cast<uint16_t>(exit.op), exit.debug_id,
                                    finished.value(), finished.value() + timing.latency_ns, timing.bytes, 0,
-                                   finished.value() + timing.busy_ns, -1, static_cast<int32_t>(current)});
+                                   finished.value() + timing.busy_ns, -1, static_cast<int32_t>(current),
+                                   timing.bytes});
     }
     now = finished.value() + timing.latency_ns;
     profile->device_time_ns = std::max(profile->device_time_ns, now);

@@ -80,6 +80,8 @@ struct InstructionRecord {
   int64_t index = -1;       // position in its stream's instruction list (for its waits)
   int32_t block = 0;        // the program block it belongs to (control flow; format version 2)
   int64_t iteration = 0;    // its iteration of the stream's counted loop (format version 4)
+  int64_t hbm_bytes = 0;    // bytes it read from and wrote to HBM (utilization_accounting.h)
+  bool fp8 = false;         // a matmul at the fp8 rate
 };
 
 struct ExecutionProfile {
@@ -87,6 +89,11 @@ struct ExecutionProfile {
   std::vector<double> stream_busy_ns;    // indexed by stream id (21 entries)
   std::vector<int64_t> stream_instructions;
   int64_t matmul_flops = 0;
+  // Always kept, for MFU / HFU / MBU (utilization_accounting.h): the matmul FLOPs that ran at
+  // the fp8 rate, the TensorE transposes' FLOPs, and the bytes that crossed HBM.
+  int64_t fp8_matmul_flops = 0;
+  int64_t transpose_flops = 0;
+  int64_t hbm_bytes = 0;
   std::vector<InstructionRecord> timeline;  // filled when ExecuteOptions::record_timeline
   // The program that ran, shared (not copied) so the profiler can read its debug table and each
   // instruction's waits. Set by the caller of Execute that keeps the profile; may be null.

@@ -154,7 +154,7 @@ InstructionTiming TensorTiming(const Program& p, const Instruction& inst) {
     const double cols = static_cast<double>(m.stationary.free_size());
     const double n = static_cast<double>(m.moving.free_size());
     const bool fp32 = m.stationary.dtype == DType::kF32 || m.moving.dtype == DType::kF32;
-    const bool fp8 = IsFp8(m.stationary.dtype) && IsFp8(m.moving.dtype);
+    const bool fp8 = RunsAtFp8Rate(m);
     const double rate = fp32 ? 1 / p.target->matmul_fp32_slowdown : fp8 ? p.target->matmul_fp8_speedup : 1;
     const double cycles = std::max(std::min(kStationaryLoadCycles, cols), n) / rate;
     const int64_t flops = 2 * m.stationary.free_size() * m.moving.free_size() * m.moving.partition_count;
@@ -374,6 +374,8 @@ InstructionTiming ComputeTiming(const Program& program, const Instruction& inst)
 }
 
 }  // namespace
+
+bool RunsAtFp8Rate(const Matmul& m) { return IsFp8(m.stationary.dtype) && IsFp8(m.moving.dtype); }
 
 InstructionTiming EstimateTiming(Machine& machine, const Instruction& inst, double start_ns) {
   if (inst.opcode == Opcode::kDmaCopy) return DmaTiming(machine, std::get<DmaCopy>(inst.operands), start_ns);

@@ -20,6 +20,9 @@ struct InstructionTiming {
 // bandwidth with the transfers scheduled before them (dma_bandwidth.h).
 InstructionTiming EstimateTiming(Machine& machine, const Instruction& inst, double start_ns);
 
+// Whether a matmul runs at the generation's fp8 rate (both operands fp8).
+bool RunsAtFp8Rate(const Matmul& m);
+
 // The cost of leaving a block: the barrier (every engine reports to SP, SP releases them) and,
 // for branch/switch, SP's read of the selector from HBM. Charged from the moment the block's
 // last stream finished; the next block starts after latency_ns.
