@@ -54,7 +54,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
     # Types.
     Limitation(ALL_OPS, "float64 operands or results", "NeuronCores have no float64 "
                "(check-supported rejects it; use float32: in JAX leave jax_enable_x64 off, in "
-               "PyTorch .float())",
+               "PyTorch .float()); the float64 scalars torch_xla makes of Python numbers run as "
+               "float32 (narrow-float64-scalars)",
                dtypes=("float64",)),
     Limitation(ALL_OPS, "complex operands or results", "NeuronCores have no complex types "
                "(rejected at import)", dtypes=("complex64", "complex128")),

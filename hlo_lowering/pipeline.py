@@ -22,7 +22,8 @@ from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_suppo
                                  decompose_batch_norm, decompose_reduce_precision,
                                  decompose_rng_bit_generator, expand_total_order_compare,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
-                                 normalize_dot_general, simplify_unit_reduce,
+                                 narrow_float64_scalars, normalize_dot_general,
+                                 simplify_unit_reduce,
                                  strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.program import ProgramBuilder
@@ -39,6 +40,7 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
+    Pass("narrow-float64-scalars", narrow_float64_scalars.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("decompose-batch-norm", decompose_batch_norm.run),

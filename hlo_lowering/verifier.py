@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
 from hlo_lowering.lowering import registry
-from hlo_lowering.passes.check_supported import lowered_ops
+from hlo_lowering.passes.check_supported import float64_scalar_arguments, lowered_ops, uses_float64
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.passes.simplify_unit_reduce import is_unit_reduce
 from hlo_lowering.program import DType
@@ -108,16 +108,23 @@ def _batch_matmuls(module: Module) -> str | None:
                 "is not in batch-matmul form")
 
 
+def _float64_narrowed(module: Module) -> str | None:
+  if module.source_format != "hlo":
+    return None
+  kept = float64_scalar_arguments(module)
+  return _first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
+
+
 def _supported(module: Module) -> str | None:
-  return (_first(walk_ops(module.main.body),
-                 lambda op: any(v.dtype == DType.F64 for v in op.operands + op.results),
-                 "uses float64")
+  kept = float64_scalar_arguments(module)
+  return (_first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
           or _first(iter(lowered_ops(module.main.body)),
                     lambda op: not registry.rules_for(op.name), "has no registered lowering rule"))
 
 
 _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "inline-calls": _inlined,
+    "narrow-float64-scalars": _float64_narrowed,
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
     "decompose-batch-norm": _none_left(
