@@ -136,8 +136,10 @@ LIMITATIONS: tuple[Limitation, ...] = (
         "stablehlo.set_dimension_size")),
     *(Limitation(op, "all", _LEGACY) for op in (
         "stablehlo.broadcast", "stablehlo.einsum", "stablehlo.unary_einsum",
-        "stablehlo.torch_index_select", "stablehlo.cross-replica-sum", "stablehlo.map",
-        "stablehlo.rng")),
+        "stablehlo.torch_index_select", "stablehlo.cross-replica-sum", "stablehlo.map")),
+    Limitation("stablehlo.rng", "all", "no lowering rule: JAX no longer emits it; torch_xla's "
+               "randperm draws with it (XLA's rng_uniform, whose bits are the backend's own: no "
+               "CPU result to match)"),
     *(Limitation(op, "all", "tuples are not a tensor type: the importer rejects any value of tuple "
                  "type, so the message names the first tuple") for op in (
         "stablehlo.tuple", "stablehlo.get_tuple_element")),
