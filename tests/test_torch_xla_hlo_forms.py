@@ -157,3 +157,26 @@ def test_vector_indexed_dynamic_slices_get_one_scalar_index_per_dim():
           'tensor<1xi64>, tensor<i64>) -> tensor<8xi64> loc(#loc8)') in lines
   assert ('%trn_index_20_0 = "stablehlo.reshape"(%trn_index_20_0_slice) : (tensor<1xi64>) -> '
           'tensor<i64> loc(#loc5)') in lines
+
+
+def test_any_body_using_constants_from_outside_reduces():
+  """torch_xla's StableHLO (XLA_STABLEHLO_COMPILE=1) writes the any body with the true/false
+  constants of the enclosing function: the truth table reads them from there."""
+  harness.native()
+  text = """
+  func.func @main(%x: tensor<4x8xf32>) -> tensor<i1> {
+    %t = stablehlo.constant dense<true> : tensor<i1>
+    %f = stablehlo.constant dense<false> : tensor<i1>
+    %zero = stablehlo.constant dense<0.0> : tensor<4x8xf32>
+    %p = stablehlo.compare GT, %x, %zero : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+    %r = stablehlo.reduce(%p init: %f) across dimensions = [0, 1] : (tensor<4x8xi1>, tensor<i1>) -> tensor<i1>
+     reducer(%a: tensor<i1>, %b: tensor<i1>) {
+      %c = stablehlo.or %a, %b : tensor<i1>
+      %s = stablehlo.select %c, %t, %f : tensor<i1>, tensor<i1>
+      stablehlo.return %s : tensor<i1>
+    }
+    return %r : tensor<i1>
+  }"""
+  program = harness.compile_code(text.encode())
+  for x in (np.full((4, 8), -1, np.float32), np.eye(4, 8, dtype=np.float32)):
+    assert harness.run_program(program, [x])[0] == np.any(x > 0)
