@@ -146,6 +146,15 @@ _CHILD = textwrap.dedent("""
         "randperm": refusal(lambda: torch.randperm(8, device=dev).cpu()),
     }
     out["after_refusals"] = both(lambda a: a * 2 - 1, x)
+    # torch_xla takes the IR out of the tensors it syncs before it compiles and gives them their
+    # data only after the compile succeeded (ExtractIRAndPrepareXlaData_), so a tensor whose
+    # graph was refused keeps neither while it is alive; the plugin keeps nothing.
+    failed = torch.randperm(8, device=dev)
+    refusal(lambda: failed.cpu())
+    out["failed_compile"] = {"sync_while_alive": refusal(torch_xla.sync)}
+    del failed
+    out["failed_compile"]["sync_after_del"] = refusal(torch_xla.sync)
+    out["failed_compile"]["next_graph"] = (torch.arange(3.0, device=dev) * 2).cpu().tolist()
 
     try:  # cholesky: torch_xla's info check reduces with a select body no rule accepts
       torch.linalg.cholesky(torch.eye(4, device=dev) * 2).cpu()
@@ -276,6 +285,16 @@ def test_float64_tensors_are_refused_and_the_next_graph_runs(torch_run):
   assert "result 0 of the program is float64 [4, 130]" in refused["double_result"]
   assert ".float()" in refused["double_result"]
   _close(torch_run["after_refusals"], rtol=0, atol=0)
+
+
+def test_failed_compile_leaves_the_plugin_usable(torch_run):
+  """After a refused graph, torch_xla's sync fails on its own state ("Check failed: tensor_data",
+  torch_xla/csrc/xla_graph_executor.cpp) while the refused tensor is alive, whatever the
+  backend; once it is gone, syncs and new graphs run."""
+  case = torch_run["failed_compile"]
+  assert "Check failed: tensor_data" in case["sync_while_alive"]
+  assert case["sync_after_del"] == "no error"
+  assert case["next_graph"] == [0.0, 2.0, 4.0]
 
 
 def test_randperm_imports_and_names_what_is_unsupported(torch_run):
