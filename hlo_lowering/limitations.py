@@ -90,7 +90,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "regions are matched, not interpreted (lowering/gpsimd/comparators.py)", form="foreign-comparator"),
     Limitation("stablehlo.scatter", "several operands at once", "gp_scatter updates one operand", form="multi-operand-scatter"),
     Limitation("stablehlo.scatter", "an update computation other than replace, add, max, min, "
-               "mul or subtract (canonicalize-scatter: add of the negated updates)",
+               "mul or subtract (canonicalize-scatter: add of the negated updates); on bools "
+               "other than replace, or, and, max or min",
                "regions are matched, not interpreted"),
     Limitation("stablehlo.reduce_precision", "fp8 operands", "decompose-reduce-precision follows "
                "XLA's IEEE bit decomposition, which fp8 NaN/Inf encodings do not fit; no rule",

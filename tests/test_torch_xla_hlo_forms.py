@@ -180,3 +180,28 @@ def test_any_body_using_constants_from_outside_reduces():
   program = harness.compile_code(text.encode())
   for x in (np.full((4, 8), -1, np.float32), np.eye(4, 8, dtype=np.float32)):
     assert harness.run_program(program, [x])[0] == np.any(x > 0)
+
+
+@pytest.mark.parametrize("combine", ["or", "and"])
+def test_bool_scatter_with_or_and_bodies(combine):
+  """torch_xla's scatter_add on bools combines with `or` (on 0/1: max; and: min)."""
+  harness.native()
+  text = f"""
+  func.func @main(%x: tensor<5xi1>, %i: tensor<3x1xi32>, %u: tensor<3xi1>) -> tensor<5xi1> {{
+    %r = "stablehlo.scatter"(%x, %i, %u) ({{
+      ^bb0(%a: tensor<i1>, %b: tensor<i1>):
+        %c = stablehlo.{combine} %a, %b : tensor<i1>
+        stablehlo.return %c : tensor<i1>
+    }}) {{scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0],
+         scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}}
+      : (tensor<5xi1>, tensor<3x1xi32>, tensor<3xi1>) -> tensor<5xi1>
+    return %r : tensor<5xi1>
+  }}"""
+  program = harness.compile_code(text.encode())
+  x = np.array([False, True, False, True, True])
+  i = np.array([[0], [1], [0]], np.int32)
+  u = np.array([True, False, False])
+  expected = x.copy()
+  for (k,), v in zip(i, u):
+    expected[k] = (expected[k] or v) if combine == "or" else (expected[k] and v)
+  np.testing.assert_array_equal(harness.run_program(program, [x, i, u])[0], expected)
