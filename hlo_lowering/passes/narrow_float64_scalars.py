@@ -83,7 +83,8 @@ def _retype(module: Module, narrowed: set[Value]) -> None:
     value.type = TensorType(value.shape, F32)
   for op in walk_ops(module.main.body):
     if op.name == "stablehlo.constant" and op.result in narrowed:
-      op.attrs["value"] = op.attrs["value"].astype(np.float32)
+      value = op.attrs["value"]  # one value: kept a zero-stride splat, as the importer makes it
+      op.attrs["value"] = np.broadcast_to(np.float32(value.flat[0]), value.shape)
 
 
 def _drop_identity_converts(module: Module) -> None:
