@@ -21,6 +21,7 @@ from hlo_lowering.ir import Module
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
                                  decompose_batch_norm, decompose_reduce_precision,
                                  decompose_rng_bit_generator, expand_total_order_compare,
+                                 expand_truth_reduce,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
                                  narrow_float64_scalars, normalize_dot_general,
                                  simplify_unit_reduce,
@@ -41,6 +42,7 @@ class Pass(NamedTuple):
 PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
     Pass("narrow-float64-scalars", narrow_float64_scalars.run),
+    Pass("expand-truth-reduce", expand_truth_reduce.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("decompose-batch-norm", decompose_batch_norm.run),

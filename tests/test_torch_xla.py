@@ -156,11 +156,15 @@ _CHILD = textwrap.dedent("""
     out["failed_compile"]["sync_after_del"] = refusal(torch_xla.sync)
     out["failed_compile"]["next_graph"] = (torch.arange(3.0, device=dev) * 2).cpu().tolist()
 
-    try:  # cholesky: torch_xla's info check reduces with a select body no rule accepts
-      torch.linalg.cholesky(torch.eye(4, device=dev) * 2).cpu()
+    try:  # triangular_solve: no lowering rule
+      torch.triangular_solve(torch.ones(2, 3, device=dev), torch.eye(2, device=dev) * 2).solution.cpu()
       out["unsupported"] = "no error"
     except Exception as e:
       out["unsupported"] = f"{type(e).__name__}: {e}"
+    # torch_xla's info check reduces the int info with a != 0 body (expand-truth-reduce).
+    spd = torch.randn(4, 4, generator=g)
+    spd = spd @ spd.T + 4 * torch.eye(4)
+    out["cholesky"] = both(torch.linalg.cholesky, spd)
     out["after_error"] = (torch.ones(2, device=dev) + 1).cpu().tolist()
 
     try:  # on-device RNG: torch_xla emits rng_bit_generator (decompose-rng-bit-generator)
@@ -303,6 +307,10 @@ def test_randperm_imports_and_names_what_is_unsupported(torch_run):
   message = torch_run["refused"]["randperm"]
   assert "not valid StableHLO" not in message
   assert "stablehlo.rng is not supported on NeuronCores" in message, message
+
+
+def test_cholesky_matches_cpu(torch_run):
+  _close(torch_run["cholesky"], rtol=1e-5, atol=1e-5)
 
 
 def test_unsupported_op_fails_with_a_clear_error(torch_run):

@@ -205,3 +205,36 @@ def test_bool_scatter_with_or_and_bodies(combine):
   for (k,), v in zip(i, u):
     expected[k] = (expected[k] or v) if combine == "or" else (expected[k] and v)
   np.testing.assert_array_equal(harness.run_program(program, [x, i, u])[0], expected)
+
+
+# torch_xla's aten.any / aten.all of a float or integer tensor: the reduce runs on the tensor
+# itself, and its body normalises each side with != 0 (expand-truth-reduce).
+_TRUTH_REDUCE = """
+func.func @main(%x: tensor<4x8xT>) -> tensor<4xT> {
+  %init = stablehlo.constant dense<INIT> : tensor<T>
+  %r = stablehlo.reduce(%x init: %init) across dimensions = [1] : (tensor<4x8xT>, tensor<T>) -> tensor<4xT>
+   reducer(%a: tensor<T>, %b: tensor<T>) {
+    %zero = stablehlo.constant dense<0> : tensor<T>
+    %one = stablehlo.constant dense<1> : tensor<T>
+    %na = stablehlo.compare NE, %a, %zero : (tensor<T>, tensor<T>) -> tensor<i1>
+    %nb = stablehlo.compare NE, %b, %zero : (tensor<T>, tensor<T>) -> tensor<i1>
+    %c = stablehlo.OP %na, %nb : tensor<i1>
+    %s = stablehlo.select %c, %one, %zero : tensor<i1>, tensor<T>
+    stablehlo.return %s : tensor<T>
+  }
+  return %r : tensor<4xT>
+}"""
+
+
+@pytest.mark.parametrize("dtype, element", [(np.float32, "f32"), (np.int32, "i32")])
+@pytest.mark.parametrize("op, init, expected", [("or", 0, np.any), ("and", 1, np.all)])
+def test_any_all_of_a_number_tensor_is_a_bool_reduce(dtype, element, op, init, expected):
+  harness.native()
+  text = _TRUTH_REDUCE.replace("INIT", str(float(init)) if element == "f32" else str(init))
+  text = text.replace("T>", f"{element}>").replace("OP", op)
+  text = text.replace("dense<0>", "dense<0.0>" if element == "f32" else "dense<0>")
+  text = text.replace("dense<1>", "dense<1.0>" if element == "f32" else "dense<1>")
+  program = harness.compile_code(text.encode())
+  x = np.array([[0] * 8, [2.5, -1, 3, 7, 1, 1, 4, -2], [0] * 7 + [-3], [5] * 7 + [0]]).astype(dtype)
+  result = harness.run_program(program, [x])[0]
+  np.testing.assert_array_equal(result, expected(x != 0, axis=1).astype(dtype))
