@@ -25,11 +25,11 @@ from hlo_lowering.program import DType
 _COMBINES = ("stablehlo.or", "stablehlo.and")
 
 
-def _constant_value(block: Block, value: Value, outer: dict[Value, np.ndarray]):
-  for op in block.ops:
-    if op.name == "stablehlo.constant" and op.result is value:
-      return op.attrs["value"]
-  return outer.get(value)
+def _is_constant(block: Block, value: Value, outer: dict[Value, np.ndarray], number) -> bool:
+  """Whether `value` is a one-element constant equal to `number` (of the body or outside it)."""
+  known = {op.result: op.attrs["value"] for op in block.ops if op.name == "stablehlo.constant"}
+  constant = known.get(value, outer.get(value))
+  return constant is not None and constant.size == 1 and constant.flat[0] == number
 
 
 def truth_combine(op: Op, outer: dict[Value, np.ndarray] | None = None) -> str | None:
@@ -44,19 +44,16 @@ def truth_combine(op: Op, outer: dict[Value, np.ndarray] | None = None) -> str |
   if len(compute) != 4:
     return None
   *compares, combine, select = compute
-  is_zero = lambda v: (c := _constant_value(block, v, outer)) is not None and c.size == 1 and \
-      c.flat[0] == 0
-  is_one = lambda v: (c := _constant_value(block, v, outer)) is not None and c.size == 1 and \
-      c.flat[0] == 1
   if not all(c.name == "stablehlo.compare" and c.attrs.get("comparison_direction") == "NE"
-             and is_zero(c.operands[1]) for c in compares):
+             and _is_constant(block, c.operands[1], outer, 0) for c in compares):
     return None
   if {c.operands[0] for c in compares} != set(block.args):
     return None
   if combine.name not in _COMBINES or set(combine.operands) != {c.result for c in compares}:
     return None
   if (select.name != "stablehlo.select" or select.operands[0] is not combine.result
-      or not is_one(select.operands[1]) or not is_zero(select.operands[2])
+      or not _is_constant(block, select.operands[1], outer, 1)
+      or not _is_constant(block, select.operands[2], outer, 0)
       or block.terminator.operands != [select.result]):
     return None
   return combine.name
