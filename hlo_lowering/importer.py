@@ -12,7 +12,7 @@ import logging
 
 from jaxlib.mlir import ir
 
-from hlo_lowering import attributes, jaxlib_private
+from hlo_lowering import attributes, jaxlib_private, legacy_index_vectors
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
 from hlo_lowering.ir import Block, Function, Module, Op, Region, Value
 from hlo_lowering.locations import parse_location
@@ -72,21 +72,37 @@ def _has_chlo_ops(operation) -> bool:
   return False
 
 
+def _parse_converted_hlo(proto: bytes, stablehlo_bytecode: bytes, ctx: ir.Context) -> ir.Module:
+  """The converted HloModuleProto; when it does not verify because of HLO forms StableHLO lacks
+  (legacy_index_vectors), the conversion again as text with those forms rewritten."""
+  try:
+    return _parse_mlir(stablehlo_bytecode, ctx)
+  except CompileError as invalid:
+    text, rewritten = legacy_index_vectors.scalar_indices(jaxlib_private.hlo_to_generic_mlir(proto))
+    if not rewritten:
+      raise
+    logger.debug("rewrote %d vector-indexed dynamic slices of an HLO module", rewritten)
+    try:
+      return ir.Module.parse(text, context=ctx)
+    except ir.MLIRError:
+      raise invalid from None
+
+
 def parse(code: bytes, fmt: str) -> tuple[ir.Module, ir.Context]:
   """The MLIR module of a program in either format, with the context that owns it."""
   ctx = _context()
   if fmt == "hlo":
     try:
-      code = jaxlib_private.hlo_to_stablehlo(code)
+      bytecode = jaxlib_private.hlo_to_stablehlo(code)
     except Exception as e:  # jaxlib raises XlaRuntimeError and others for a bad proto
       raise CompileError(f"the HloModuleProto could not be converted to StableHLO: {e}",
                          INVALID_ARGUMENT) from e
-  elif fmt != "mlir":
+    module = _mhlo_as_chlo(_parse_converted_hlo(code, bytes(bytecode), ctx), ctx)
+  elif fmt == "mlir":
+    module = _parse_mlir(bytes(code), ctx)
+  else:
     raise CompileError(f"program format {fmt!r} is not supported (expected 'mlir' or 'hlo')",
                        INVALID_ARGUMENT)
-  module = _parse_mlir(bytes(code), ctx)
-  if fmt == "hlo":
-    module = _mhlo_as_chlo(module, ctx)
   if _has_chlo_ops(module.operation):
     module = _legalize_chlo(module, ctx)
   return module, ctx
@@ -178,8 +194,9 @@ def _per_value_attrs(operation, name: str, count: int) -> list[dict]:
           for a in attributes.to_python(operation.attributes[name])]
 
 
-def import_module(module: ir.Module) -> Module:
-  """Converts every func.func of `module`; the entry is `main` (else the only public function)."""
+def import_module(module: ir.Module, source_format: str = "mlir") -> Module:
+  """Converts every func.func of `module`; the entry is `main` (else the only public function).
+  `source_format` is the format the program arrived in ("mlir" or "hlo")."""
   importer = _Importer()
   functions: dict[str, Function] = {}
   meshes: dict[str, str] = {}
@@ -204,10 +221,10 @@ def import_module(module: ir.Module) -> Module:
                          INVALID_ARGUMENT)
     entry = public[0]
   source = module.operation.get_asm(enable_debug_info=True)
-  return Module(functions, attrs, source=source, entry=entry)
+  return Module(functions, attrs, source=source, entry=entry, source_format=source_format)
 
 
 def import_program(code: bytes, fmt: str) -> Module:
   mlir_module, ctx = parse(code, fmt)
   with ctx:
-    return import_module(mlir_module)
+    return import_module(mlir_module, fmt)

@@ -160,14 +160,17 @@ class Function:
 
 
 class Module:
-  """Functions by name; `main` is the entry. `source` is the module's MLIR text."""
+  """Functions by name; `main` is the entry. `source` is the module's MLIR text;
+  `source_format` what the program arrived as: "mlir" (JAX) or "hlo" (an HloModuleProto, from
+  torch_xla)."""
 
   def __init__(self, functions: dict[str, Function], attrs: dict[str, Any] | None = None,
-               source: str = "", entry: str = "main"):
+               source: str = "", entry: str = "main", source_format: str = "mlir"):
     self.functions = dict(functions)
     self.attrs = dict(attrs or {})
     self.source = source
     self.entry = entry
+    self.source_format = source_format
 
   @property
   def main(self) -> Function:

@@ -12,6 +12,8 @@ JAX has no public spelling for:
   program to a plugin; the round trip through it is the only CHLO → StableHLO legalization
   jaxlib exposes (importer._legalize_chlo).
 - `jax._src.lib._jax.mlir.hlo_to_stablehlo`: HloModuleProto → StableHLO (torch_xla sends HLO).
+- `jax._src.lib._jax.mlir.xla_computation_to_mlir_module`: the same conversion as generic-form
+  text, printed without verifying it (legacy_index_vectors rewrites what does not verify).
 
 Imported when first used, so importing the compiler does not import JAX's internals.
 """
@@ -35,3 +37,9 @@ def hlo_to_stablehlo(hlo_module_proto: bytes) -> bytes:
   """A serialized HloModuleProto as StableHLO (MLIR bytecode)."""
   from jax._src.lib import _jax
   return _jax.mlir.hlo_to_stablehlo(hlo_module_proto)
+
+
+def hlo_to_generic_mlir(hlo_module_proto: bytes) -> str:
+  """A serialized HloModuleProto as StableHLO generic-form text, not verified."""
+  from jax._src.lib import _jax, xla_client
+  return _jax.mlir.xla_computation_to_mlir_module(xla_client.XlaComputation(hlo_module_proto))

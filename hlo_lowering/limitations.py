@@ -52,7 +52,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
     # Types.
     Limitation(ALL_OPS, "float64 operands or results", "NeuronCores have no float64 "
                "(check-supported rejects it; use float32: in JAX leave jax_enable_x64 off, in "
-               "PyTorch .float())",
+               "PyTorch .float()); the float64 scalars torch_xla makes of Python numbers run as "
+               "float32 (narrow-float64-scalars)",
                dtypes=("float64",)),
     Limitation(ALL_OPS, "complex128 operands or results", "NeuronCores have no float64, so no "
                "complex128 (rejected at import; use complex64)", dtypes=("complex128",)),
@@ -93,7 +94,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "regions are matched, not interpreted (lowering/gpsimd/comparators.py)", form="foreign-comparator"),
     Limitation("stablehlo.scatter", "several operands at once", "gp_scatter updates one operand", form="multi-operand-scatter"),
     Limitation("stablehlo.scatter", "an update computation other than replace, add, max, min, "
-               "mul or subtract (canonicalize-scatter: add of the negated updates)",
+               "mul or subtract (canonicalize-scatter: add of the negated updates); on bools "
+               "other than replace, or, and, max or min",
                "regions are matched, not interpreted"),
     Limitation("stablehlo.reduce_precision", "fp8 operands", "decompose-reduce-precision follows "
                "XLA's IEEE bit decomposition, which fp8 NaN/Inf encodings do not fit; no rule",
@@ -136,8 +138,10 @@ LIMITATIONS: tuple[Limitation, ...] = (
         "stablehlo.set_dimension_size")),
     *(Limitation(op, "all", _LEGACY) for op in (
         "stablehlo.broadcast", "stablehlo.einsum", "stablehlo.unary_einsum",
-        "stablehlo.torch_index_select", "stablehlo.cross-replica-sum", "stablehlo.map",
-        "stablehlo.rng")),
+        "stablehlo.torch_index_select", "stablehlo.cross-replica-sum", "stablehlo.map")),
+    Limitation("stablehlo.rng", "all", "no lowering rule: JAX no longer emits it; torch_xla's "
+               "randperm draws with it (XLA's rng_uniform, whose bits are the backend's own: no "
+               "CPU result to match)"),
     *(Limitation(op, "all", "tuples are not a tensor type: the importer rejects any value of tuple "
                  "type, so the message names the first tuple") for op in (
         "stablehlo.tuple", "stablehlo.get_tuple_element")),

@@ -23,9 +23,11 @@ from hlo_lowering.passes.collectives import combine_all_reduces
 from hlo_lowering.passes.partition import collective_groups, spmd
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
                                  decompose_batch_norm, decompose_complex,
-                                 decompose_reduce_precision, decompose_rng_bit_generator, expand_total_order_compare,
+                                 decompose_reduce_precision, decompose_rng_bit_generator,
+                                 expand_total_order_compare, expand_truth_reduce,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
-                                 normalize_dot_general, simplify_unit_reduce,
+                                 narrow_float64_scalars, normalize_dot_general,
+                                 simplify_unit_reduce,
                                  strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.program import ProgramBuilder
@@ -42,6 +44,8 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
+    Pass("narrow-float64-scalars", narrow_float64_scalars.run),
+    Pass("expand-truth-reduce", expand_truth_reduce.run),
     Pass("partition-spmd", spmd.run),
     Pass("resolve-collective-groups", collective_groups.run),
     Pass("combine-all-reduces", combine_all_reduces.run),

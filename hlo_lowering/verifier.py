@@ -19,7 +19,8 @@ from typing import Callable, Iterator
 
 from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
 from hlo_lowering.lowering import registry
-from hlo_lowering.passes.check_supported import lowered_ops
+from hlo_lowering.passes.check_supported import float64_scalar_arguments, lowered_ops, uses_float64
+from hlo_lowering.passes.expand_truth_reduce import truth_combine
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.passes.simplify_unit_reduce import is_unit_reduce
 from hlo_lowering.program import DType
@@ -119,16 +120,28 @@ def _batch_matmuls(module: Module) -> str | None:
                 "is not in batch-matmul form")
 
 
+def _float64_narrowed(module: Module) -> str | None:
+  if module.source_format != "hlo":
+    return None
+  kept = float64_scalar_arguments(module)
+  return _first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
+
+
 def _supported(module: Module) -> str | None:
-  return (_first(walk_ops(module.main.body),
-                 lambda op: any(v.dtype == DType.F64 for v in op.operands + op.results),
-                 "uses float64")
+  kept = float64_scalar_arguments(module)
+  return (_first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
           or _first(iter(lowered_ops(module.main.body)),
                     lambda op: not registry.rules_for(op.name), "has no registered lowering rule"))
 
 
 _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "inline-calls": _inlined,
+    "narrow-float64-scalars": _float64_narrowed,
+    "expand-truth-reduce": lambda module: _first(
+        _all_ops(module), lambda op: truth_combine(op) is not None and op.operands[1] in {
+            o.result for o in _all_ops(module) if o.name == "stablehlo.constant"
+            and o.attrs["value"].size == 1 and o.attrs["value"].flat[0] in (0, 1)},
+        "is a truth reduce with a constant init"),
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
     "decompose-complex": _no_complex,

@@ -110,7 +110,9 @@ namespace {
 
 StatusOr<sim::DType> CheckedDeviceDType(PJRT_Buffer_Type type, const std::vector<int64_t>& dims,
                                         const PJRT_Buffer_MemoryLayout* device_layout,
-                                        const Memory* memory) {
+                                        const Memory* memory, bool float64_scalars) {
+  // A torch_xla client's Python numbers: HBM holds their bytes; programs narrow them on load.
+  if (float64_scalars && type == PJRT_Buffer_Type_F64 && dims.empty()) return sim::DType::kF64;
   StatusOr<sim::DType> dtype =
       DeviceDType(type, "a " + ShapeString(type, dims) + " array on " + memory->device()->name());
   if (!dtype.ok() || device_layout == nullptr) return dtype;
@@ -129,7 +131,8 @@ StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(
     const void* data, PJRT_Buffer_Type type, std::vector<int64_t> dims,
     std::vector<int64_t> byte_strides, const PJRT_Buffer_MemoryLayout* device_layout,
     Memory* memory) const {
-  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory);
+  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory,
+                                                  options_.float64_scalars);
   if (!dtype.ok()) return dtype.status();
   if (byte_strides.empty()) {
     byte_strides = DenseByteStrides(dims, ElementSize(*dtype));
@@ -143,7 +146,8 @@ StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(
 StatusOr<std::unique_ptr<Buffer>> Client::UninitializedBuffer(
     PJRT_Buffer_Type type, std::vector<int64_t> dims,
     const PJRT_Buffer_MemoryLayout* device_layout, Memory* memory) const {
-  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory);
+  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory,
+                                                  options_.float64_scalars);
   if (!dtype.ok()) return dtype.status();
   StatusOr<int64_t> size = DenseByteSize(*dtype, dims);
   if (!size.ok()) return size.status();

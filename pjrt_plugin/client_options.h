@@ -15,12 +15,15 @@ struct ClientOptions {
   int chips = 1;
   int lnc = 0;                       // physical cores per device
   int64_t hbm_bytes_per_device = 0;  // capacity of each device's HBM
+  // Whether rank-0 f64 arrays may be placed: torch_xla uploads every Python number as one, and
+  // its programs convert it before use (hlo_lowering/passes/narrow_float64_scalars.py).
+  bool float64_scalars = false;
 
   int devices_per_chip() const { return target->physical_cores_per_chip / lnc; }
 };
 
 // INVALID_ARGUMENT for an unknown option or target, a wrongly typed value, chips < 1, an LNC the
-// target does not support, or a negative HBM size.
+// target does not support, a negative HBM size, or float64_scalars other than 0 or 1.
 StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_t num_options);
 
 }  // namespace trn::pjrt

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hlo_lowering import backend, importer, ir_printer, pipeline, verifier
-from hlo_lowering.passes import (canonicalize, check_supported, inline_calls,
+from hlo_lowering.passes import (canonicalize, check_supported, inline_calls, narrow_float64_scalars,
                                  normalize_dot_general, strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.errors import CompileError
@@ -262,9 +262,37 @@ def _table_names(section: str) -> list[str]:
   """The first-column names of the table under `## <section>` in docs/compiler.md."""
   text = (pathlib.Path(__file__).parents[1] / "docs" / "compiler.md").read_text()
   body = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
-  return re.findall(r"^\| `([a-z-]+)` \|", body, re.MULTILINE)
+  return re.findall(r"^\| `([a-z0-9-]+)` \|", body, re.MULTILINE)
 
 
 def test_compiler_doc_lists_passes_and_stages_in_pipeline_order():
   assert _table_names("Passes") == [p.name for p in pipeline.PASSES]
   assert _table_names("Back-end stages") == [s.name for s in backend.STAGES]
+
+
+def test_narrow_float64_scalars_in_a_program_from_an_hlo_proto():
+  """torch_xla's `x > 0.5`: the f64[] argument is loaded once as f32, the tensor's convert to
+  f64 disappears and the compare runs on f32. The same module from JAX is left alone."""
+  text = """
+  func.func public @main(%s: tensor<f64>, %x: tensor<4xf32>) -> tensor<4xi1> {
+    %0 = stablehlo.convert %x : (tensor<4xf32>) -> tensor<4xf64>
+    %1 = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f64>) -> tensor<4xf64>
+    %2 = stablehlo.compare GT, %0, %1 : (tensor<4xf64>, tensor<4xf64>) -> tensor<4xi1>
+    return %2 : tensor<4xi1>
+  }"""
+  jax_module = _module(text)
+  before = ir_printer.format_module(jax_module)
+  narrow_float64_scalars.run(jax_module)
+  assert ir_printer.format_module(jax_module) == before
+  module = _module(text)
+  module.source_format = "hlo"
+  narrow_float64_scalars.run(module)
+  verifier.verify_module(module, "narrow-float64-scalars")
+  assert ir_printer.format_module(module) == textwrap.dedent("""\
+      func public @main
+        ^(%0: tensor<f64>, %1: tensor<4xf32>):
+          %2 = stablehlo.convert(%0) : tensor<f32>
+          %3 = stablehlo.broadcast_in_dim(%2) {broadcast_dimensions = []} : tensor<4xf32>
+          %4 = stablehlo.compare(%1, %3) {comparison_direction = 'GT'} : tensor<4xpred>
+          func.return(%4)
+      """)

@@ -120,7 +120,8 @@ def test_device_count_follows_chips_and_lnc(make_client, options, count):
     ({"chips": 0}, "chips must be between 1 and 1024, got 0"),
     ({"target": "trn9"}, "unknown trn target 'trn9'"),
     ({"chip": 2}, "unknown trn create option 'chip'"),
-    ({"chips": "2"}, "'chips' must be an integer")])
+    ({"chips": "2"}, "'chips' must be an integer"),
+    ({"float64_scalars": 2}, "float64_scalars must be 0 or 1, got 2")])
 def test_bad_create_options_are_invalid_argument(plugin, options, message):
   with pytest.raises(errors.InvalidArgument, match=message):
     Client(plugin, options=options)
@@ -195,6 +196,20 @@ def test_unsupported_dtypes_are_invalid_argument(make_client, code, message):
   array = np.zeros(2, np.float64 if code == F64 else np.complex128)
   with pytest.raises(errors.InvalidArgument, match=message):
     put(client, array, code, device=devices(client)[0])
+
+
+def test_float64_scalars_only_for_a_client_that_asks(make_client):
+  """torch_xla's client (create option float64_scalars=1, jax_trn/torch_plugin.py) places the
+  f64[] arrays Python numbers become, bytes unchanged; arrays of f64 stay refused, and a client
+  without the option (JAX's) refuses f64 scalars too."""
+  torch_client = make_client(float64_scalars=1)
+  number = put(torch_client, np.array(0.1, np.float64), F64, device=devices(torch_client)[0])
+  assert number.dimensions == () and fetch(number, np.float64, ()) == 0.1
+  with pytest.raises(errors.InvalidArgument, match="cannot place a f64\\[2\\] array"):
+    put(torch_client, np.zeros(2, np.float64), F64, device=devices(torch_client)[0])
+  jax_client = make_client()
+  with pytest.raises(errors.InvalidArgument, match="cannot place a f64\\[\\] array"):
+    put(jax_client, np.array(0.1, np.float64), F64, device=devices(jax_client)[0])
 
 
 def test_scalar_and_zero_size_arrays(make_client):

@@ -118,11 +118,53 @@ _CHILD = textwrap.dedent("""
                              "argmin": torch.argmin(nans.to(dev), 1).cpu().tolist(),
                              "max": [repr(v) for v in torch.max(nans.to(dev), 1).values.cpu().tolist()]}
 
-    try:  # cholesky: torch_xla's info check reduces with a select body no rule accepts
-      torch.linalg.cholesky(torch.eye(4, device=dev) * 2).cpu()
+    # Python numbers reach the plugin as f64[] arguments (narrow-float64-scalars).
+    inf = x.clone()
+    inf[0, 0], inf[1, 1], inf[2, 2] = float("inf"), float("-inf"), float("nan")
+    out["python_numbers"] = {
+        "addcmul": both(lambda a, b: torch.addcmul(a, a, b, value=0.3), x, y),
+        "addcdiv": both(lambda a, b: torch.addcdiv(a, a, b.abs() + 1, value=-0.7), x, y),
+        "greater": both(lambda a: a > 0.5, x),
+        "isinf": both(torch.isinf, inf),
+        "masked_fill": both(lambda a: a.masked_fill(a > 0, 0.5), x),
+        "clamp": both(lambda a: a.clamp(-0.25, 0.75), x),
+    }
+    out["bool_reduce"] = {
+        "any": both(lambda a: (a > 2).any(), x), "all": both(lambda a: (a > -4).all(), x),
+        "any_dim": both(lambda a: (a > 1.5).any(1), x), "all_dim": both(lambda a: (a < 1).all(0), x),
+    }
+
+    def refusal(fn):
+      try:
+        fn()
+        return "no error"
+      except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    out["refused"] = {
+        "double_upload": refusal(lambda: x.double().to(dev)),
+        "double_result": refusal(lambda: x.to(dev).double().cpu()),
+        "randperm": refusal(lambda: torch.randperm(8, device=dev).cpu()),
+    }
+    out["after_refusals"] = both(lambda a: a * 2 - 1, x)
+    # torch_xla takes the IR out of the tensors it syncs before it compiles and gives them their
+    # data only after the compile succeeded (ExtractIRAndPrepareXlaData_), so a tensor whose
+    # graph was refused keeps neither while it is alive; the plugin keeps nothing.
+    failed = torch.randperm(8, device=dev)
+    refusal(lambda: failed.cpu())
+    out["failed_compile"] = {"sync_while_alive": refusal(torch_xla.sync)}
+    del failed
+    out["failed_compile"]["sync_after_del"] = refusal(torch_xla.sync)
+    out["failed_compile"]["next_graph"] = (torch.arange(3.0, device=dev) * 2).cpu().tolist()
+
+    try:  # triangular_solve: no lowering rule
+      torch.triangular_solve(torch.ones(2, 3, device=dev), torch.eye(2, device=dev) * 2).solution.cpu()
       out["unsupported"] = "no error"
     except Exception as e:
       out["unsupported"] = f"{type(e).__name__}: {e}"
+    # torch_xla's info check reduces the int info with a != 0 body (expand-truth-reduce).
+    spd = torch.randn(4, 4, generator=g)
+    spd = spd @ spd.T + 4 * torch.eye(4)
+    out["cholesky"] = both(torch.linalg.cholesky, spd)
     out["after_error"] = (torch.ones(2, device=dev) + 1).cpu().tolist()
 
     try:  # on-device RNG: torch_xla emits rng_bit_generator (decompose-rng-bit-generator)
@@ -223,6 +265,52 @@ def test_argmax_with_nan_follows_xla_select_body(torch_run):
   assert case["argmin"] == [fold(row, lambda a, b: a <= b) for row in rows]
   assert case["argmax"][2] == 6 and case["argmax"][3] != 0  # a NaN last survives, others not
   assert [v == "nan" for v in case["max"]] == [any(v != v for v in row) for row in rows]
+
+
+@pytest.mark.parametrize("name", ["addcmul", "addcdiv", "greater", "isinf", "masked_fill",
+                                  "clamp"])
+def test_python_numbers_run_as_float32_and_match_cpu(torch_run, name):
+  """The numbers are rounded to f32 (docs/numerics.md); torch on the CPU rounds them the same way
+  when it combines them with f32 tensors, and none of x lies between 0.5 and f32(0.5)."""
+  case = torch_run["python_numbers"][name]
+  assert case["dtype"] == ("torch.bool" if name in ("greater", "isinf") else "torch.float32")
+  _close(case, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["any", "all", "any_dim", "all_dim"])
+def test_bool_reductions_match_cpu(torch_run, name):
+  case = torch_run["bool_reduce"][name]
+  assert case["dtype"] == "torch.bool" and case["trn"] == case["cpu"]
+
+
+def test_float64_tensors_are_refused_and_the_next_graph_runs(torch_run):
+  refused = torch_run["refused"]
+  assert "NeuronCores have no float64 type: cannot place a f64[4,130] array" in refused["double_upload"]
+  assert "result 0 of the program is float64 [4, 130]" in refused["double_result"]
+  assert ".float()" in refused["double_result"]
+  _close(torch_run["after_refusals"], rtol=0, atol=0)
+
+
+def test_failed_compile_leaves_the_plugin_usable(torch_run):
+  """After a refused graph, torch_xla's sync fails on its own state ("Check failed: tensor_data",
+  torch_xla/csrc/xla_graph_executor.cpp) while the refused tensor is alive, whatever the
+  backend; once it is gone, syncs and new graphs run."""
+  case = torch_run["failed_compile"]
+  assert "Check failed: tensor_data" in case["sync_while_alive"]
+  assert case["sync_after_del"] == "no error"
+  assert case["next_graph"] == [0.0, 2.0, 4.0]
+
+
+def test_randperm_imports_and_names_what_is_unsupported(torch_run):
+  """Its shuffle's vector-indexed dynamic slices now import (legacy_index_vectors); the
+  shuffle draws with stablehlo.rng, which has no lowering."""
+  message = torch_run["refused"]["randperm"]
+  assert "not valid StableHLO" not in message
+  assert "stablehlo.rng is not supported on NeuronCores" in message, message
+
+
+def test_cholesky_matches_cpu(torch_run):
+  _close(torch_run["cholesky"], rtol=1e-5, atol=1e-5)
 
 
 def test_unsupported_op_fails_with_a_clear_error(torch_run):

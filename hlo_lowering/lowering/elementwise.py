@@ -100,7 +100,7 @@ def is_fusible(op: Op) -> bool:
   """Whether `op` is lowered by this module's tiled rule or by convert's, so that it can run on
   SBUF tiles inside a cluster (passes/fuse_elementwise.py)."""
   if op.name == "stablehlo.convert":
-    return True
+    return op.operands[0].dtype != DType.F64  # tiles hold no f64: one DMA reads it from HBM
   return op.name in _ELEMENTWISE and _alu_accepts(op)
 
 

@@ -25,6 +25,8 @@ from hlo_lowering.program.enums import SCATTER_CLAMP, SCATTER_SKIP_OUT_OF_BOUNDS
 # Windows [N, S0..Sr-1] must fit the 8 dims of an access pattern.
 MAX_OPERAND_RANK = 7
 _COMBINERS = {"add": Alu.ADD, "max": Alu.MAX, "min": Alu.MIN, "mul": Alu.MUL}
+# On bools (0 or 1) or is max and and is min (torch_xla's bool scatter_add body is an or).
+_PRED_COMBINERS = {"or": Alu.MAX, "max": Alu.MAX, "and": Alu.MIN, "min": Alu.MIN}
 
 
 def _check_rank(op: Op, rank: int) -> None:
@@ -129,10 +131,12 @@ def _scatter_combiner(op: Op) -> Alu:
   if block is not None and len(block.args) == 2 and len(block.ops) == 1 and \
       list(block.ops[0].operands) == [block.args[1]]:
     return Alu.COPY
-  combiner = _COMBINERS.get(reducer_of(op) or "")
-  if combiner is None or (combiner != Alu.COPY and op.operands[0].dtype == DType.PRED):
+  reducer = reducer_of(op) or ""
+  pred = op.operands[0].dtype == DType.PRED
+  combiner = _PRED_COMBINERS.get(reducer) if pred else _COMBINERS.get(reducer)
+  if combiner is None:
     raise unrecognised_region(op, "the update computation is not one of replace, add, max, min, "
-                                  "mul")
+                                  "mul (bool: replace, or, and)")
   return combiner
 
 
