@@ -19,7 +19,9 @@ from hlo_lowering import backend, ir_printer, verifier
 from hlo_lowering.backend import verifier as backend_verifier
 from hlo_lowering.ir import Module
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
-                                 decompose_batch_norm, decompose_reduce_precision,
+                                 decompose_batch_norm, decompose_cholesky,
+                                 decompose_householder_qr,
+                                 decompose_triangular_solve, decompose_reduce_precision,
                                  decompose_rng_bit_generator, expand_total_order_compare,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
                                  normalize_dot_general, simplify_unit_reduce,
@@ -41,6 +43,9 @@ PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
+    Pass("decompose-cholesky", decompose_cholesky.run),
+    Pass("decompose-triangular-solve", decompose_triangular_solve.run),
+    Pass("decompose-householder-qr", decompose_householder_qr.run),
     Pass("decompose-batch-norm", decompose_batch_norm.run),
     Pass("expand-total-order-compare", expand_total_order_compare.run),
     Pass("canonicalize-scatter", canonicalize_scatter.run),
