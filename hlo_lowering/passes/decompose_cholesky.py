@@ -55,7 +55,7 @@ def lower_factor(e: MatrixEmitter, a: Value) -> Value:
 def _nan_unless_positive_definite(e: MatrixEmitter, factor: Value) -> Value:
   """The factor where every diagonal entry is > 0 (NaN fails the compare), else NaN."""
   batch, n, _ = factor.shape
-  diagonal = e.index_compare(factor.shape, 1, "EQ", ("dim", 2))
+  diagonal = e.row_column_compare(factor.shape, "EQ")
   zeros, ones = e.splat(0, factor.dtype, factor.shape), e.splat(1, factor.dtype, factor.shape)
   positive = e.compare("GT", factor, zeros, "FLOAT")
   failed = e.select(diagonal, e.select(positive, zeros, ones), zeros)

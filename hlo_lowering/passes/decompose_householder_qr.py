@@ -101,11 +101,11 @@ def geqrf(e: MatrixEmitter, a: Value) -> tuple[Value, Value]:
 
 def householder_product(e: MatrixEmitter, a: Value, taus: Value) -> Value:
   """Q [B, m, n] from the reflectors stored in [B, m, n] `a` and [B, 1, k] `taus`."""
-  batch, m, n = a.shape
+  batch = a.shape[0]
   k = taus.shape[2]
   zero = e.zero_index()
   dtype = a.dtype
-  identity = e.convert(e.index_compare(a.shape, 1, "EQ", ("dim", 2)), dtype)
+  identity = e.convert(e.row_column_compare(a.shape, "EQ"), dtype)
 
   def step(e: MatrixEmitter, t: Value, carried: list[Value]) -> list[Value]:
     (q,) = carried
@@ -144,19 +144,17 @@ def _expand(op: Op, e: MatrixEmitter) -> list[Value] | None:
     return None
   _check(op)
   a = op.operands[0]
-  *lead, m, n = a.shape
   if _target(op) == GEQRF:
     if a.type.size == 0:
       return [a, e.splat(0, a.dtype, op.results[1].shape)]
     factors, taus = geqrf(e, e.batched(a))
     return [e.unbatched(factors, op.results[0].type), e.reshape(taus, op.results[1].shape)]
   taus = op.operands[1]
-  if a.type.size == 0 or taus.shape[-1] == 0:
-    identity = e.convert(e.index_compare(a.shape, a.type.rank - 2, "EQ", ("dim", a.type.rank - 1)),
-                         a.dtype)
-    return [identity]
-  batch = e.batched(a).shape[0]
-  q = householder_product(e, e.batched(a), e.reshape(taus, (batch, 1, taus.shape[-1])))
+  a = e.batched(a)
+  if a.type.size == 0 or taus.shape[-1] == 0:  # no reflectors: Q = I[:, :n]
+    q = e.convert(e.row_column_compare(a.shape, "EQ"), a.dtype)
+  else:
+    q = householder_product(e, a, e.reshape(taus, (a.shape[0], 1, taus.shape[-1])))
   return [e.unbatched(q, op.results[0].type)]
 
 

@@ -41,12 +41,12 @@ def solve_left(e: MatrixEmitter, a: Value, b: Value, lower: bool, unit_diagonal:
   `b`."""
   batch, m, k = b.shape
   zero = e.zero_index()
-  strict = e.index_compare(a.shape, 1, "GT" if lower else "LT", ("dim", 2))
+  strict = e.row_column_compare(a.shape, "GT" if lower else "LT")
   triangle = e.select(strict, a, e.splat(0, a.dtype, a.shape))
   if unit_diagonal:
     diagonal = e.splat(1, a.dtype, (batch, m, 1))
   else:
-    on_diagonal = e.index_compare(a.shape, 1, "EQ", ("dim", 2))
+    on_diagonal = e.row_column_compare(a.shape, "EQ")
     diagonal = e.sum(e.select(on_diagonal, a, e.splat(0, a.dtype, a.shape)), [2])
     diagonal = e.reshape(diagonal, (batch, m, 1))
 

@@ -55,16 +55,17 @@ class MatrixEmitter(Emitter):
     return self.emit("stablehlo.iota", [], shape, S32, {"iota_dimension": dim})
 
   def index_compare(self, shape, dim: int, direction: str, other: Value | int) -> Value:
-    """pred[shape]: (index along `dim`) `direction` `other` (a scalar s32 value, an int, or
-    another dim's index when given as ("dim", d))."""
-    index = self.iota(shape, dim)
-    if isinstance(other, tuple):
-      rhs = self.iota(shape, other[1])
-    elif isinstance(other, int):
+    """pred[shape]: (index along `dim`) `direction` `other` (a scalar s32 value or an int)."""
+    if isinstance(other, int):
       rhs = self.splat(other, S32, shape)
     else:
       rhs = self.broadcast(other, shape, [])
-    return self.compare(direction, index, rhs, "SIGNED")
+    return self.compare(direction, self.iota(shape, dim), rhs, "SIGNED")
+
+  def row_column_compare(self, shape, direction: str) -> Value:
+    """pred[B, m, n]: row index `direction` column index (EQ: the diagonal, GT: the strict
+    lower triangle, ...)."""
+    return self.compare(direction, self.iota(shape, 1), self.iota(shape, 2), "SIGNED")
 
   def dynamic_slice(self, x: Value, starts: list[Value], sizes) -> Value:
     return self.emit("stablehlo.dynamic_slice", [x, *starts], sizes, x.dtype,
