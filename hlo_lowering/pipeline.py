@@ -20,12 +20,11 @@ from hlo_lowering.backend import verifier as backend_verifier
 from hlo_lowering.ir import Module
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
                                  decompose_batch_norm, decompose_cholesky,
-                                 decompose_householder_qr,
-                                 decompose_triangular_solve, decompose_reduce_precision,
-                                 decompose_rng_bit_generator, expand_total_order_compare,
-                                 fold_transpose_into_dot, fuse_elementwise, inline_calls,
-                                 normalize_dot_general, simplify_unit_reduce,
-                                 strip_single_device_sharding,
+                                 decompose_householder_qr, decompose_reduce_precision,
+                                 decompose_rng_bit_generator, decompose_triangular_solve,
+                                 expand_total_order_compare, fold_transpose_into_dot,
+                                 fuse_elementwise, inline_calls, normalize_dot_general,
+                                 simplify_unit_reduce, strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.program.reader import Program, format_program
