@@ -24,7 +24,15 @@ S32 = DType.S32
 
 
 class MatrixEmitter(Emitter):
-  """An Emitter with the matrix ops and the counted loop the linalg decompositions use."""
+  """An Emitter with the matrix ops and the counted loop the linalg decompositions use.
+
+  Inside a loop body (`outer` is the emitter of the code around the loop) iotas are emitted
+  outside, once per shape: they are loop-invariant, and each one costs GpSimd instructions."""
+
+  def __init__(self, op: Op, new_ops: list[Op], outer: "MatrixEmitter | None" = None):
+    super().__init__(op, new_ops)
+    self.outer = outer
+    self._iotas: dict[tuple, Value] = {}
 
   def scalar(self, value, dtype: DType) -> Value:
     return self.emit("stablehlo.constant", [], (), dtype,
@@ -52,7 +60,12 @@ class MatrixEmitter(Emitter):
     return self.emit("stablehlo.convert", [x], x.shape, dtype)
 
   def iota(self, shape, dim: int) -> Value:
-    return self.emit("stablehlo.iota", [], shape, S32, {"iota_dimension": dim})
+    if self.outer is not None:
+      return self.outer.iota(shape, dim)
+    key = (tuple(shape), dim)
+    if key not in self._iotas:
+      self._iotas[key] = self.emit("stablehlo.iota", [], shape, S32, {"iota_dimension": dim})
+    return self._iotas[key]
 
   def index_compare(self, shape, dim: int, direction: str, other: Value | int) -> Value:
     """pred[shape]: (index along `dim`) `direction` `other` (a scalar s32 value or an int)."""
@@ -104,13 +117,14 @@ class MatrixEmitter(Emitter):
     counter = TensorType((), S32)
     cond_args = [Value(counter)] + [Value(v.type) for v in init]
     cond_ops: list[Op] = []
-    cond = MatrixEmitter(self.op, cond_ops)
+    top = self.outer or self
+    cond = MatrixEmitter(self.op, cond_ops, top)
     more = cond.compare("LT", cond_args[0], cond.scalar(trips, S32), "SIGNED")
     cond_ops.append(Op("stablehlo.return", [more], [], loc=self.op.loc))
 
     body_args = [Value(counter)] + [Value(v.type) for v in init]
     body_ops: list[Op] = []
-    inner = MatrixEmitter(self.op, body_ops)
+    inner = MatrixEmitter(self.op, body_ops, top)
     carried = body(inner, body_args[0], body_args[1:])
     step = inner.binary("add", body_args[0], inner.scalar(1, S32))
     body_ops.append(Op("stablehlo.return", [step, *carried], [], loc=self.op.loc))
