@@ -277,7 +277,7 @@ def test_eigh_subset_by_index_is_a_slice_of_the_sorted_spectrum(trn):
 
 @pytest.mark.parametrize("shape", [
     pytest.param(shape, id="x".join(map(str, shape)),
-                 marks=[] if shape == (5, 17) else [pytest.mark.slow])  # ~15 s each
+                 marks=[] if shape == (5, 17) else [pytest.mark.slow])  # ~7 s each
     for shape in [(1, 1), (3, 3), (17, 5), (5, 17), (2, 6, 4)]])
 def test_svd_pinv_lstsq_match_cpu(trn, cpu, shape):
   a = _rng(6).standard_normal(shape).astype(np.float32)
