@@ -48,6 +48,9 @@ REWRITTEN: dict[str, tuple[str, str]] = {
                                                               "elementwise decomposition"),
     "stablehlo.complex": ("decompose-complex", "always: complex64 values are (real, imaginary) "
                                                "float32 pairs, and this op is the pair"),
+    "stablehlo.cholesky": ("decompose-cholesky", "float operands: a loop over the factor's "
+                           "columns (one matrix-vector dot each); not positive definite: NaN, "
+                           "as on XLA CPU"),
     "stablehlo.composite": ("inline-calls", "always: replaced by its decomposition function"),
     "stablehlo.dot": ("", "always: imported as the dot_general it is (torch_xla's HLO protos "
                           "convert to it)"),
@@ -64,6 +67,9 @@ REWRITTEN: dict[str, tuple[str, str]] = {
                                    "CPU"),
     "stablehlo.return": ("", "always: the terminator of a region (reduce/sort/scatter bodies, "
                              "loop and branch regions), read by the op that owns the region"),
+    "stablehlo.triangular_solve": ("decompose-triangular-solve", "float operands, every side, "
+                                   "triangle, transpose and unit_diagonal: a substitution loop "
+                                   "over the solution's rows (one matrix-vector dot each)"),
     "stablehlo.while": ("unroll-static-loops", "when the condition folds to a constant every "
                                                "iteration: unrolled into copies of the body"),
 }

@@ -151,7 +151,9 @@ LIMITATIONS: tuple[Limitation, ...] = (
     *(Limitation(op, "all", "quantized element types: jaxlib's MLIR context rejects "
                  "!quant.uniform tensors when parsing, and there is no lowering rule") for op in (
         "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize")),
-    Limitation("stablehlo.custom_call", "a call_target_name other than trn_kernel",
+    Limitation("stablehlo.custom_call", "a call_target_name other than trn_kernel, Qr and "
+               "ProductOfElementaryHouseholderReflectors (JAX's QR where there is no LAPACK: "
+               "decompose-householder-qr expands them)",
                "custom calls name host or vendor kernels (LAPACK, cuDNN …) the simulator does "
                "not have; trn_kernel carries a jax_trn.nki kernel (docs/kernels.md)",
                form="foreign-custom-call"),

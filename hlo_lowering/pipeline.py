@@ -22,13 +22,13 @@ from hlo_lowering.ir import Module
 from hlo_lowering.passes.collectives import combine_all_reduces
 from hlo_lowering.passes.partition import collective_groups, spmd
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
-                                 decompose_batch_norm, decompose_complex,
-                                 decompose_reduce_precision, decompose_rng_bit_generator,
+                                 decompose_batch_norm, decompose_cholesky, decompose_complex,
+                                 decompose_householder_qr, decompose_reduce_precision,
+                                 decompose_rng_bit_generator, decompose_triangular_solve,
                                  expand_total_order_compare, expand_truth_reduce,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
                                  narrow_float64_scalars, normalize_dot_general,
-                                 simplify_unit_reduce,
-                                 strip_single_device_sharding,
+                                 simplify_unit_reduce, strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.program.reader import Program, format_program
@@ -52,6 +52,9 @@ PASSES: tuple[Pass, ...] = (
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("decompose-complex", decompose_complex.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
+    Pass("decompose-cholesky", decompose_cholesky.run),
+    Pass("decompose-triangular-solve", decompose_triangular_solve.run),
+    Pass("decompose-householder-qr", decompose_householder_qr.run),
     Pass("decompose-batch-norm", decompose_batch_norm.run),
     Pass("expand-total-order-compare", expand_total_order_compare.run),
     Pass("canonicalize-scatter", canonicalize_scatter.run),

@@ -17,6 +17,10 @@ Every other module of jax_trn uses public API only; a test (tests/test_import_gr
   `donate_argnums` (`tf.aliasing_output`); for any other, JAX drops donation with a warning.
   The plugin implements donation (hlo_lowering/backend/alias_donations.py and the runtime's
   Execute), so it adds "trn".
+- `jax._src.lax.linalg.<name>_p`: the linear-algebra primitives whose lowering JAX registers
+  only for cpu/cuda/rocm/tpu (eigh, eig, schur, ...); `jax._src.interpreters.mlir`'s
+  `register_lowering` and `lower_fun`: how a platform gives such a primitive a lowering written
+  in JAX (jax_trn/linalg.py). JAX's own pure-JAX algorithms are registered the same way.
 
 Imported when first used, so importing jax_trn does not import JAX's internals.
 """
@@ -56,3 +60,27 @@ def register_failing_backend(platform: str, *, priority: int, message: str) -> N
     raise RuntimeError(message)
 
   xla_bridge.register_backend_factory(platform, fail, priority=priority, fail_quietly=False)
+
+
+def linalg_primitive(name: str):
+  """The lax.linalg primitive `name` ("eigh", "eig", ...)."""
+  from jax._src.lax import linalg
+  return getattr(linalg, f"{name}_p")
+
+
+def register_jax_lowering(primitive, impl: Callable, platform: str,
+                          multiple_results: bool) -> None:
+  """Lowers `primitive` on `platform` by tracing `impl(*operands, **params)` (JAX functions)."""
+  from jax._src.interpreters import mlir
+  mlir.register_lowering(primitive, mlir.lower_fun(impl, multiple_results=multiple_results),
+                         platform=platform)
+
+
+def register_refusing_lowering(primitive, platform: str, message: str) -> None:
+  """Lowering `primitive` on `platform` raises NotImplementedError(message)."""
+  from jax._src.interpreters import mlir
+
+  def refuse(ctx, *args, **params):
+    raise NotImplementedError(message)
+
+  mlir.register_lowering(primitive, refuse, platform=platform)

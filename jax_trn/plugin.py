@@ -2,7 +2,8 @@
 
 JAX calls `initialize()` while discovering backends. Registration is cheap: the client (and the
 simulated chips) is created only when JAX first asks for the backend, from the configuration
-current at that moment (jax_trn.config).
+current at that moment (jax_trn.config). The trn lowerings of the linear-algebra primitives
+JAX lowers only for other platforms are registered with it (jax_trn.linalg).
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ def initialize() -> None:
     _jax_private.register_failing_backend(PLATFORM, priority=PRIORITY, message=problem)
     logger.warning("%s", problem)
     return
-  from jax_trn import config
+  from jax_trn import config, linalg
 
   path = library_path()
   _jax_private.register_plugin(
       PLATFORM, priority=PRIORITY, library_path=str(path),
       options=lambda: config.current().client_options())
   _jax_private.enable_donation(PLATFORM)
+  linalg.register()  # lowerings for "trn", which is a known platform now
   logger.debug("registered PJRT plugin %s from %s", PLATFORM, path)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def accepts(op: Op) -> bool:
 class BufferRing:
   """Equal SBUF or PSUM buffers of one lowering, handed out in rotation."""
 
-  def __init__(self, offsets: list[int]):
+  def __init__(self, offsets: Sequence[int]):
     self.offsets = offsets
     self._next = 0
 
@@ -70,11 +70,28 @@ class BufferRing:
     return offset
 
 
+class _EvenlySpaced:
+  """The offsets start, start + step, … (count of them), made when asked for: a ring of small
+  buffers (a matrix-vector product's) has hundreds of thousands, and building them all cost
+  most of the compile time of programs with many such dots."""
+
+  def __init__(self, start, step: int, count: int):
+    self.start, self.step, self.count = start, step, count
+
+  def __len__(self) -> int:
+    return self.count
+
+  def __getitem__(self, i: int):
+    if not 0 <= i < self.count:
+      raise IndexError(i)
+    return self.start + i * self.step
+
+
 class _PanelCache:
   """A ring of SBUF buffers holding operand panels by key: a key still resident is reused, a
   missing one is loaded by `fill(key, offset)` into the least recently filled buffer."""
 
-  def __init__(self, offsets: list[int], fill: Callable[[tuple, int], None]):
+  def __init__(self, offsets: Sequence[int], fill: Callable[[tuple, int], None]):
     self._ring = BufferRing(offsets)
     self._held: dict[int, tuple] = {}
     self._fill = fill
@@ -141,7 +158,7 @@ class _Matmul:
                (arena // 8, self.n_block * self.out.dtype.itemsize)]
     rings, start = [], base
     for region, buffer in regions:
-      rings.append([start + i * buffer for i in range(region // buffer)])
+      rings.append(_EvenlySpaced(start, buffer, region // buffer))
       start += region
     rhs_panels, lhs_panels, staging, outputs = rings
     self.rhs_panels = _PanelCache(rhs_panels, self._load_rhs)

@@ -76,13 +76,15 @@ class Emitter:
                      {"permutation": list(permutation)})
 
 
-def expand_ops(module: Module, expand: Callable[[Op, Emitter], list[Value] | None]) -> None:
+def expand_ops(module: Module, expand: Callable[[Op, Emitter], list[Value] | None],
+               emitter: type[Emitter] = Emitter) -> None:
+  """Runs `expand` on every op (see the module docstring), giving it an `emitter`."""
   for function in module.functions.values():
     for block in list(control_flow_blocks(function.body)):
       new_ops: list[Op] = []
       replaced: dict[Value, Value] = {}
       for op in block.ops:
-        values = expand(op, Emitter(op, new_ops))
+        values = expand(op, emitter(op, new_ops))
         if values is None:
           new_ops.append(op)
         else:
