@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
+from jax_trn.kernels.row_norm import reciprocal_rms, replicated
 from jax_trn.kernels.tiles import as_rows, tiles
 
 
@@ -24,10 +25,7 @@ def layernorm_kernel(x, gamma, beta, eps=1e-5):
   rows_in, rows_out = as_rows(x), as_rows(out)
   rows, hidden = rows_in.shape
   partitions = min(rows, nl.tile_size.pmax)
-  g = nl.ndarray((partitions, hidden), dtype=gamma.dtype, buffer=nl.sbuf)
-  nisa.dma_copy(dst=g, src=gamma.reshape((1, hidden)).broadcast_to((partitions, hidden)))
-  b = nl.ndarray((partitions, hidden), dtype=beta.dtype, buffer=nl.sbuf)
-  nisa.dma_copy(dst=b, src=beta.reshape((1, hidden)).broadcast_to((partitions, hidden)))
+  g, b = replicated(gamma, partitions), replicated(beta, partitions)
   for r0, rn in tiles(rows, nl.tile_size.pmax):
     tile = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=rows_in[r0:r0 + rn, :])
@@ -39,10 +37,7 @@ def layernorm_kernel(x, gamma, beta, eps=1e-5):
     squares = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
     total = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=squares, op=nl.square, data=centred, reduce_op=nl.add, reduce_res=total)
-    rstd = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=rstd, data=total, op0=nl.multiply, operand0=1.0 / hidden,
-                       op1=nl.add, operand1=eps)
-    nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd)
+    rstd = reciprocal_rms(total, rn, hidden, eps)
     normed = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=normed, data=centred, op0=nl.multiply, operand0=rstd)
     nisa.tensor_tensor(dst=normed, data1=normed, data2=g[0:rn, :], op=nl.multiply)

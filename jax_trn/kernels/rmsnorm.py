@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
+from jax_trn.kernels.row_norm import reciprocal_rms, replicated
 from jax_trn.kernels.tiles import as_rows, tiles
 
 
@@ -22,18 +23,14 @@ def rmsnorm_kernel(x, gamma, eps=1e-6):
   rows_in, rows_out = as_rows(x), as_rows(out)
   rows, hidden = rows_in.shape
   partitions = min(rows, nl.tile_size.pmax)
-  g = nl.ndarray((partitions, hidden), dtype=gamma.dtype, buffer=nl.sbuf)
-  nisa.dma_copy(dst=g, src=gamma.reshape((1, hidden)).broadcast_to((partitions, hidden)))
+  g = replicated(gamma, partitions)
   for r0, rn in tiles(rows, nl.tile_size.pmax):
     tile = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=rows_in[r0:r0 + rn, :])
     squares = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
     total = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=squares, op=nl.square, data=tile, reduce_op=nl.add, reduce_res=total)
-    rstd = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=rstd, data=total, op0=nl.multiply, operand0=1.0 / hidden,
-                       op1=nl.add, operand1=eps)
-    nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd)
+    rstd = reciprocal_rms(total, rn, hidden, eps)
     normed = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=normed, data=tile, op0=nl.multiply, operand0=rstd)
     result = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
