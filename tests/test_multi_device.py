@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from hlo_lowering.errors import CompileError
 from jax_trn import profile
-from tests import compiler_harness as harness
+import compiler_harness as harness
 
 CORES = 4
 FLOAT_RTOL = 1e-6

@@ -156,11 +156,10 @@ _CHILD = textwrap.dedent("""
     out["failed_compile"]["sync_after_del"] = refusal(torch_xla.sync)
     out["failed_compile"]["next_graph"] = (torch.arange(3.0, device=dev) * 2).cpu().tolist()
 
-    try:  # triangular_solve: no lowering rule
-      torch.triangular_solve(torch.ones(2, 3, device=dev), torch.eye(2, device=dev) * 2).solution.cpu()
-      out["unsupported"] = "no error"
-    except Exception as e:
-      out["unsupported"] = f"{type(e).__name__}: {e}"
+    # decompose-triangular-solve
+    tri = torch.tril(torch.randn(5, 5, generator=g)) + 5 * torch.eye(5)
+    out["triangular_solve"] = both(
+        lambda b, a: torch.triangular_solve(b, a, upper=False).solution, torch.randn(5, 3, generator=g), tri)
     # torch_xla's info check reduces the int info with a != 0 body (expand-truth-reduce).
     spd = torch.randn(4, 4, generator=g)
     spd = spd @ spd.T + 4 * torch.eye(4)
@@ -311,10 +310,11 @@ def test_randperm_imports_and_names_what_is_unsupported(torch_run):
 
 def test_cholesky_matches_cpu(torch_run):
   _close(torch_run["cholesky"], rtol=1e-5, atol=1e-5)
+  _close(torch_run["triangular_solve"], rtol=1e-5, atol=1e-5)
 
 
 def test_unsupported_op_fails_with_a_clear_error(torch_run):
-  message = torch_run["unsupported"]
+  message = torch_run["refused"]["randperm"]  # stablehlo.rng: no lowering rule
   assert "is not supported on NeuronCores" in message, message
   assert "[trn plugin, PJRT_Client_Compile]" in message
   assert torch_run["after_error"] == [2.0, 2.0]
