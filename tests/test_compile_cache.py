@@ -237,21 +237,21 @@ def _step_from(filename: str, blank_lines: int):
 def test_same_function_from_two_scripts_is_one_entry_with_each_scripts_lines(cache, monkeypatch):
   rng = np.random.default_rng(0)
   w, x = rng.standard_normal((64, 32), np.float32), rng.standard_normal((16, 64), np.float32)
-  first = harness.compile_fn(_step_from("/work/first_script.py", 0), w, x)
+  first = harness.compile_fn(_step_from("scripts/first_script.py", 0), w, x)
   stats = compilation.cache_stats()
-  second_fn = _step_from("/work/second_script.py", 7)
+  second_fn = _step_from("scripts/second_script.py", 7)
   second = harness.compile_fn(second_fn, w, x)
   assert compilation.cache_stats()["hits"] == stats["hits"] + 1
   assert compilation.cache_stats()["compiles"] == stats["compiles"]
   assert len(_entries(cache)) == 1
   # The served program and report name the second script's lines, and nothing of the first.
   debug_locations = {d[2] for d in harness.native().program_info(second)["debug"]}
-  assert any(loc.startswith("/work/second_script.py:") for loc in debug_locations)
+  assert any(loc.startswith("scripts/second_script.py:") for loc in debug_locations)
   assert not any("first_script" in loc for loc in debug_locations)
   assert "first_script" not in harness.native().program_info(second)["source"]
   report = compilation.last_report()
   lines = {op.location for op in report.ops if op.location}
-  assert lines and all(loc.startswith("/work/second_script.py:") for loc in lines)
+  assert lines and all(loc.startswith("scripts/second_script.py:") for loc in lines)
   # Line numbers moved by exactly the 7 lines the second script inserts.
   tanh = lambda program: next(d[2] for d in harness.native().program_info(program)["debug"]
                               if d[0] == "stablehlo.tanh")

@@ -60,30 +60,17 @@ def _elements(ap: HbmAP | None, size: int) -> np.ndarray | slice:
   return index
 
 
-def _executed(block, tensors: set[int]):
-  """The block's instructions that touch `tensors`, as executed in program order: a counted
-  loop's once per iteration at that iteration's offsets (loops touching neither are skipped)."""
-  insts, k = block.instructions, 0
-  touches = lambda inst: any(t in tensors for t, _ in sum(hbm_accesses(inst), []))
-  while k < len(insts):
-    end = k + 1
-    if insts[k].loop is not None:
-      while end < len(insts) and insts[end].loop is insts[k].loop:
-        end += 1
-    body = [inst for inst in insts[k:end] if touches(inst)]
-    for i in range(insts[k].loop.count if insts[k].loop is not None and body else 1):
-      for inst in body:
-        yield inst.at_iteration(i)
-    k = end
-
-
 def _in_place_is_safe(builder: ProgramBuilder, parameter: int, output: int) -> bool:
   size = math.prod(builder.tensors[output].shape)
   written = np.zeros(size, dtype=bool)  # elements of `output` written so far
   write_blocks, read_blocks = set(), set()
+
+  def touches(inst) -> bool:
+    return any(t in (parameter, output) for t, _ in sum(hbm_accesses(inst), []))
+
   # Blocks are numbered in program order (codegen creates each as it starts emitting into it).
   for b, block in enumerate(builder.blocks):
-    for inst in _executed(block, {parameter, output}):
+    for inst in block.executed(touches):
       reads, writes = hbm_accesses(inst)
       for tensor, ap in reads:
         if tensor == parameter:

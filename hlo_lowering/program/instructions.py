@@ -109,21 +109,25 @@ class Block:
   instructions: list = dataclasses.field(default_factory=list)
   exit: Exit = dataclasses.field(default_factory=Exit)
 
-  def executed(self):
+  def executed(self, selected=None):
     """Every instruction as the block runs it, in program order: each loop's instructions once
-    per iteration (concrete waits and offsets). For checks; O(executed instructions)."""
+    per iteration (concrete waits and offsets). For checks; O(executed instructions). With
+    `selected` (a predicate on the stored instruction), only those: a loop none of whose
+    instructions is selected costs nothing."""
     insts, k = self.instructions, 0
     while k < len(insts):
       loop = insts[k].loop
       if loop is None:
-        yield insts[k]
+        if selected is None or selected(insts[k]):
+          yield insts[k]
         k += 1
         continue
       end = k
       while end < len(insts) and insts[end].loop is loop:
         end += 1
-      for i in range(loop.count):
-        for inst in insts[k:end]:
+      body = [inst for inst in insts[k:end] if selected is None or selected(inst)]
+      for i in range(loop.count if body else 0):
+        for inst in body:
           yield inst.at_iteration(i)
       k = end
 
