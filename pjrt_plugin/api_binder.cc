@@ -1,8 +1,9 @@
 // GetPjrtApi: the one symbol libpjrt_trn.so exports. Fills the PJRT_Api table from the list of
 // implemented entry points; every other slot stays NULL, which clients read as "not offered"
-// (docs/pjrt-surface.md says why for each).
+// (docs/pjrt-surface.md says why for each). One extension: the profiler's.
 #include "c_api_entry_points.h"
 #include "pjrt_c_api.h"
+#include "profiler_extension.h"
 
 namespace trn::pjrt {
 namespace {
@@ -10,7 +11,7 @@ namespace {
 PJRT_Api MakeApi() {
   PJRT_Api api{};
   api.struct_size = PJRT_Api_STRUCT_SIZE;
-  api.extension_start = nullptr;
+  api.extension_start = ProfilerExtension();  // jax.profiler.trace (profiler_extension.h)
   api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
   api.pjrt_api_version.extension_start = nullptr;
   api.pjrt_api_version.major_version = PJRT_API_MAJOR;

@@ -11,6 +11,7 @@
 #include "element_type.h"
 #include "interrupt.h"
 #include "sim/collectives.h"
+#include "trace_capture.h"
 
 namespace trn::pjrt {
 namespace {
@@ -82,6 +83,7 @@ Status Simulate(const QueuedExecution& run) {
   options.collectives = run.collectives;
   options.rank = run.rank;
   auto profile = std::make_shared<sim::ExecutionProfile>();
+  const int64_t host_start_ns = HostClockNs();  // where a jax.profiler trace places it
   const Status status = sim::Execute(program, input_data, output_data, options, profile.get());
   if (status.code() == StatusCode::kCancelled) {
     return Status(StatusCode::kCancelled,
@@ -90,6 +92,8 @@ Status Simulate(const QueuedExecution& run) {
   }
   TRN_RETURN_IF_ERROR(status);
   profile->program = run.program;
+  TraceSession::Capture(
+      {run.device->id(), run.device->name(), host_start_ns, run.record_timeline, profile});
   run.device->PublishExecution(std::move(profile));  // complete: immutable from here on
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
 // Just enough of the protobuf wire format to read the few CompileOptionsProto fields the plugin
-// needs and to write a DeviceAssignmentProto, without a protobuf dependency.
+// needs and to write a DeviceAssignmentProto and a profiler XSpace, without a protobuf
+// dependency.
 #pragma once
 
 #include <cstdint>
