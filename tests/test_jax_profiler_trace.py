@@ -3,11 +3,14 @@ per trn device with a line per engine and DMA queue, an event per executed instr
 after its op, with its opcode, StableHLO op, source line and modeled busy time) and a line of
 executions, placed on the host clock where the device started each one. The file is read twice:
 by JAX's own reader (jax.profiler.ProfileData) and by a decoder of the XSpace wire format here,
-and compared with jax_trn.profile's view of the same execution."""
+and compared with jax_trn.profile's view of the same execution. torch_xla's start_trace /
+stop_trace reach the same plugin profiler (slow: a fresh process with torch)."""
 
 import gzip
+import importlib.util
 import json
 import pathlib
+import textwrap
 import time
 
 import jax
@@ -15,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fresh_process import run_python
 from jax_trn import _native, profile
 
 THIS_FILE = pathlib.Path(__file__).name
@@ -232,3 +236,41 @@ def test_the_timeline_is_recorded_only_while_the_trace_runs(trn, tmp_path):
   a, b = _inputs(trn)
   jax.jit(_matmul_then_elementwise)(a, b).block_until_ready()
   assert not profile.last_execution(trn).timeline
+
+
+_TORCH_CHILD = textwrap.dedent("""
+    import json, pathlib
+    from importlib import metadata
+    import torch, torch_xla
+    if not any(ep.name == "trn" for ep in metadata.entry_points(group="torch_xla.plugins")):
+      from torch_xla.experimental import plugins
+      from jax_trn.torch_plugin import TrnPlugin
+      plugins.register_plugin("TRN", TrnPlugin())
+    import torch_xla.debug.profiler as xp
+    import jax
+
+    dev = torch_xla.device()
+    x = torch.randn(64, 64).to(dev)
+    (x @ x + 1).cpu()  # compiled outside the trace
+    log_dir = pathlib.Path("LOG_DIR")
+    xp.start_trace(str(log_dir))
+    (x @ x + 1).cpu()
+    xp.stop_trace()
+    (path,) = log_dir.glob("plugins/profile/*/*.xplane.pb")
+    plane = jax.profiler.ProfileData.from_file(str(path)).find_plane_with_name("/device:CUSTOM:0")
+    print(json.dumps({line.name: [e.name for e in line.events] for line in plane.lines}))
+""")
+
+
+@pytest.mark.slow  # starts torch in a fresh process
+def test_torch_xla_start_trace_captures_trn_executions_too(tmp_path):
+  if importlib.util.find_spec("torch_xla") is None:
+    pytest.skip("torch_xla is not installed (pip install '.[torch]')")
+  result = run_python(_TORCH_CHILD.replace("LOG_DIR", str(tmp_path)), {"PJRT_DEVICE": "TRN"},
+                      timeout=600)
+  assert result.returncode == 0, result.stderr[-4000:]
+  lines = json.loads(result.stdout.strip().splitlines()[-1])
+  assert "PE" in lines and any(name.startswith("DMA") for name in lines)
+  (execution,) = lines["Executions"]
+  assert execution.startswith("SyncTensorsGraph"), execution  # torch_xla's module name
+  assert all(name.startswith("dot") for name in lines["PE"]), lines["PE"]  # HLO op names
