@@ -21,27 +21,33 @@ namespace trn::pjrt {
 // Whether the caller's struct (possibly from an older header) includes `field`.
 #define TRN_HAS_FIELD(Args, args, field) ((args)->struct_size >= TRN_FIELD_END(Args, field))
 
+// body()'s Status, or the error a C++ exception thrown inside it stands for.
+template <typename Body>
+Status Guarded(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("trn: the host ran out of memory");
+  } catch (const std::exception& e) {
+    return Internal(std::string("trn plugin error: ") + e.what());
+  } catch (...) {
+    return Internal("trn plugin error: unknown exception");
+  }
+}
+
 template <typename Args, typename Body>
 PJRT_Error* Handle(const char* entry_point, const char* args_name, Args* args, size_t required,
                    Body&& body) noexcept {
-  try {
-    if (args == nullptr) {
-      return ToPjrtError(InvalidArgument(std::string(args_name) + " is NULL"), entry_point);
-    }
-    if (args->struct_size < required) {
-      return ToPjrtError(InvalidArgument(std::string(args_name) + ": expected struct_size >= " +
-                                         std::to_string(required) + ", got " +
-                                         std::to_string(args->struct_size)),
-                         entry_point);
-    }
-    return ToPjrtError(body(), entry_point);
-  } catch (const std::bad_alloc&) {
-    return ToPjrtError(ResourceExhausted("trn: the host ran out of memory"), entry_point);
-  } catch (const std::exception& e) {
-    return ToPjrtError(Internal(std::string("trn plugin error: ") + e.what()), entry_point);
-  } catch (...) {
-    return ToPjrtError(Internal("trn plugin error: unknown exception"), entry_point);
-  }
+  return ToPjrtError(Guarded([&]() -> Status {
+                       if (args == nullptr) return InvalidArgument(std::string(args_name) + " is NULL");
+                       if (args->struct_size < required) {
+                         return InvalidArgument(std::string(args_name) + ": expected struct_size >= " +
+                                                std::to_string(required) + ", got " +
+                                                std::to_string(args->struct_size));
+                       }
+                       return body();
+                     }),
+                     entry_point);
 }
 
 // return TRN_HANDLE(PJRT_Buffer_Dimensions, num_dims) { ...; return Status::Ok(); });

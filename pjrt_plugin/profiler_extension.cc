@@ -1,10 +1,10 @@
 #include "profiler_extension.h"
 
 #include <cstring>
-#include <exception>
 #include <new>
 #include <string>
 
+#include "c_api_shim.h"
 #include "error.h"
 #include "profiler_c_api.h"
 #include "trace_capture.h"
@@ -26,23 +26,12 @@ namespace {
 // so only the pointer is checked.
 template <typename Args, typename Body>
 PLUGIN_Profiler_Error* Handle(const char* entry_point, Args* args, Body&& body) noexcept {
-  Status status;
-  try {
-    status = args == nullptr ? InvalidArgument(std::string(entry_point) + " arguments are NULL")
-                             : body();
-  } catch (const std::bad_alloc&) {
-    status = ResourceExhausted("trn: the host ran out of memory");
-  } catch (const std::exception& e) {
-    status = Internal(std::string("trn plugin error: ") + e.what());
-  } catch (...) {
-    status = Internal("trn plugin error: unknown exception");
-  }
+  const Status status = Guarded([&]() -> Status {
+    if (args == nullptr) return InvalidArgument(std::string(entry_point) + " arguments are NULL");
+    return body();
+  });
   if (status.ok()) return nullptr;
-  try {
-    return new PLUGIN_Profiler_Error{Error(status, entry_point)};
-  } catch (...) {
-    return nullptr;  // out of memory for the error itself: nothing better to hand back
-  }
+  return new (std::nothrow) PLUGIN_Profiler_Error{Error(status, entry_point)};
 }
 
 Status Session(PLUGIN_Profiler* profiler) {
