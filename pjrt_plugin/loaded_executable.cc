@@ -9,6 +9,7 @@
 #include "compile_options.h"
 #include "device.h"
 #include "element_type.h"
+#include "host_callback_bridge.h"
 #include "interrupt.h"
 #include "sim/collectives.h"
 
@@ -81,6 +82,7 @@ Status Simulate(const QueuedExecution& run) {
   };
   options.collectives = run.collectives;
   options.rank = run.rank;
+  options.host_callback = RunHostCallbackInPython;
   auto profile = std::make_shared<sim::ExecutionProfile>();
   const Status status = sim::Execute(program, input_data, output_data, options, profile.get());
   if (status.code() == StatusCode::kCancelled) {

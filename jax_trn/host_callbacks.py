@@ -1,0 +1,187 @@
+"""Host callbacks on trn: `jax.debug.print`, `jax.debug.callback`, `jax.pure_callback` and
+`jax.experimental.io_callback` (ordered and unordered), inside jit, loops and vmap.
+
+JAX lowers these only for cpu/cuda/rocm/tpu. `register()` (called by jax_trn.plugin.initialize)
+gives each callback primitive a trn lowering that runs JAX's own cpu rule (its shape and dtype
+checks, its token threading for ordered effects) and re-targets the custom call that rule emits:
+`@xla_ffi_python_cpu_callback` with an index into the module's host callbacks becomes
+`@trn_host_callback` whose backend_config holds `callback`, a key of this module's registry. The
+compiler lowers that call to one `host_callback` instruction (hlo_lowering/lowering/host_callback.py);
+when an execution reaches it, the runtime copies the operands out of simulated HBM and the
+plugin calls `run(key, operands, results)` with the GIL taken on the queue's worker thread
+(pjrt_plugin/host_callback_bridge.cc), which calls the Python callable and writes its results.
+
+Lifetime: the registry holds a callable while the JAX executable lowered with it lives (a
+keepalive of the lowering unregisters it when freed). A key is this process's random nonce
+(high 32 bits) and a serial number, so a program compiled with host callbacks is useless
+elsewhere: the compile cache never stores or serves one (jax_trn/compilation.py), and a program
+that reaches a key this process does not hold (a freed executable, a deserialized program) fails
+with an error saying so. docs/host-callbacks.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from jax_trn import _jax_private
+
+PLATFORM = "trn"
+# hlo_lowering.lowering.host_callback.HOST_CALLBACK_TARGET (read by the compiler).
+TARGET = "trn_host_callback"
+_JAX_CPU_TARGET = "xla_ffi_python_cpu_callback"
+
+_NONCE = int.from_bytes(os.urandom(4), "little") << 32
+_serials = itertools.count(1)
+_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Value:
+  shape: tuple[int, ...]
+  dtype: np.dtype
+
+  @property
+  def nbytes(self) -> int:
+    return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+# A token travels as a zero-size pred[0] value (hlo_lowering/attributes.py TOKEN_TYPE).
+_TOKEN = _Value((0,), np.dtype(np.bool_))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Callback:
+  fn: Callable  # JAX's wrapped callable: checks the results' count, shapes and dtypes
+  operands: tuple[_Value, ...]
+  results: tuple[_Value, ...]
+
+
+_registry: dict[int, _Callback] = {}
+
+
+class _Registration:
+  """Held by the lowering's keepalives (so by the executable): the key stays registered while
+  it lives."""
+
+  def __init__(self, key: int):
+    self.key = key
+    weakref.finalize(self, _unregister, key)
+
+
+def _unregister(key: int) -> None:
+  with _lock:
+    _registry.pop(key, None)
+
+
+def registered() -> int:
+  """How many host callbacks this process holds (tests: freed executables release theirs)."""
+  with _lock:
+    return len(_registry)
+
+
+def _register(callback: _Callback) -> _Registration:
+  with _lock:
+    key = _NONCE | next(_serials)
+    _registry[key] = callback
+  return _Registration(key)
+
+
+def run(key: int, operands: Sequence[memoryview], results: Sequence[memoryview]) -> None:
+  """Called by the plugin when an execution reaches a host_callback instruction: the non-empty
+  operands' bytes (dense row-major, read-only, valid during the call), storage for the non-empty
+  results' bytes."""
+  with _lock:
+    callback = _registry.get(key)
+  if callback is None:
+    raise RuntimeError(
+        f"host callback {key:#x} is not registered in this process: the executable it was "
+        "compiled into has been freed, or the program comes from another process (host "
+        "callbacks never leave the process that lowered them)")
+  views = iter(operands)
+  args = [np.zeros(v.shape, v.dtype) if v.nbytes == 0
+          else np.frombuffer(next(views), dtype=v.dtype).reshape(v.shape).copy()
+          for v in callback.operands]
+  outputs = callback.fn(*args)
+  storage = iter(results)
+  for value, out in zip(callback.results, outputs):
+    if value.nbytes == 0:
+      continue
+    data = np.ascontiguousarray(out, dtype=value.dtype).reshape(-1).view(np.uint8)
+    view = next(storage)
+    if data.size != len(view):
+      raise RuntimeError(f"host callback result {value.dtype}{list(value.shape)}: got "
+                         f"{data.size} bytes for {len(view)}")
+    view[:] = data.tobytes()
+
+
+def _values(avals, count: int) -> tuple[_Value, ...]:
+  """The callable's values, a leading token first when the call has one more than `avals`."""
+  values = tuple(_Value(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+  if count == len(values) + 1:
+    return (_TOKEN, *values)
+  if count != len(values):
+    raise NotImplementedError(f"a host callback with {count} values for {len(values)} avals "
+                              "is not supported on trn")
+  return values
+
+
+def _emitted_call(block, index: int):
+  """The custom call JAX's cpu rule just emitted for host callback `index` (the block's most
+  recent such call)."""
+  from jaxlib.mlir import ir
+  for op in reversed(list(block.operations)):
+    op = op.operation
+    if op.name != "stablehlo.custom_call":
+      continue
+    if ir.StringAttr(op.attributes["call_target_name"]).value != _JAX_CPU_TARGET:
+      continue
+    config = ir.DictAttr(op.attributes["mhlo.backend_config"])
+    if ir.IntegerAttr(config["index"]).value == index:
+      return op
+  raise NotImplementedError("a host callback lowered outside the current block is not "
+                            "supported on trn")
+
+
+def _retarget(op, key: int) -> None:
+  from jaxlib.mlir import ir
+  op.attributes["call_target_name"] = ir.StringAttr.get(TARGET)
+  op.attributes["mhlo.backend_config"] = ir.DictAttr.get(
+      {"callback": ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), key)})
+
+
+def _trn_rule(cpu_rule: Callable) -> Callable:
+  def rule(ctx, *args, **params):
+    from jaxlib.mlir import ir
+    module_context = ctx.module_context
+    callbacks = module_context.host_callbacks
+    first = len(callbacks)
+    # JAX's own rule as it runs for cpu: only the custom call's name and config are per-platform.
+    cpu_ctx = ctx.replace(module_context=module_context.replace(platforms=("cpu",), backend=None))
+    results = cpu_rule(cpu_ctx, *args, **params)
+    if cpu_ctx.tokens_out is not None:
+      ctx.set_tokens_out(cpu_ctx.tokens_out)
+    if len(callbacks) != first + 1:
+      raise NotImplementedError(f"{len(callbacks) - first} host callbacks from one equation "
+                                "are not supported on trn")
+    op = _emitted_call(ir.InsertionPoint.current.block, first)
+    callback = _Callback(callbacks[first], _values(ctx.avals_in, len(op.operands)),
+                         _values(ctx.avals_out, len(op.results)))
+    registration = _register(callback)
+    module_context.add_keepalive(registration)
+    _retarget(op, registration.key)
+    return results
+  return rule
+
+
+def register() -> None:
+  """Lowerings of the callback primitives for "trn" (a known platform by now)."""
+  for primitive in _jax_private.callback_primitives():
+    _jax_private.register_uncacheable_lowering(
+        primitive, _trn_rule(_jax_private.cpu_lowering_rule(primitive)), PLATFORM)
