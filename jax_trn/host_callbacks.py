@@ -11,9 +11,11 @@ when an execution reaches it, the runtime copies the operands out of simulated H
 plugin calls `run(key, operands, results)` with the GIL taken on the queue's worker thread
 (pjrt_plugin/host_callback_bridge.cc), which calls the Python callable and writes its results.
 
-Lifetime: the registry holds a callable while the JAX executable lowered with it lives (a
-keepalive of the lowering unregisters it when freed). A key is this process's random nonce
-(high 32 bits) and a serial number, so a program compiled with host callbacks is useless
+Lifetime: the registry holds a callable while anything that may run it lives: the JAX executable
+lowered with it (a keepalive of the lowering) and the plugin's loaded executable and each of its
+queued runs (`hold`/`release`, pjrt_plugin/host_callback_bridge.cc): a run dispatched
+asynchronously still finds its callable after JAX has freed the executable. A key is this process's random nonce
+(31 bits, above bit 32) and a serial number, so a program compiled with host callbacks is useless
 elsewhere: the compile cache never stores or serves one (jax_trn/compilation.py), and a program
 that reaches a key this process does not hold (a freed executable, a deserialized program) fails
 with an error saying so. docs/host-callbacks.md.
@@ -35,11 +37,15 @@ from jax_trn import _jax_private
 PLATFORM = "trn"
 # hlo_lowering.lowering.host_callback.HOST_CALLBACK_TARGET (read by the compiler).
 TARGET = "trn_host_callback"
-_JAX_CPU_TARGET = "xla_ffi_python_cpu_callback"
+# What JAX's cpu rule emits (partitioned=True debug callbacks: the second).
+_JAX_CPU_TARGETS = ("xla_ffi_python_cpu_callback", "xla_ffi_partitioned_python_cpu_callback")
 
-_NONCE = int.from_bytes(os.urandom(4), "little") << 32
+# 31 random bits above a 32-bit serial: keys stay below 2^63, what an MLIR integer attribute holds.
+_NONCE = (int.from_bytes(os.urandom(4), "little") >> 1) << 32
 _serials = itertools.count(1)
-_lock = threading.Lock()
+# Reentrant: a registration's finalizer (release) may run from a garbage collection that an
+# allocation under the lock triggers, on the same thread.
+_lock = threading.RLock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,21 +69,35 @@ class _Callback:
   results: tuple[_Value, ...]
 
 
+# key -> the callable; key -> how many holders it has (it leaves the registry at 0).
 _registry: dict[int, _Callback] = {}
+_holders: dict[int, int] = {}
 
 
 class _Registration:
-  """Held by the lowering's keepalives (so by the executable): the key stays registered while
-  it lives."""
+  """Held by the lowering's keepalives (so by the JAX executable): one holder of its key."""
 
   def __init__(self, key: int):
     self.key = key
-    weakref.finalize(self, _unregister, key)
+    weakref.finalize(self, release, [key])
 
 
-def _unregister(key: int) -> None:
+def hold(keys: Sequence[int]) -> None:
+  """One more holder of each key this process has registered (others are ignored: their run
+  fails with a clear error)."""
   with _lock:
-    _registry.pop(key, None)
+    for key in keys:
+      if key in _holders:
+        _holders[key] += 1
+
+
+def release(keys: Sequence[int]) -> None:
+  with _lock:
+    for key in keys:
+      if key in _holders:
+        _holders[key] -= 1
+        if _holders[key] == 0:
+          del _holders[key], _registry[key]
 
 
 def registered() -> int:
@@ -90,6 +110,7 @@ def _register(callback: _Callback) -> _Registration:
   with _lock:
     key = _NONCE | next(_serials)
     _registry[key] = callback
+    _holders[key] = 1
   return _Registration(key)
 
 
@@ -101,9 +122,9 @@ def run(key: int, operands: Sequence[memoryview], results: Sequence[memoryview])
     callback = _registry.get(key)
   if callback is None:
     raise RuntimeError(
-        f"host callback {key:#x} is not registered in this process: the executable it was "
-        "compiled into has been freed, or the program comes from another process (host "
-        "callbacks never leave the process that lowered them)")
+        f"host callback {key:#x} is not registered in this process: the program was compiled "
+        "in another process, or loaded again after every executable holding it was freed (host "
+        "callbacks live with the executables JAX lowered them for)")
   views = iter(operands)
   args = [np.zeros(v.shape, v.dtype) if v.nbytes == 0
           else np.frombuffer(next(views), dtype=v.dtype).reshape(v.shape).copy()
@@ -140,7 +161,7 @@ def _emitted_call(block, index: int):
     op = op.operation
     if op.name != "stablehlo.custom_call":
       continue
-    if ir.StringAttr(op.attributes["call_target_name"]).value != _JAX_CPU_TARGET:
+    if ir.StringAttr(op.attributes["call_target_name"]).value not in _JAX_CPU_TARGETS:
       continue
     config = ir.DictAttr(op.attributes["mhlo.backend_config"])
     if ir.IntegerAttr(config["index"]).value == index:

@@ -2,9 +2,10 @@
 
 #include "host_callback_bridge.h"
 
-#include <dlfcn.h>
-
+#include <algorithm>
 #include <vector>
+
+#include "sim/program.h"
 
 namespace trn::pjrt {
 namespace {
@@ -65,14 +66,56 @@ Status CallHostCallback(const sim::HostCallbackCall& call) {
   return Status::Ok();
 }
 
+// jax_trn.host_callbacks.<function>(keys); a failure is only logged by Python's machinery (it
+// changes nothing but how long a callable stays registered).
+void CallWithKeys(const char* function, const std::vector<uint64_t>& keys) {
+  PyRef module(PyImport_ImportModule("jax_trn.host_callbacks"));
+  PyRef list(module ? PyList_New(0) : nullptr);
+  for (uint64_t key : keys) {
+    PyRef item(list ? PyLong_FromUnsignedLongLong(key) : nullptr);
+    if (!item || PyList_Append(list.get(), item.get()) != 0) return;
+  }
+  if (list) PyRef(PyObject_CallMethod(module.get(), function, "O", list.get()));
+}
+
 }  // namespace
 
 Status RunHostCallbackInPython(const sim::HostCallbackCall& call) {
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
     return FailedPrecondition("host callbacks call Python; this process has no Python interpreter");
   }
+  if (!PythonCallable()) {
+    return Status(StatusCode::kCancelled, "the Python interpreter is exiting: the host callback was not run");
+  }
   GilLock gil;
   return CallHostCallback(call);
+}
+
+std::shared_ptr<HostCallbackLease> HostCallbackLease::ForProgram(const sim::LoadedProgram& program) {
+  std::vector<uint64_t> keys;
+  for (const sim::Block& block : program.program().blocks) {
+    for (const auto& stream : block.streams) {
+      for (const sim::Instruction& inst : stream) {
+        if (inst.opcode == sim::Opcode::kHostCallback) keys.push_back(std::get<sim::HostCallback>(inst.operands).callback);
+      }
+    }
+  }
+  if (keys.empty()) return nullptr;
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return std::make_shared<HostCallbackLease>(std::move(keys));
+}
+
+HostCallbackLease::HostCallbackLease(std::vector<uint64_t> keys) : keys_(std::move(keys)) {
+  if (!PythonCallable()) return;
+  GilLock gil;
+  CallWithKeys("hold", keys_);
+}
+
+HostCallbackLease::~HostCallbackLease() {
+  if (!PythonCallable()) return;  // an exiting interpreter frees the registry itself
+  GilLock gil;
+  CallWithKeys("release", keys_);
 }
 
 }  // namespace trn::pjrt

@@ -6,9 +6,29 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
+
 #include <string>
 
 namespace trn::pjrt {
+
+// Whether the interpreter is finalizing. Python then ends any other thread that asks for the GIL
+// (a forced unwind out of the C API call): the destructors that unwind runs must not touch
+// Python. Py_IsFinalizing is public from 3.13, _Py_IsFinalizing before.
+inline bool PythonFinalizing() {
+  using IsFinalizing = int (*)();
+  static const IsFinalizing finalizing = [] {
+    void* f = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+    return reinterpret_cast<IsFinalizing>(f != nullptr ? f : dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+  }();
+  return finalizing != nullptr && finalizing() != 0;
+}
+
+// Whether this process runs a Python interpreter that can still be called: checked through the
+// dynamic linker first (in a process without Python the API is absent).
+inline bool PythonCallable() {
+  return dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr && Py_IsInitialized() && !PythonFinalizing();
+}
 
 // Only functions of the Python C API are used here, never its data symbols (Py_None,
 // PyExc_*): the plugin does not link libpython, so data relocations would make the library fail
@@ -20,7 +40,9 @@ class PyRef {
   explicit PyRef(PyObject* object = nullptr) : object_(object) {}
   PyRef(const PyRef&) = delete;
   PyRef& operator=(const PyRef&) = delete;
-  ~PyRef() { Py_XDECREF(object_); }
+  ~PyRef() {
+    if (!PythonFinalizing()) Py_XDECREF(object_);  // a dying interpreter frees it anyway
+  }
   PyObject* get() const { return object_; }
   explicit operator bool() const { return object_ != nullptr; }
 
@@ -101,6 +123,7 @@ class GilLock {
  public:
   GilLock() : state_(PyGILState_Ensure()) {}
   ~GilLock() {
+    if (PythonFinalizing()) return;  // this thread is being ended by Python (see above)
     PyErr_Clear();
     PyGILState_Release(state_);
   }

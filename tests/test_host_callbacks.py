@@ -6,6 +6,7 @@ timing model charges the host round trip; programs with callbacks bypass the com
 import gc
 import re
 import textwrap
+import time
 
 import jax
 import jax.numpy as jnp
@@ -143,6 +144,24 @@ def test_vmapped_debug_print_prints_what_cpu_prints(capsys, trn, cpu):
   assert len(out.splitlines()) == 3
 
 
+def test_pmap_runs_each_cores_callbacks_on_its_own_values(capsys):
+  n = 4
+
+  def f(x):
+    jax.debug.print("core value {}", x)
+    return jax.pure_callback(lambda a: a * 10, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+  x = np.arange(n, dtype=np.float32)
+  printed = {}
+  for platform in ("cpu", "trn"):
+    capsys.readouterr()
+    out = jax.pmap(f, devices=jax.devices(platform)[:n])(x)
+    np.testing.assert_array_equal(np.asarray(out), x * 10)
+    jax.effects_barrier()
+    printed[platform] = sorted(capsys.readouterr().out.splitlines())  # cores run concurrently
+  assert printed["trn"] == printed["cpu"] == [f"core value {float(v)}" for v in x]
+
+
 def test_debug_callback_receives_the_arrays(trn, cpu):
   seen = {}
 
@@ -219,6 +238,40 @@ def test_a_freed_executable_releases_its_callbacks(trn):
   del compiled
   gc.collect()
   assert host_callbacks.registered() == before
+
+
+def test_runs_queued_before_their_executable_is_freed_still_call_back(trn):
+  def slow(a):
+    time.sleep(0.1)
+    return a + 1
+
+  x = jax.device_put(np.float32(1), trn)
+  compiled = jax.jit(lambda v: jax.pure_callback(
+      slow, jax.ShapeDtypeStruct((), jnp.float32), v)).lower(x).compile()
+  results = [compiled(x) for _ in range(3)]
+  del compiled
+  gc.collect()
+  assert [float(r) for r in results] == [2.0, 2.0, 2.0]
+
+
+def test_a_script_that_exits_with_results_pending_exits_cleanly():
+  # A queued run reaches its callback while the interpreter finalizes: it is cancelled, the
+  # process exits normally (no abort from the thread Python ends, no deadlock).
+  result = fresh_process.run_python(textwrap.dedent("""
+      from jax_trn import plugin
+      plugin.initialize()
+      import time
+      import jax, jax.numpy as jnp
+      def slow(a):
+        time.sleep(0.3)
+        return a
+      f = jax.jit(lambda v: jax.pure_callback(slow, jax.ShapeDtypeStruct(v.shape, v.dtype), v))
+      x = jax.device_put(jnp.arange(3.0), jax.devices("trn")[0])
+      kept = [f(x) for _ in range(3)]
+      print("exiting", flush=True)
+      """), timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "exiting" in result.stdout
 
 
 def test_a_script_that_exits_with_a_print_in_flight_prints_and_exits():
