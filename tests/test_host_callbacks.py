@@ -15,8 +15,10 @@ import pytest
 from jax import lax
 from jax.experimental import io_callback
 
+import compiler_harness
 import fresh_process
 import jax_trn
+from hlo_lowering.program import reader
 from jax_trn import compilation, host_callbacks
 
 
@@ -122,6 +124,23 @@ def test_callbacks_inside_a_run_time_while_loop_run_every_iteration(capsys, trn,
 
   out, (count, _) = _same_on_both(capsys, trn, cpu, f, np.float32(2.0), np.int32(4))
   assert count == 4 and out.splitlines()[-1] == "iteration 3: 6.8"
+
+
+def test_callbacks_in_cond_branches_scan_bodies_and_under_grad_match_cpu(capsys, trn, cpu):
+  def f(x, p):
+    y = lax.cond(p > 0, lambda v: (jax.debug.print("pos {}", v), v + 1)[1],
+                 lambda v: (jax.debug.print("neg {}", v), v - 1)[1], x)
+
+    def step(c, xi):
+      jax.debug.print("scan {} {}", c, xi, ordered=True)
+      return c + xi, c * xi
+    c, ys = lax.scan(step, y, jnp.arange(3.0))
+    g = jax.grad(lambda t: (jax.debug.print("grad at {}", t), jnp.sin(t))[1])(c)
+    return c, ys, g
+
+  for p in (np.int32(-1), np.int32(1)):
+    out, _ = _same_on_both(capsys, trn, cpu, f, np.float32(2), p)
+    assert out.splitlines()[0] == ("pos 2.0" if p > 0 else "neg 2.0") and len(out.splitlines()) == 5
 
 
 @pytest.mark.parametrize("vmap_method", ["sequential", "expand_dims", "broadcast_all"])
@@ -252,6 +271,18 @@ def test_runs_queued_before_their_executable_is_freed_still_call_back(trn):
   del compiled
   gc.collect()
   assert [float(r) for r in results] == [2.0, 2.0, 2.0]
+
+
+def test_the_runtime_alone_refuses_a_program_that_calls_the_host():
+  program = compilation.compile_text("""
+      func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+        %0 = stablehlo.custom_call @trn_host_callback(%a) {mhlo.backend_config = {callback = 7 : ui64}}
+            : (tensor<4xf32>) -> tensor<4xf32>
+        return %0 : tensor<4xf32>
+      }""")
+  assert "host_callback callback=7" in reader.disassemble(program)
+  with pytest.raises(Exception, match=r"host_callback.*calls the host.*no host-callback handler"):
+    compiler_harness.run_program(program, [np.ones(4, np.float32)])
 
 
 def test_a_script_that_exits_with_results_pending_exits_cleanly():
