@@ -8,8 +8,16 @@ checks, its token threading for ordered effects) and re-targets the custom call 
 `@trn_host_callback` whose backend_config holds `callback`, a key of this module's registry. The
 compiler lowers that call to one `host_callback` instruction (hlo_lowering/lowering/host_callback.py);
 when an execution reaches it, the runtime copies the operands out of simulated HBM and the
-plugin calls `run(key, operands, results)` with the GIL taken on the queue's worker thread
-(pjrt_plugin/host_callback_bridge.cc), which calls the Python callable and writes its results.
+plugin calls `run(key, rank, operands, results)` with the GIL taken on the queue's worker
+thread (pjrt_plugin/host_callback_bridge.cc), which calls the Python callable and writes its
+results.
+
+Several cores: a program partitioned over several cores (jit over sharded arrays) gets JAX's
+maximal sharding on its callbacks (logical device d: "execute it only once on the full logical
+value"). A callback without results then runs on core d only; one with results runs on every
+core (each needs them, and the partitioner has no broadcast of host results yet), so an
+io_callback with results runs once per core there. pmap programs carry no such sharding: each
+core runs its callbacks on its own values, as on the CPU backend.
 
 Lifetime: the registry holds a callable while anything that may run it lives: the JAX executable
 lowered with it (a keepalive of the lowering) and the plugin's loaded executable and each of its
@@ -26,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -67,6 +76,8 @@ class _Callback:
   fn: Callable  # JAX's wrapped callable: checks the results' count, shapes and dtypes
   operands: tuple[_Value, ...]
   results: tuple[_Value, ...]
+  # The one core (rank) that runs it (a maximal sharding, and no results); None: every core.
+  core: int | None = None
 
 
 # key -> the callable; key -> how many holders it has (it leaves the registry at 0).
@@ -114,10 +125,11 @@ def _register(callback: _Callback) -> _Registration:
   return _Registration(key)
 
 
-def run(key: int, operands: Sequence[memoryview], results: Sequence[memoryview]) -> None:
-  """Called by the plugin when an execution reaches a host_callback instruction: the non-empty
-  operands' bytes (dense row-major, read-only, valid during the call), storage for the non-empty
-  results' bytes."""
+def run(key: int, rank: int, operands: Sequence[memoryview],
+        results: Sequence[memoryview]) -> None:
+  """Called by the plugin when core `rank` of an execution reaches a host_callback instruction:
+  the non-empty operands' bytes (dense row-major, read-only, valid during the call), storage for
+  the non-empty results' bytes."""
   with _lock:
     callback = _registry.get(key)
   if callback is None:
@@ -125,6 +137,8 @@ def run(key: int, operands: Sequence[memoryview], results: Sequence[memoryview])
         f"host callback {key:#x} is not registered in this process: the program was compiled "
         "in another process, or loaded again after every executable holding it was freed (host "
         "callbacks live with the executables JAX lowered them for)")
+  if callback.core is not None and rank != callback.core:
+    return
   views = iter(operands)
   args = [np.zeros(v.shape, v.dtype) if v.nbytes == 0
           else np.frombuffer(next(views), dtype=v.dtype).reshape(v.shape).copy()
@@ -170,6 +184,23 @@ def _emitted_call(block, index: int):
                             "supported on trn")
 
 
+# JAX's maximal sharding of a callback: for shardy a mesh without axes on one logical device,
+# inline as the rule leaves it (`mesh<[], device_ids=[<d>]>`, later lifted into the module's
+# `@maximal_mesh_<d>`); for GSPMD `{maximal device=<d>}`.
+_MAXIMAL = re.compile(r"mesh<\[\], device_ids=\[(\d+)\]>|@maximal_mesh_(\d+)\b|"
+                      r"\{maximal device=(\d+)\}")
+
+
+def _maximal_core(op) -> int | None:
+  """The logical device (= core rank: one replica) of a maximal sharding on `op`, if any."""
+  for name in ("sdy.sharding", "mhlo.sharding"):
+    if name in op.attributes:
+      found = _MAXIMAL.search(str(op.attributes[name]))
+      if found:
+        return int(next(g for g in found.groups() if g is not None))
+  return None
+
+
 def _retarget(op, key: int) -> None:
   from jaxlib.mlir import ir
   op.attributes["call_target_name"] = ir.StringAttr.get(TARGET)
@@ -192,8 +223,10 @@ def _trn_rule(cpu_rule: Callable) -> Callable:
       raise NotImplementedError(f"{len(callbacks) - first} host callbacks from one equation "
                                 "are not supported on trn")
     op = _emitted_call(ir.InsertionPoint.current.block, first)
-    callback = _Callback(callbacks[first], _values(ctx.avals_in, len(op.operands)),
-                         _values(ctx.avals_out, len(op.results)))
+    values_out = _values(ctx.avals_out, len(op.results))
+    core = _maximal_core(op) if all(v.nbytes == 0 for v in values_out) else None
+    callback = _Callback(callbacks[first], _values(ctx.avals_in, len(op.operands)), values_out,
+                         core)
     registration = _register(callback)
     module_context.add_keepalive(registration)
     _retarget(op, registration.key)

@@ -52,7 +52,7 @@ Status CallHostCallback(const sim::HostCallbackCall& call) {
   if (!results || !key) {
     return Internal("host callback: its arguments could not be built: " + PythonError::Fetch().Summary());
   }
-  PyRef returned(PyObject_CallMethod(module.get(), "run", "OOO", key.get(), operands.get(), results.get()));
+  PyRef returned(PyObject_CallMethod(module.get(), "run", "OiOO", key.get(), call.rank, operands.get(), results.get()));
   if (!returned) {
     PythonError error = PythonError::Fetch();
     std::string message = "host callback raised " + error.Summary();

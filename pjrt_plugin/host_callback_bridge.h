@@ -1,5 +1,5 @@
 // The plugin's side of host callbacks (docs/host-callbacks.md): the runtime's handler
-// (sim::HostCallbackHandler), which calls jax_trn.host_callbacks.run(key, operands, results)
+// (sim::HostCallbackHandler), which calls jax_trn.host_callbacks.run(key, rank, operands, results)
 // with the GIL taken on the executing (queue worker) thread, and the lease that keeps a loaded
 // program's callbacks registered while the executable or any of its queued runs lives.
 #pragma once

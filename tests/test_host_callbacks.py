@@ -181,6 +181,24 @@ def test_pmap_runs_each_cores_callbacks_on_its_own_values(capsys):
   assert printed["trn"] == printed["cpu"] == [f"core value {float(v)}" for v in x]
 
 
+def test_a_jit_over_sharded_arrays_prints_once_as_on_cpu(capsys):
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+  def f(v):
+    jax.debug.print("whole {}", v)
+    return jax.pure_callback(lambda a: a + 1, jax.ShapeDtypeStruct(v.shape, v.dtype), v)
+
+  printed = {}
+  for platform in ("cpu", "trn"):
+    mesh = Mesh(np.array(jax.devices(platform)[:4]), ("x",))
+    x = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, PartitionSpec("x")))
+    capsys.readouterr()
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), np.arange(8) + 1)
+    jax.effects_barrier()
+    printed[platform] = capsys.readouterr().out
+  assert printed["trn"] == printed["cpu"] == "whole [0. 1. 2. 3. 4. 5. 6. 7.]\n"
+
+
 def test_debug_callback_receives_the_arrays(trn, cpu):
   seen = {}
 
@@ -249,6 +267,7 @@ def test_programs_with_callbacks_bypass_the_compile_cache(trn):
 
 def test_a_freed_executable_releases_its_callbacks(trn):
   x = jax.device_put(np.float32(1), trn)
+  gc.collect()  # other tests' executables: freed now, not while this one is counted
   before = host_callbacks.registered()
   compiled = jax.jit(lambda v: jax.pure_callback(
       lambda a: a, jax.ShapeDtypeStruct((), jnp.float32), v)).lower(x).compile()

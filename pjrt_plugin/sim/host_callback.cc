@@ -28,7 +28,7 @@ Status RunHostCallback(Machine& machine, const HostCallback& h, const HostCallba
                               "handler (host callbacks run only in the process that compiled the program, through the PJRT plugin)");
   }
   std::vector<std::vector<uint8_t>> operands(h.srcs.size()), results(h.dsts.size());
-  HostCallbackCall call{h.callback, {}, {}};
+  HostCallbackCall call{h.callback, machine.rank, {}, {}};
   for (size_t i = 0; i < h.srcs.size(); ++i) {
     const StridedView src = machine.View(h.srcs[i]);
     operands[i].resize(ByteSize(src));

@@ -102,10 +102,11 @@ struct ExecutionProfile {
 };
 
 // One host_callback instruction reaching the host (docs/host-callbacks.md): the key of its
-// callback, its operands' bytes and storage for its results' bytes, each dense row-major in the
-// instruction's operand order.
+// callback, the rank of the core that reached it, its operands' bytes and storage for its
+// results' bytes, each dense row-major in the instruction's operand order.
 struct HostCallbackCall {
   uint64_t callback;
+  int rank;
   std::vector<std::pair<const uint8_t*, int64_t>> operands;
   std::vector<std::pair<uint8_t*, int64_t>> results;
 };
