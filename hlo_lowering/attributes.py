@@ -41,10 +41,17 @@ def element_dtype(element_type: str, what: str) -> DType:
   return dtype
 
 
+# A token orders side effects (host callbacks) by the data dependence it carries; it holds no
+# data, so the program sees a zero-size pred[0] value (JAX passes pred[0] buffers for tokens).
+TOKEN_TYPE = TensorType((0,), DType.PRED)
+
+
 def tensor_type(mlir_type: ir.Type, what: str) -> TensorType:
   mlir_type = mlir_type.maybe_downcast()
+  if str(mlir_type) == "!stablehlo.token":
+    return TOKEN_TYPE
   if not isinstance(mlir_type, ir.RankedTensorType):
-    raise CompileError(f"{what}: type {mlir_type} is not a ranked tensor (tokens, tuples and "
+    raise CompileError(f"{what}: type {mlir_type} is not a ranked tensor (tuples and "
                        "dynamic shapes are not supported)", UNIMPLEMENTED)
   ranked = mlir_type
   if not ranked.has_static_shape:

@@ -33,8 +33,10 @@ def _lower_op(ctx: LoweringContext, op: Op, report: CompileReport) -> None:
   before = len(ctx.builder.instructions)
   # Only when every result is zero-size: an op with one empty result and others that are not
   # (rng_bit_generator's bits and its new state) must still write those others.
+  # A side effect (a host callback returning only a token) runs whatever its results hold.
   if (op.results and all(r.type.size == 0 for r in op.results)
-      and op.name != "stablehlo.constant" and op.name not in _CONTROL_FLOW):
+      and op.name != "stablehlo.constant" and op.name not in _CONTROL_FLOW
+      and not op.attrs.get("has_side_effect")):
     for result in op.results:
       ctx.new_result(result)
     kind = "empty"

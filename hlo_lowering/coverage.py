@@ -46,6 +46,10 @@ REWRITTEN: dict[str, tuple[str, str]] = {
                                                                "decomposition"),
     "stablehlo.batch_norm_training": ("decompose-batch-norm", "always: the spec's reduce and "
                                                               "elementwise decomposition"),
+    "stablehlo.after_all": ("", "always: a token, imported as an empty constant (tokens order "
+                                "host callbacks: docs/host-callbacks.md)"),
+    "stablehlo.create_token": ("", "always: a token, imported as an empty constant (tokens "
+                                   "order host callbacks: docs/host-callbacks.md)"),
     "stablehlo.complex": ("decompose-complex", "always: complex64 values are (real, imaginary) "
                                                "float32 pairs, and this op is the pair"),
     "stablehlo.cholesky": ("decompose-cholesky", "float operands: a loop over the factor's "

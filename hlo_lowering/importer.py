@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 from jaxlib.mlir import ir
 
 from hlo_lowering import attributes, jaxlib_private, legacy_index_vectors
@@ -113,6 +114,10 @@ def _attributes(operation) -> dict:
           for name in operation.attributes}
 
 
+# after_all joins tokens, create_token makes one: both are imported as an empty constant.
+_TOKEN_PRODUCERS = frozenset({"stablehlo.after_all", "stablehlo.create_token"})
+
+
 def _dot_as_dot_general(operands: list[Value], attrs: dict) -> tuple[str, dict]:
   """stablehlo.dot (what HLO protos from torch_xla convert to) is the dot_general that contracts
   the lhs's last dimension with the rhs's first, with no batch dimensions."""
@@ -157,6 +162,10 @@ class _Importer:
     name = operation.name
     if name == "stablehlo.dot":
       name, attrs = _dot_as_dot_general(operands, attrs)
+    elif name in _TOKEN_PRODUCERS:
+      # A token holds nothing (attributes.TOKEN_TYPE); what orders host callbacks is the data
+      # dependence through it and POOL's program order (lowering/host_callback.py).
+      name, operands, attrs = "stablehlo.constant", [], {"value": np.zeros((0,), np.bool_)}
     op = Op(name, operands, result_types, attrs, regions, loc)
     for mlir_result, value in zip(operation.results, op.results):
       self._values[mlir_result] = value

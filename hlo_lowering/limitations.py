@@ -43,8 +43,9 @@ class Limitation:
 
 
 _INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
-_TOKEN = ("tokens are not a tensor type: the importer rejects any value of token type, so the "
-          "message names the op that produces or takes the first token")
+_HOST_QUEUES = ("the simulated device has no host queues (infeed/outfeed, send/recv); a program "
+                "talks to the host through host callbacks (jax.debug.print, jax.pure_callback, "
+                "io_callback: docs/host-callbacks.md)")
 _DYNAMIC = "dynamic shapes are rejected at import (every shape must be static)"
 _LEGACY = "JAX no longer emits it (legacy/internal op); no lowering rule"
 
@@ -63,8 +64,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
                "calls …)", "complex64 runs as float32 (real, imaginary) pairs; each op "
                "needs its own decomposition (docs/numerics.md lists them)",
                form="complex-unsupported"),
-    Limitation(ALL_OPS, "dynamic shapes, tokens, tuples", "only ranked tensors of static shape "
-               "are imported"),
+    Limitation(ALL_OPS, "dynamic shapes, tuples", "only ranked tensors of static shape (and "
+               "tokens, as zero-size values) are imported"),
     # Slow paths of supported ops.
     Limitation("stablehlo.dot_general", "integer operands or result", "TensorE multiplies floats "
                "only; runs as one gp_batch_matmul", GPSIMD, dtypes=_INTEGERS, form="integer-dot"),
@@ -125,9 +126,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation("stablehlo.dynamic_update_slice", "operand rank 0 or above 7", "an index window "
                "[N, S0..Sr-1] must fit the 8 dims of an access pattern"),
     # Unsupported ops with a reason beyond "no lowering rule yet".
-    *(Limitation(op, "all", _TOKEN) for op in (
-        "stablehlo.after_all", "stablehlo.create_token", "stablehlo.infeed",
-        "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv")),
+    *(Limitation(op, "all", _HOST_QUEUES) for op in (
+        "stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv")),
     Limitation("stablehlo.fft", "an axis longer than 1024", "FFTs run as DFT matmuls whose "
                "twiddle matrices are program constants (complex_fft.MAX_FFT_LENGTH)",
                form="long-fft"),
@@ -151,11 +151,12 @@ LIMITATIONS: tuple[Limitation, ...] = (
     *(Limitation(op, "all", "quantized element types: jaxlib's MLIR context rejects "
                  "!quant.uniform tensors when parsing, and there is no lowering rule") for op in (
         "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize")),
-    Limitation("stablehlo.custom_call", "a call_target_name other than trn_kernel, Qr and "
-               "ProductOfElementaryHouseholderReflectors (JAX's QR where there is no LAPACK: "
-               "decompose-householder-qr expands them)",
+    Limitation("stablehlo.custom_call", "a call_target_name other than trn_kernel, "
+               "trn_host_callback, Qr and ProductOfElementaryHouseholderReflectors (JAX's QR "
+               "where there is no LAPACK: decompose-householder-qr expands them)",
                "custom calls name host or vendor kernels (LAPACK, cuDNN …) the simulator does "
-               "not have; trn_kernel carries a jax_trn.nki kernel (docs/kernels.md)",
+               "not have; trn_kernel carries a jax_trn.nki kernel (docs/kernels.md), "
+               "trn_host_callback a Python callback (docs/host-callbacks.md)",
                form="foreign-custom-call"),
 )
 

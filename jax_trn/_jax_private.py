@@ -21,6 +21,11 @@ Every other module of jax_trn uses public API only; a test (tests/test_import_gr
   only for cpu/cuda/rocm/tpu (eigh, eig, schur, ...); `jax._src.interpreters.mlir`'s
   `register_lowering` and `lower_fun`: how a platform gives such a primitive a lowering written
   in JAX (jax_trn/linalg.py). JAX's own pure-JAX algorithms are registered the same way.
+- `jax._src.callback` / `jax._src.debugging`'s `pure_callback_p`, `io_callback_p`,
+  `debug_callback_p`, `debug_print_p` and their cpu lowering rules
+  (`jax._src.interpreters.mlir._platform_specific_lowerings`, `_lowerings`): JAX lowers host
+  callbacks only for cpu/cuda/rocm/tpu (`emit_python_callback`); jax_trn/host_callbacks.py runs
+  JAX's own cpu rule for trn and re-targets the custom call it emits.
 
 Imported when first used, so importing jax_trn does not import JAX's internals.
 """
@@ -84,3 +89,25 @@ def register_refusing_lowering(primitive, platform: str, message: str) -> None:
     raise NotImplementedError(message)
 
   mlir.register_lowering(primitive, refuse, platform=platform)
+
+
+def callback_primitives() -> tuple:
+  """The primitives that call Python from a compiled program (jax 0.10.2)."""
+  from jax._src import callback, debugging
+  return (callback.pure_callback_p, callback.io_callback_p, debugging.debug_callback_p,
+          debugging.debug_print_p)
+
+
+def cpu_lowering_rule(primitive) -> Callable:
+  """JAX's lowering rule of `primitive` for platform cpu (its cpu-specific one, else its generic
+  one)."""
+  from jax._src.interpreters import mlir
+  entry = mlir._platform_specific_lowerings["cpu"].get(primitive) or mlir._lowerings[primitive]
+  return entry.rule
+
+
+def register_uncacheable_lowering(primitive, rule: Callable, platform: str) -> None:
+  """`rule` lowers `primitive` on `platform`; JAX never reuses one lowering of it for another
+  equation (each lowering registers its own callable)."""
+  from jax._src.interpreters import mlir
+  mlir.register_lowering(primitive, rule, platform=platform, cacheable=False)

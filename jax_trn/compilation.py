@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from hlo_lowering import compiler, module_identity, pipeline
 from hlo_lowering.errors import FAILED_PRECONDITION, CompileError
 from hlo_lowering.report import CompileReport
-from jax_trn import compile_cache, config, source_locations
+from jax_trn import compile_cache, config, host_callbacks, source_locations
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def compile_count() -> int:
 def cache_stats() -> dict[str, int]:
   """{"hits", "misses", "bypassed", "compiles"} of this process: persistent-cache hits, misses
   (then compiled and stored), compiles that did not consult the cache (cache disabled, IR dumps or
-  verification requested, a patched pipeline, compile_text), and real compiles (misses +
+  verification requested, a patched pipeline, host callbacks, compile_text), and real compiles (misses +
   bypassed, successful or not)."""
   with _lock:
     return dict(_cache_stats)
@@ -110,11 +110,14 @@ def _pipeline() -> tuple:
 _PIPELINE = _pipeline()
 
 
-def _cacheable() -> bool:
+def _cacheable(code: bytes) -> bool:
   """Whether the persistent cache may serve this compile: it is enabled, no compile-time side
   effect (IR dumps, IR verification) or reference code generation (TRN_UNROLL_LOOPS) was asked for, and the pipeline is the one this source tree
-  defines (a test or tool that patches it must really compile)."""
-  if compile_cache.cache_dir() is None:
+  defines (a test or tool that patches it must really compile). A program with host callbacks
+  never is: its callback keys live only as long as the executable JAX lowered it for
+  (jax_trn/host_callbacks.py); the call target's name is looked for in the raw bytes (text,
+  bytecode and HLO protos all hold it verbatim; a false match only costs a compile)."""
+  if compile_cache.cache_dir() is None or host_callbacks.TARGET.encode() in code:
     return False
   if os.environ.get("TRN_DUMP_IR", "") or any(
       os.environ.get(name, "") not in ("", "0") for name in ("TRN_VERIFY_IR", "TRN_UNROLL_LOOPS")):
@@ -133,7 +136,7 @@ def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],
   description. Served from the persistent compile cache when it holds the program."""
   parsed = compiler.check_options(compiler.CompileOptions(**options))
   tag = _next_tag()
-  if not _cacheable():
+  if not _cacheable(code):
     with _lock:
       _cache_stats["bypassed"] += 1
     return _compile(code, fmt, parsed, target, tag)[0]

@@ -3,7 +3,8 @@
 JAX calls `initialize()` while discovering backends. Registration is cheap: the client (and the
 simulated chips) is created only when JAX first asks for the backend, from the configuration
 current at that moment (jax_trn.config). The trn lowerings of the linear-algebra primitives
-JAX lowers only for other platforms are registered with it (jax_trn.linalg).
+JAX lowers only for other platforms are registered with it (jax_trn.linalg), and those of the host
+callback primitives (jax_trn.host_callbacks).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def initialize() -> None:
     _jax_private.register_failing_backend(PLATFORM, priority=PRIORITY, message=problem)
     logger.warning("%s", problem)
     return
-  from jax_trn import config, linalg
+  from jax_trn import config, host_callbacks, linalg
 
   path = library_path()
   _jax_private.register_plugin(
@@ -42,4 +43,5 @@ def initialize() -> None:
       options=lambda: config.current().client_options())
   _jax_private.enable_donation(PLATFORM)
   linalg.register()  # lowerings for "trn", which is a known platform now
+  host_callbacks.register()
   logger.debug("registered PJRT plugin %s from %s", PLATFORM, path)

@@ -1,5 +1,4 @@
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "python_calls.h"  // first: Python.h must precede the standard headers
 
 #include "compiler_bridge.h"
 
@@ -11,74 +10,6 @@
 namespace trn::pjrt {
 namespace {
 
-// Only functions of the Python C API are used here, never its data symbols (Py_None,
-// PyExc_*): the plugin does not link libpython, so data relocations would make the library fail
-// to load in a process without Python, where functions merely stay unbound until called.
-
-// An owned reference, released on scope exit.
-class PyRef {
- public:
-  explicit PyRef(PyObject* object = nullptr) : object_(object) {}
-  PyRef(const PyRef&) = delete;
-  PyRef& operator=(const PyRef&) = delete;
-  ~PyRef() { Py_XDECREF(object_); }
-  PyObject* get() const { return object_; }
-  explicit operator bool() const { return object_ != nullptr; }
-
- private:
-  PyObject* object_;
-};
-
-std::string PyString(PyObject* object) {
-  if (object == nullptr) return "";
-  PyRef text(PyObject_Str(object));
-  if (!text) {
-    PyErr_Clear();
-    return "<unprintable>";
-  }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text.get(), &size);
-  if (data == nullptr) {
-    PyErr_Clear();
-    return "<unprintable>";
-  }
-  return std::string(data, size);
-}
-
-std::string Attribute(PyObject* object, const char* name) {
-  PyRef value(PyObject_GetAttrString(object, name));
-  if (!value) {
-    PyErr_Clear();
-    return "";
-  }
-  return PyString(value.get());
-}
-
-// The last `lines` lines of the formatted traceback.
-std::string TracebackTail(PyObject* type, PyObject* value, PyObject* traceback, int lines) {
-  if (traceback == nullptr) return "";
-  PyRef module(PyImport_ImportModule("traceback"));
-  if (!module) {
-    PyErr_Clear();
-    return "";
-  }
-  PyRef formatted(PyObject_CallMethod(module.get(), "format_exception", "OOO", type, value,
-                                      traceback));
-  if (!formatted) {
-    PyErr_Clear();
-    return "";
-  }
-  PyRef joined(PyUnicode_Join(PyRef(PyUnicode_FromString("")).get(), formatted.get()));
-  std::string text = joined ? PyString(joined.get()) : "";
-  PyErr_Clear();
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  size_t start = text.size();
-  for (int i = 0; i < lines && start != std::string::npos && start > 0; ++i) {
-    start = text.rfind('\n', start - 1);
-  }
-  return start == std::string::npos ? text : text.substr(start + 1);
-}
-
 StatusCode CodeFromName(const std::string& name) {
   if (name == "INVALID_ARGUMENT") return StatusCode::kInvalidArgument;
   if (name == "UNIMPLEMENTED") return StatusCode::kUnimplemented;
@@ -88,24 +19,6 @@ StatusCode CodeFromName(const std::string& name) {
   if (name == "OUT_OF_RANGE") return StatusCode::kOutOfRange;
   return StatusCode::kInternal;
 }
-
-// The pending Python exception, fetched, normalised and cleared.
-struct PythonError {
-  PyRef type, value, traceback;
-
-  static PythonError Fetch() {
-    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    return PythonError{PyRef(type), PyRef(value), PyRef(traceback)};
-  }
-
-  // "ModuleNotFoundError: No module named 'x'"
-  std::string Summary() const {
-    if (!type) return "unknown error (no exception was set)";
-    return Attribute(type.get(), "__name__") + ": " + PyString(value.get());
-  }
-};
 
 // Converts the pending Python exception raised by the compiler into a Status and clears it.
 Status StatusFromCompilerError() {
@@ -126,19 +39,6 @@ Status StatusFromCompilerError() {
   PyErr_Clear();
   return Internal(message);
 }
-
-// Holds the GIL for the calling thread (a jaxlib compile worker that released it).
-class GilLock {
- public:
-  GilLock() : state_(PyGILState_Ensure()) {}
-  ~GilLock() {
-    PyErr_Clear();
-    PyGILState_Release(state_);
-  }
-
- private:
-  PyGILState_STATE state_;
-};
 
 // A new reference to a Python value of a target figure.
 PyObject* FigureValue(const sim::TargetFigure& figure) {

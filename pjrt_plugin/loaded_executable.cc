@@ -1,5 +1,7 @@
 #include "loaded_executable.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -9,6 +11,7 @@
 #include "compile_options.h"
 #include "device.h"
 #include "element_type.h"
+#include "host_callback_bridge.h"
 #include "interrupt.h"
 #include "sim/collectives.h"
 #include "trace_capture.h"
@@ -51,6 +54,7 @@ struct QueuedExecution {
   uint64_t interrupts = 0;  // InterruptCount() at submission: a later SIGINT cancels this run
   std::shared_ptr<sim::CollectiveSession> collectives;  // multi-core executions only
   int rank = 0;
+  std::shared_ptr<HostCallbackLease> host_callbacks;  // programs with host callbacks only
   std::shared_ptr<Completion> done;
 };
 
@@ -82,6 +86,7 @@ Status Simulate(const QueuedExecution& run) {
   };
   options.collectives = run.collectives;
   options.rank = run.rank;
+  options.host_callback = RunHostCallbackInPython;
   auto profile = std::make_shared<sim::ExecutionProfile>();
   const int64_t host_start_ns = HostClockNs();  // where a jax.profiler trace places it
   const Status status = sim::Execute(program, input_data, output_data, options, profile.get());
@@ -101,6 +106,8 @@ Status Simulate(const QueuedExecution& run) {
 Status SimulateGuarded(const QueuedExecution& run) {
   try {
     return Simulate(run);
+  } catch (abi::__forced_unwind&) {
+    throw;  // Python ends a thread that asks for the GIL while the interpreter exits
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("the host ran out of memory while simulating the program");
   } catch (const std::exception& e) {
@@ -122,7 +129,8 @@ Status RunQueued(const QueuedExecution& run) {
 
 LoadedExecutable::LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program,
                                    std::vector<Device*> devices, std::vector<Reservation> constants)
-    : executable_(std::move(program), static_cast<int>(devices.size())),
+    : host_callbacks_(HostCallbackLease::ForProgram(*program)),
+      executable_(std::move(program), static_cast<int>(devices.size())),
       devices_(std::move(devices)),
       addressable_devices_(devices_.begin(), devices_.end()),
       constants_(std::move(constants)) {}
@@ -162,7 +170,8 @@ struct PreparedRun {
 };
 
 // Checks one core's arguments and allocates its outputs (or takes a donated argument's bytes).
-StatusOr<PreparedRun> PrepareRun(const Executable& executable, Device* device,
+StatusOr<PreparedRun> PrepareRun(const Executable& executable,
+                                 const std::shared_ptr<HostCallbackLease>& host_callbacks, Device* device,
                                  PJRT_Buffer* const* arguments, size_t num_arguments,
                                  const std::function<bool(size_t)>& may_donate) {
   const sim::LoadedProgram& program = executable.program();
@@ -175,6 +184,7 @@ StatusOr<PreparedRun> PrepareRun(const Executable& executable, Device* device,
 
   QueuedExecution run;
   run.program = executable.shared_program();
+  run.host_callbacks = host_callbacks;
   run.device = device;
   for (size_t i = 0; i < num_arguments; ++i) {
     const Buffer* argument = Buffer::FromHandle(arguments[i]);
@@ -251,7 +261,7 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
     Device* device, PJRT_Buffer* const* arguments, size_t num_arguments,
     const std::function<bool(size_t)>& may_donate) const {
   if (is_deleted()) return FailedPrecondition("the executable has been deleted");
-  auto prepared = PrepareRun(executable_, device, arguments, num_arguments, may_donate);
+  auto prepared = PrepareRun(executable_, host_callbacks_, device, arguments, num_arguments, may_donate);
   if (!prepared.ok()) return prepared.status();
   TakeOver(prepared->donated);
   Submit(std::move(prepared->run));
@@ -269,7 +279,7 @@ StatusOr<std::vector<LoadedExecutable::Execution>> LoadedExecutable::ExecuteOnAl
   std::vector<Execution> executions;
   std::vector<Buffer*> donated;
   for (size_t r = 0; r < devices_.size(); ++r) {
-    auto prepared = PrepareRun(executable_, devices_[r], argument_lists[r], num_arguments, may_donate);
+    auto prepared = PrepareRun(executable_, host_callbacks_, devices_[r], argument_lists[r], num_arguments, may_donate);
     if (!prepared.ok()) {
       return Status(prepared.status().code(), devices_[r]->name() + " (core " + std::to_string(r) +
                                                   "): " + prepared.status().message());

@@ -11,6 +11,7 @@
 #include "buffer.h"
 #include "event.h"
 #include "executable.h"
+#include "host_callback_bridge.h"
 #include "memory.h"
 #include "pjrt_c_api.h"
 #include "sim/status.h"
@@ -67,6 +68,8 @@ class LoadedExecutable : public PJRT_LoadedExecutable {
   LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program, std::vector<Device*> devices,
                    std::vector<Reservation> constants);
 
+  // Keeps the program's host callbacks registered (null without any); queued runs share it.
+  std::shared_ptr<HostCallbackLease> host_callbacks_;
   Executable executable_;
   const std::vector<Device*> devices_;  // not owned; owned by the client
   std::vector<PJRT_Device*> addressable_devices_;  // devices_

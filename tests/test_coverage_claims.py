@@ -378,7 +378,10 @@ PROGRAMS.update({
                                    "call_target_name = \"my_kernel\""),
                               _ret("stablehlo.custom_call", f"%a: {F}", "%a", F, F,
                                    "call_target_name = \"trn_kernel\", mhlo.backend_config = "
-                                   f"{{kernel = \"{_COPY_KERNEL}\"}}")],
+                                   f"{{kernel = \"{_COPY_KERNEL}\"}}"),
+                              _ret("stablehlo.custom_call", f"%a: {F}", "%a", F, F,
+                                   "call_target_name = \"trn_host_callback\", "
+                                   "mhlo.backend_config = {callback = 1 : ui64}")],
     "stablehlo.rng_bit_generator": [module(
         "%s: tensor<2xui64>", "tensor<4xui32>",
         "%0:2 = \"stablehlo.rng_bit_generator\"(%s) {rng_algorithm = #stablehlo<rng_algorithm "
@@ -471,8 +474,6 @@ PROGRAMS.update({
 # Ops whose programs the importer rejects by a type before it reaches the op itself: the
 # CompileError names that type (limitations.py says why) instead of the op.
 NAMED_BY_TYPE = {
-    **{op: "!stablehlo.token" for op in ("stablehlo.infeed", "stablehlo.outfeed",
-                                         "stablehlo.send", "stablehlo.recv")},
     "stablehlo.get_tuple_element": "tuple<",
     "stablehlo.async_start": "async_bundle",
     "stablehlo.async_done": "async_bundle",

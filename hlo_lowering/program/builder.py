@@ -316,6 +316,15 @@ class ProgramBuilder:
     """dst (one u32) = the executing core's rank in its execution."""
     self._emit(Opcode.PARTITION_ID, Stream.POOL, debug, dst=_hbm(dst, "partition_id"))
 
+  # --- the host (docs/host-callbacks.md) ------------------------------------------------------
+
+  def host_callback(self, callback: int, dsts, srcs, debug=None):
+    """The host runs the callable registered under key `callback` on the bytes of `srcs` and
+    writes its results into `dsts` (each list dense, in the callable's order)."""
+    self._emit(Opcode.HOST_CALLBACK, Stream.POOL, debug, callback=int(callback),
+               dsts=[_hbm(d, "host_callback") for d in dsts],
+               srcs=[_hbm(s, "host_callback") for s in srcs])
+
   # --- output -------------------------------------------------------------------------------
 
   def serialize(self) -> bytes:

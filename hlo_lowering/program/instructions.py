@@ -140,7 +140,7 @@ class Block:
     return streams
 
 
-# Operand kinds: "u8", "u32", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
+# Operand kinds: "u8", "u32", "u64", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
 # HbmAPs; "endpoint" HbmAP | TileAP; "scalar" Scalar; "scalar_operand" Scalar | TileAP [P, 1];
 # "i64_list" a u32 count then that many i64.
 OPERAND_LAYOUT = {
@@ -187,6 +187,8 @@ OPERAND_LAYOUT = {
                         ("channel", "u32"), ("groups", "i64_list"), ("pairs", "i64_list"),
                         ("dst", "hbm"), ("src", "hbm")),
     Opcode.PARTITION_ID: (("dst", "hbm"),),
+    # callback: the key the host's registry knows the callable by (docs/host-callbacks.md).
+    Opcode.HOST_CALLBACK: (("callback", "u64"), ("dsts", "hbm_list"), ("srcs", "hbm_list")),
 }
 
 # gp_scatter combines into what its destination holds.
@@ -230,7 +232,7 @@ def accesses(inst: Instruction):
     return [("hbm", ops["src"])], [("hbm", ops["dst"])]
   reads, writes = [], []
   for name, kind in OPERAND_LAYOUT[inst.opcode]:
-    if kind in ("u8", "u32", "f32", "scalar", "i64_list"):
+    if kind in ("u8", "u32", "u64", "f32", "scalar", "i64_list"):
       continue
     values = ops[name] if kind == "hbm_list" else [ops[name]]
     # Destination fields are named dst, dst_* or dsts.

@@ -100,6 +100,7 @@ OPCODES = {
     'GP_SELECT_AND_SCATTER': {'code': 91, 'engine': 'POOL'},
     'COLLECTIVE': {'code': 96, 'engine': 'POOL'},
     'PARTITION_ID': {'code': 97, 'engine': 'POOL'},
+    'HOST_CALLBACK': {'code': 98, 'engine': 'POOL'},
 }
 
 CONTROL_OPS = {

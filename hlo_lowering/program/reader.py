@@ -72,6 +72,8 @@ class _Reader:
       return self.unpack("B")
     if kind == "u32":
       return self.unpack("I")
+    if kind == "u64":
+      return self.unpack("Q")
     if kind == "f32":
       return self.unpack("f")
     if kind == "i64_list":

@@ -57,6 +57,8 @@ class _Writer:
       self.pack("B", int(value))
     elif kind == "u32":
       self.pack("I", int(value))
+    elif kind == "u64":
+      self.pack("Q", int(value))
     elif kind == "f32":
       self.pack("f", float(value))
     elif kind == "i64_list":

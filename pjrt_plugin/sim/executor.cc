@@ -9,6 +9,7 @@
 
 #include "collectives.h"
 #include "engines.h"
+#include "host_callback.h"
 #include "timing_model.h"
 #include "utilization_accounting.h"
 
@@ -169,6 +170,10 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
       StatusOr<InstructionTiming> collective = RunCollective(machine, inst, best_start, options);
       if (!collective.ok()) return collective.status();
       timing = *collective;
+    } else if (inst.opcode == Opcode::kHostCallback) {
+      TRN_RETURN_IF_ERROR(RunHostCallback(machine, std::get<HostCallback>(inst.operands), options.host_callback,
+                                          DescribeInstruction(program, block_index, best, stream.next)));
+      timing = EstimateTiming(machine, inst, best_start);
     } else {
       Run(machine, inst);
       timing = EstimateTiming(machine, inst, best_start);

@@ -366,6 +366,9 @@ Status CheckGp(const Program& program, const Instruction& inst) {
       }
       return Status::Ok();
     }
+    case Opcode::kHostCallback:
+      for (const HbmAP& dst : std::get<HostCallback>(inst.operands).dsts) TRN_RETURN_IF_ERROR(Writable(program, dst.tensor));
+      return Status::Ok();
     default:
       return CheckDataDependent(program, inst);
   }

@@ -258,6 +258,13 @@ Operands Parser::ParseOperands(Opcode opcode) {
       p.dst = ReadHbm();
       return p;
     }
+    case Opcode::kHostCallback: {
+      HostCallback h;
+      h.callback = in_.Read<uint64_t>("host callback key");
+      h.dsts = ReadHbmList();
+      h.srcs = ReadHbmList();
+      return h;
+    }
   }
   return DmaCopy{};
 }

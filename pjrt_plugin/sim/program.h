@@ -186,13 +186,16 @@ struct Collective {
 };
 // dst (one u32) = the rank of the executing core in its execution.
 struct PartitionId { HbmAP dst; };
+// The host runs the callback registered under `callback` (host_callback.h) on the bytes of srcs
+// and fills dsts with its results.
+struct HostCallback { uint64_t callback; std::vector<HbmAP> dsts, srcs; };
 
 using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
                               TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation,
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
                               GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
                               GpConvolution, GpReduceWindow, GpSelectAndScatter, Collective,
-                              PartitionId>;
+                              PartitionId, HostCallback>;
 
 struct Instruction {
   Opcode opcode;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtype.h"
@@ -100,6 +101,17 @@ struct ExecutionProfile {
   std::shared_ptr<const LoadedProgram> program;
 };
 
+// One host_callback instruction reaching the host (docs/host-callbacks.md): the key of its
+// callback, the rank of the core that reached it, its operands' bytes and storage for its
+// results' bytes, each dense row-major in the instruction's operand order.
+struct HostCallbackCall {
+  uint64_t callback;
+  int rank;
+  std::vector<std::pair<const uint8_t*, int64_t>> operands;
+  std::vector<std::pair<uint8_t*, int64_t>> results;
+};
+using HostCallbackHandler = std::function<Status(const HostCallbackCall&)>;
+
 struct ExecuteOptions {
   bool record_timeline = false;
   // The most times one block may be entered in an execution (a loop running past it is an
@@ -112,6 +124,9 @@ struct ExecuteOptions {
   // and this core's rank (0..num_ranks-1). Null: the program runs alone as rank 0.
   std::shared_ptr<CollectiveSession> collectives;
   int rank = 0;
+  // Runs host_callback instructions, on the executing thread; its error ends the execution.
+  // Empty: a program that reaches one fails with kFailedPrecondition.
+  HostCallbackHandler host_callback;
 };
 
 // Runs `program` once. `parameters[i]` points at parameter i's dense row-major bytes,

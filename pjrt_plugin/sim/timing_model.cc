@@ -95,6 +95,17 @@ bool IsTranscendental(AluOp op) {
   }
 }
 
+// --- host callbacks (host_callback; est., docs/host-callbacks.md) ---------------------------
+// est.: the device stalls POOL (and everything that waits on it) while the host runs a callback:
+// the chip raises an interrupt, the host runtime's thread wakes, reads the operands, runs the
+// callable and writes the results back, then rings the queue's doorbell. A PCIe round trip with
+// an interrupt and a thread wake-up on each side is tens of microseconds; ~20 us. The Python
+// callable's own run time is host time and is not modeled.
+constexpr double kHostCallbackRoundTripNs = 20000;
+// est.: operands and results cross the host link at an effective ~25 GB/s (a PCIe Gen5 x16
+// link's ~64 GB/s less protocol and DMA-descriptor overhead for these small transfers).
+constexpr double kHostLinkBytesPerNs = 25;
+
 int64_t TileBytes(const TileAP& ap) { return ap.num_elements() * DTypeSize(ap.dtype); }
 
 int64_t HbmBytes(const Program& p, const HbmAP& ap) {
@@ -350,6 +361,14 @@ InstructionTiming SignalledBySemaphore(const TargetSpec& t, InstructionTiming ti
   return timing;
 }
 
+InstructionTiming HostCallbackTiming(const Program& p, const HostCallback& h) {
+  int64_t bytes = 0;
+  for (const HbmAP& ap : h.srcs) bytes += HbmBytes(p, ap);
+  for (const HbmAP& ap : h.dsts) bytes += HbmBytes(p, ap);
+  const double ns = kHostCallbackRoundTripNs + static_cast<double>(bytes) / kHostLinkBytesPerNs;
+  return {ns, ns, bytes, 0};
+}
+
 InstructionTiming ComputeTiming(const Program& program, const Instruction& inst) {
   const TargetSpec& t = *program.target;
   switch (inst.opcode) {
@@ -368,6 +387,8 @@ InstructionTiming ComputeTiming(const Program& program, const Instruction& inst)
       const double ns = (t.instruction_fixed_cycles + VectorCycles(t, inst, &bytes)) / t.vector_clock_ghz;
       return {ns, ns, bytes, 0};
     }
+    case Opcode::kHostCallback:
+      return HostCallbackTiming(program, std::get<HostCallback>(inst.operands));
     default:
       return GpSimdTiming(program, inst);
   }
