@@ -98,6 +98,7 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   pipeline.run_pipeline(module, tag=dump_tag)
   if options.num_partitions > 1:
     module.source = _partitioned_signature(module, options.num_partitions)
+    report.replicated_ops = list(module.attrs.get("trn.replicated_ops", []))
   phases["passes"], started = _since(started)
   builder = codegen.generate(module, target_name, target, report)
   phases["lowering"], started = _since(started)
