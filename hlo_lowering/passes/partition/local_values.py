@@ -42,6 +42,30 @@ def add_body(dtype: DType) -> Block:
   return Block([a, b], [add, Op("stablehlo.return", [add.result], [])])
 
 
+def core_offset(emit, rank: Value, offsets: list[int], loc) -> Value:
+  """The s32 scalar `offsets[rank]`: this core's entry of a per-core table (`rank` its s32
+  rank; `emit(name, operands, type, loc, **attrs)` adds an op)."""
+  table = emit("stablehlo.constant", [], TensorType((len(offsets),), DType.S32), loc,
+               value=np.array(offsets, np.int32))
+  start = emit("stablehlo.dynamic_slice", [table, rank], TensorType((1,), DType.S32), loc,
+               slice_sizes=[1])
+  return emit("stablehlo.reshape", [start], _I32, loc)
+
+
+def splat_scalar(producer: Op | None):
+  """The one value of a splat (a constant of equal elements, a broadcast scalar's operand
+  Value), or None."""
+  if producer is None:
+    return None
+  if producer.name == "stablehlo.broadcast_in_dim" and not producer.operands[0].shape:
+    return producer.operands[0]
+  if producer.name == "stablehlo.constant":
+    array = np.asarray(producer.attrs["value"])
+    if array.size and (array == array.reshape(-1)[0]).all():
+      return array.reshape(-1)[0]
+  return None
+
+
 def _ring(k: int) -> float:
   return (k - 1) / k
 
@@ -278,39 +302,29 @@ class LocalValues:
       if local.shape[d] == target[d]:
         starts.append(self.emit("stablehlo.constant", [], _I32, loc, value=np.array(0, np.int32)))
         continue
-      table = np.array([mesh.index_along(p, finer) * target[d] for p in range(self.num_cores)],
-                       np.int32)
-      table_value = self.emit("stablehlo.constant", [], TensorType((self.num_cores,), DType.S32),
-                              loc, value=table)
-      start = self.emit("stablehlo.dynamic_slice", [table_value, self.rank(loc)],
-                        TensorType((1,), DType.S32), loc, slice_sizes=[1])
-      starts.append(self.emit("stablehlo.reshape", [start], _I32, loc))
+      offsets = [mesh.index_along(p, finer) * target[d] for p in range(self.num_cores)]
+      starts.append(core_offset(self.emit, self.rank(loc), offsets, loc))
     return self.emit("stablehlo.dynamic_slice", [local, *starts], TensorType(target, local.dtype),
                      loc, slice_sizes=list(target))
 
   def local_splat(self, value: Value, t: Sharding) -> Value | None:
     """A splat of `value`'s producer (a constant, a broadcast scalar) at the local shape."""
-    producer = self.producers.get(value)
-    if producer is None or not self.divides(value.shape, t):
+    if not self.divides(value.shape, t):
       return None
-    shape = t.local_shape(value.shape, self.mesh(t, "splat"), "splat")
-    if producer.name == "stablehlo.broadcast_in_dim" and not producer.operands[0].shape:
-      return self.emit(producer.name, producer.operands, TensorType(shape, value.dtype),
-                       producer.loc, **producer.attrs)
-    if producer.name == "stablehlo.constant":
-      array = np.asarray(producer.attrs["value"])
-      if array.size and (array == array.reshape(-1)[0]).all():
-        return self.emit(producer.name, [], TensorType(shape, value.dtype), producer.loc,
-                         value=np.broadcast_to(array.reshape(-1)[0], shape))
-    return None
+    return splat_at(self.emit, self.producers.get(value), value,
+                    t.local_shape(value.shape, self.mesh(t, "splat"), "splat"))
 
   def is_splat(self, value: Value) -> bool:
-    producer = self.producers.get(value)
-    if producer is None:
-      return False
-    if producer.name == "stablehlo.broadcast_in_dim":
-      return not producer.operands[0].shape
-    if producer.name == "stablehlo.constant":
-      array = np.asarray(producer.attrs["value"])
-      return bool(array.size) and bool((array == array.reshape(-1)[0]).all())
-    return False
+    return splat_scalar(self.producers.get(value)) is not None
+
+
+def splat_at(emit, producer: Op | None, value: Value, shape: tuple[int, ...]) -> Value | None:
+  """The splat `value` (made by `producer`) rebuilt at `shape`; None when it is no splat."""
+  scalar = splat_scalar(producer)
+  if scalar is None:
+    return None
+  if isinstance(scalar, Value):
+    return emit(producer.name, [scalar], TensorType(shape, value.dtype), producer.loc,
+                **producer.attrs)
+  return emit("stablehlo.constant", [], TensorType(shape, value.dtype), producer.loc,
+              value=np.broadcast_to(scalar, shape))
