@@ -78,6 +78,7 @@ class LocalValues:
     self.local_of: dict[Value, dict[Sharding, Value]] = {}
     self.partial_of: dict[Value, Partial] = {}
     self.global_of: dict[Value, Value] = {}
+    self.gathered: set[Value] = set()  # values whose whole was gathered from shards
     self.producers: dict[Value, Op] = {}  # the global program's ops, by result
     self.partition_id: Value | None = None
 
@@ -95,7 +96,9 @@ class LocalValues:
 
   def is_sharded(self, v: Value) -> bool:
     """Whether `v` exists only as per-core pieces so far (its whole value costs collectives)."""
-    return (v in self.local_of or v in self.partial_of) and v not in self.global_of
+    if v in self.global_of or (v not in self.local_of and v not in self.partial_of):
+      return False
+    return not any(s.is_replicated for s in self.local_of.get(v, {}))
 
   def shardings(self, v: Value) -> list[Sharding]:
     """The shardings `v` is held under (its partial's as summed), most split first."""
@@ -202,15 +205,22 @@ class LocalValues:
 
   def whole(self, v: Value, loc) -> Value:
     """`v`'s global value (gathered from its shards once, then reused)."""
-    if not self.is_sharded(v):
-      return self.global_of.get(v, v)
+    if v in self.global_of:
+      return self.global_of[v]
     held = self.local_of.get(v, {})
-    if held:
+    replicated = [local for s, local in held.items() if s.is_replicated]
+    if replicated:
+      whole = replicated[0]
+    elif held:
       source = min(held, key=lambda s: self.reshard_cost(v.type, s, self._replicated(s)))
       whole = self.gather(held[source], source, v.type, loc)
-    else:
+      self.gathered.add(v)
+    elif v in self.partial_of:
       partial = self.partial_of[v]
       whole = self.gather(self.all_reduce(v, loc), partial.sharding, v.type, loc)
+      self.gathered.add(v)
+    else:
+      return v  # a value of the global program, whole on every core
     self.global_of[v] = whole
     return whole
 

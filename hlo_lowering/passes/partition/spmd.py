@@ -54,12 +54,10 @@ class _Partitioner(LocalValues):
     if rule is not None and rule(self, op):
       return
     read = dict.fromkeys(v for inner in walk_ops(Block([], [op])) for v in inner.operands)
-    # Values first held as shards (not whole values some rule sliced).
-    sharded = [v for v in read if (v in self.local_of or v in self.partial_of) and
-               self.global_of.get(v) is not v]
-    if sharded:
+    wholes = {v: self.whole(v, op.loc) for v in read}
+    if any(v in self.gathered for v in read):
       self.replicated.append(f"{op.name} at {op.loc}")
-    replace_uses(Block([], [op]), {v: self.whole(v, op.loc) for v in sharded})
+    replace_uses(Block([], [op]), {v: w for v, w in wholes.items() if w is not v})
     self.ops.append(op)
 
   # --- the rewrite ------------------------------------------------------------------------
