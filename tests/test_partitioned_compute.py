@@ -158,3 +158,12 @@ def test_the_compile_report_names_the_ops_run_replicated():
   replicated = compilation.last_report().replicated_ops
   assert len(replicated) == 1 and replicated[0].startswith("stablehlo.sort at "), replicated
   assert "run replicated on gathered shards: stablehlo.sort" in compilation.last_report().format()
+
+
+def test_scaling_by_a_reduction_over_the_shards_runs_on_shards():
+  """a / sum(a) + a * max(a): each core reduces its shard, one all_reduce per reduction, the
+  broadcast scalars scale the shards; no all_gather."""
+  make = _sharded([("x", "y")], ("x", "y"), lambda a: a / jnp.sum(a) + a * jnp.max(a))
+  a = np.random.default_rng(6).uniform(1, 2, (8, 6)).astype(np.float32)
+  _on_both(make, a)
+  assert _collectives(make, a) == {"all_reduce": 2}

@@ -319,22 +319,27 @@ class LocalValues:
 
   def local_splat(self, value: Value, t: Sharding) -> Value | None:
     """A splat of `value`'s producer (a constant, a broadcast scalar) at the local shape."""
-    if not self.divides(value.shape, t):
+    producer = self.producers.get(value)
+    if producer is None or not self.divides(value.shape, t):
       return None
-    return splat_at(self.emit, self.producers.get(value), value,
-                    t.local_shape(value.shape, self.mesh(t, "splat"), "splat"))
+    # A broadcast scalar may itself have been computed on shards: use its whole value.
+    return splat_at(self.emit, producer, value,
+                    t.local_shape(value.shape, self.mesh(t, "splat"), "splat"),
+                    lambda scalar: self.whole(scalar, producer.loc))
 
   def is_splat(self, value: Value) -> bool:
     return splat_scalar(self.producers.get(value)) is not None
 
 
-def splat_at(emit, producer: Op | None, value: Value, shape: tuple[int, ...]) -> Value | None:
-  """The splat `value` (made by `producer`) rebuilt at `shape`; None when it is no splat."""
+def splat_at(emit, producer: Op | None, value: Value, shape: tuple[int, ...],
+             scalar_value=lambda scalar: scalar) -> Value | None:
+  """The splat `value` (made by `producer`) rebuilt at `shape`; None when it is no splat.
+  `scalar_value` maps a broadcast scalar to the value defined where the splat goes."""
   scalar = splat_scalar(producer)
   if scalar is None:
     return None
   if isinstance(scalar, Value):
-    return emit(producer.name, [scalar], TensorType(shape, value.dtype), producer.loc,
-                **producer.attrs)
+    return emit(producer.name, [scalar_value(scalar)], TensorType(shape, value.dtype),
+                producer.loc, **producer.attrs)
   return emit("stablehlo.constant", [], TensorType(shape, value.dtype), producer.loc,
               value=np.broadcast_to(scalar, shape))
