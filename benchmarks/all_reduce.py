@@ -47,7 +47,7 @@ def main() -> None:
       pipeline.PASSES = chosen
       bus = 2 * (cores - 1) / cores * nbytes / times[0]  # bytes per ns = GB/s
       print(f"{cores:>5} {name:>7} {times[0] / 1e3:>9.1f} us {times[1] / 1e3:>9.1f} us  "
-            f"{bus:.0f} GB/s")
+            f"{bus:.1f} GB/s")
 
 
 if __name__ == "__main__":
