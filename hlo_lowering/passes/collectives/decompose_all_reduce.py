@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hlo_lowering.ir import Module, Op, TensorType, Value, walk_ops
+from hlo_lowering.ir import Module, Op, TensorType, Value
+from hlo_lowering.passes.collectives.combine_all_reduces import walk_ops_of
 from hlo_lowering.passes.partition.local_ops import ELEMENTWISE
 from hlo_lowering.passes.partition.local_values import core_offset, splat_at, splat_scalar
 from hlo_lowering.program import DType
@@ -93,12 +94,6 @@ def _leaving(ops: list[Op], compute: list[Op], reduced: Value) -> list[Value]:
   read_outside = {v for op in ops if id(op) not in inside
                   for inner in walk_ops_of(op) for v in inner.operands}
   return [v for v in [reduced] + [op.result for op in compute] if v in read_outside & produced]
-
-
-def walk_ops_of(op: Op):
-  yield op
-  for region in op.regions:
-    yield from walk_ops(region.block)
 
 
 def _decompose(module: Module, index: int, num_cores: int) -> list[Op] | None:
