@@ -91,6 +91,9 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   # The options are authoritative for the core count the partitioner and collectives see.
   module.attrs["mhlo.num_partitions"] = options.num_partitions
   module.attrs["mhlo.num_replicas"] = options.num_replicas
+  # choose-collective-algorithm's estimate of which cores share a chip (docs/multi-device.md).
+  module.attrs["trn.cores_per_chip"] = (int(target.get("physical_cores_per_chip", 1)) //
+                                        int(target.get("default_lnc", 1)))
   target_name = str(target["name"])
   report = CompileReport(module=str(module.attrs.get("sym_name", "")), target=target_name)
   phases = report.phase_seconds
@@ -98,6 +101,7 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   pipeline.run_pipeline(module, tag=dump_tag)
   if options.num_partitions > 1:
     module.source = _partitioned_signature(module, options.num_partitions)
+    report.replicated_ops = list(module.attrs.get("trn.replicated_ops", []))
   phases["passes"], started = _since(started)
   builder = codegen.generate(module, target_name, target, report)
   phases["lowering"], started = _since(started)

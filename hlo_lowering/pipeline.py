@@ -19,7 +19,8 @@ from typing import Callable, NamedTuple
 from hlo_lowering import backend, ir_printer, verifier
 from hlo_lowering.backend import verifier as backend_verifier
 from hlo_lowering.ir import Module
-from hlo_lowering.passes.collectives import combine_all_reduces
+from hlo_lowering.passes.collectives import (choose_algorithm, combine_all_reduces,
+                                             decompose_all_reduce)
 from hlo_lowering.passes.partition import collective_groups, spmd
 from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
                                  decompose_batch_norm, decompose_cholesky, decompose_complex,
@@ -49,6 +50,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("partition-spmd", spmd.run),
     Pass("resolve-collective-groups", collective_groups.run),
     Pass("combine-all-reduces", combine_all_reduces.run),
+    Pass("decompose-all-reduce", decompose_all_reduce.run),
+    Pass("choose-collective-algorithm", choose_algorithm.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
     Pass("decompose-complex", decompose_complex.run),
     Pass("unroll-static-loops", unroll_static_loops.run),

@@ -37,6 +37,9 @@ class CompileReport:
   psum_peak_bytes: int = 0
   # Donated parameters whose output reuses their buffer (the back end's alias-donations).
   donated_parameters: list[int] = dataclasses.field(default_factory=list)
+  # Multi-core programs: the ops ("stablehlo.sort at f.py:3:4") each core ran replicated on
+  # whole operands gathered from their shards (partition-spmd had no local rule for them).
+  replicated_ops: list[str] = dataclasses.field(default_factory=list)
   # Seconds per compile phase ("import", "passes", "lowering", "backend") and per back-end stage,
   # in order, of this compile: empty for a compile-cache hit (nothing was compiled). Not part of
   # the report's content (equality, format(), the cache entry): a recompile takes other times.
@@ -88,6 +91,9 @@ class CompileReport:
         if places:
           lines.append(f"    gpsimd at {', '.join(places[:8])}"
                        f"{' ...' if len(places) > 8 else ''}")
+    if self.replicated_ops:
+      lines.append(f"  run replicated on gathered shards: {', '.join(self.replicated_ops[:8])}"
+                   f"{' ...' if len(self.replicated_ops) > 8 else ''}")
     lines.append(f"  on-chip memory per partition: SBUF peak {self.sbuf_peak_bytes} bytes, "
                  f"PSUM peak {self.psum_peak_bytes} bytes")
     if self.instructions_per_stream:

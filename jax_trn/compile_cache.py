@@ -140,6 +140,7 @@ def _meta_to_json(report, locations) -> bytes:
                      "sbuf_peak_bytes": report.sbuf_peak_bytes,
                      "psum_peak_bytes": report.psum_peak_bytes,
                      "donated_parameters": report.donated_parameters,
+                     "replicated_ops": report.replicated_ops,
                      "instructions_per_stream": report.instructions_per_stream,
                      "locations": [list(loc) for loc in locations]},
                     separators=(",", ":")).encode()
@@ -152,6 +153,7 @@ def _meta_from_json(data: bytes) -> tuple[CompileReport, tuple[tuple[str, str], 
                          sbuf_peak_bytes=doc["sbuf_peak_bytes"],
                          psum_peak_bytes=doc["psum_peak_bytes"],
                          donated_parameters=list(doc["donated_parameters"]),
+                         replicated_ops=list(doc["replicated_ops"]),
                          instructions_per_stream=dict(doc["instructions_per_stream"]))
   return report, tuple((str(name), str(position)) for name, position in doc["locations"])
 

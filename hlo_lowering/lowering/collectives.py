@@ -17,7 +17,8 @@ from hlo_lowering.passes.canonicalize import reducer_of
 from hlo_lowering.program import Alu, Scalar
 from hlo_lowering.program.enums import (COLLECTIVE_ALL_GATHER, COLLECTIVE_ALL_REDUCE,
                                         COLLECTIVE_ALL_TO_ALL, COLLECTIVE_BROADCAST,
-                                        COLLECTIVE_PERMUTE, COLLECTIVE_REDUCE_SCATTER)
+                                        COLLECTIVE_PERMUTE, COLLECTIVE_REDUCE_SCATTER,
+                                        COLLECTIVE_RING)
 
 _HANDLE = re.compile(r"handle\s*=\s*(\d+)")
 _BETWEEN_CORES = "one collective instruction between the cores of the execution (docs/multi-device.md)"
@@ -37,12 +38,17 @@ def _reducer(op: Op) -> Alu:
   return REDUCERS[reducer]
 
 
+def _algorithm(op: Op) -> int:
+  """The algorithm choose-collective-algorithm recorded (the ring where it chose none)."""
+  return op.attrs.get("collective_algorithm", COLLECTIVE_RING)
+
+
 def _emit(ctx: LoweringContext, hlo_op: Op, kind: int, **fields) -> None:
   for operand, result in zip(hlo_op.operands, hlo_op.results):
     out = ctx.new_result(result)
     if out.size:
       ctx.builder.collective(kind, out.ap(), ctx.place(operand).ap(), channel=_channel(hlo_op),
-                             debug=ctx.debug_id, **fields)
+                             algorithm=_algorithm(hlo_op), debug=ctx.debug_id, **fields)
 
 
 @register_lowering("stablehlo.all_reduce", kind="gpsimd", describe=_BETWEEN_CORES)
@@ -61,7 +67,7 @@ def lower_all_reduce(ctx: LoweringContext, op: Op) -> None:
       out = ctx.new_result(result)
       ctx.builder.collective(COLLECTIVE_ALL_REDUCE, out.ap(), ctx.place(operand).ap(),
                              groups=op.attrs["core_groups"], op=reducer, channel=_channel(op),
-                             debug=ctx.debug_id)
+                             algorithm=_algorithm(op), debug=ctx.debug_id)
       continue
     total = sum(result.type.size for _, result in pairs)
     packed = ctx.new_temporary(Value(TensorType((total,), dtype)))
@@ -74,7 +80,7 @@ def lower_all_reduce(ctx: LoweringContext, op: Op) -> None:
       offset += result.type.size
     ctx.builder.collective(COLLECTIVE_ALL_REDUCE, reduced.ap(), packed.ap(),
                            groups=op.attrs["core_groups"], op=reducer, channel=_channel(op),
-                           debug=ctx.debug_id)
+                           algorithm=_algorithm(op), debug=ctx.debug_id)
 
 
 @register_lowering("stablehlo.all_gather", kind="gpsimd", describe=_BETWEEN_CORES)

@@ -14,8 +14,8 @@ import contextlib
 import numpy as np
 
 from .buffers import Buffer
-from .enums import (ARG_REDUCE_COMPARATOR, MATMUL_START, MATMUL_STOP, SORT_FLOAT_CANONICAL, Alu,
-                    ControlOp, DType, Memory, Opcode, Stream, TensorKind)
+from .enums import (ARG_REDUCE_COMPARATOR, COLLECTIVE_RING, MATMUL_START, MATMUL_STOP,
+                    SORT_FLOAT_CANONICAL, Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind)
 from .instructions import Block, DebugEntry, Exit, Instruction, Loop, Tensor
 from .operands import HbmAP, Scalar, TileAP
 from .writer import serialize
@@ -302,13 +302,15 @@ class ProgramBuilder:
   # --- between cores (docs/multi-device.md) ----------------------------------------------------
 
   def collective(self, kind, dst, src, groups=(), pairs=(), op=Alu.COPY, dim=0, concat_dim=0,
-                 channel=0, debug=None):
+                 channel=0, algorithm=COLLECTIVE_RING, debug=None):
     """One collective of `kind` (COLLECTIVE_*) over replica `groups` (equal-size lists of
-    ranks; the fold order) or, for collective_permute, (source, target) `pairs`."""
+    ranks; the fold order) or, for collective_permute, (source, target) `pairs`, moved by
+    `algorithm` (COLLECTIVE_RING, _HALVING_DOUBLING, _HIERARCHICAL)."""
     groups = [list(map(int, g)) for g in groups]
     flat_groups = [len(groups[0])] + [r for g in groups for r in g] if groups else []
     self._emit(Opcode.COLLECTIVE, Stream.POOL, debug, kind=int(kind), op=Alu(op), dim=int(dim),
-               concat_dim=int(concat_dim), channel=int(channel), groups=flat_groups,
+               concat_dim=int(concat_dim), algorithm=int(algorithm), channel=int(channel),
+               groups=flat_groups,
                pairs=[int(r) for pair in pairs for r in pair], dst=_hbm(dst, "collective"),
                src=_hbm(src, "collective"))
 

@@ -140,6 +140,10 @@ COLLECTIVE_REDUCE_SCATTER = isa_table.COLLECTIVE_REDUCE_SCATTER
 COLLECTIVE_ALL_TO_ALL = isa_table.COLLECTIVE_ALL_TO_ALL
 COLLECTIVE_PERMUTE = isa_table.COLLECTIVE_PERMUTE
 COLLECTIVE_BROADCAST = isa_table.COLLECTIVE_BROADCAST
+# collective's algorithms (choose-collective-algorithm; the interconnect timing charges them).
+COLLECTIVE_RING = isa_table.COLLECTIVE_RING
+COLLECTIVE_HALVING_DOUBLING = isa_table.COLLECTIVE_HALVING_DOUBLING
+COLLECTIVE_HIERARCHICAL = isa_table.COLLECTIVE_HIERARCHICAL
 # gp_select_and_scatter's selectors: keep the current pick while select(current, candidate).
 WINDOW_SELECT_OPS = frozenset({Alu.GE, Alu.GT, Alu.LE, Alu.LT})
 

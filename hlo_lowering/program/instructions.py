@@ -184,12 +184,23 @@ OPERAND_LAYOUT = {
                             ("rhs", "hbm")),
     # groups: the group size, then every group's ranks; pairs: (source, target) ranks.
     Opcode.COLLECTIVE: (("kind", "u8"), ("op", "u8"), ("dim", "u8"), ("concat_dim", "u8"),
-                        ("channel", "u32"), ("groups", "i64_list"), ("pairs", "i64_list"),
-                        ("dst", "hbm"), ("src", "hbm")),
+                        ("algorithm", "u8"), ("channel", "u32"), ("groups", "i64_list"),
+                        ("pairs", "i64_list"), ("dst", "hbm"), ("src", "hbm")),
     Opcode.PARTITION_ID: (("dst", "hbm"),),
     # callback: the key the host's registry knows the callable by (docs/host-callbacks.md).
     Opcode.HOST_CALLBACK: (("callback", "u64"), ("dsts", "hbm_list"), ("srcs", "hbm_list")),
 }
+
+# Fields a later program format version added: (opcode, field) -> (the version, the value an
+# older program's instruction has).
+FIELD_SINCE = {(Opcode.COLLECTIVE, "algorithm"): (5, 0)}
+
+
+def operand_layout(opcode: Opcode, version: int) -> tuple:
+  """The (name, kind) fields a program of format `version` stores for `opcode`."""
+  return tuple((name, kind) for name, kind in OPERAND_LAYOUT[opcode]
+               if FIELD_SINCE.get((opcode, name), (0, None))[0] <= version)
+
 
 # gp_scatter combines into what its destination holds.
 _READS_DST = frozenset({Opcode.GP_SCATTER})

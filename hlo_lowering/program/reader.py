@@ -7,8 +7,8 @@ import struct
 
 from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
                     ScalarKind, TensorKind, stream_name)
-from .instructions import (Block, DebugEntry, Exit, Instruction, Loop, OPERAND_LAYOUT, Tensor,
-                           hbm_operand_keys)
+from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, Block, DebugEntry, Exit, Instruction, Loop,
+                           Tensor, hbm_operand_keys, operand_layout)
 from .operands import HbmAP, Scalar, TileAP
 from .writer import MAGIC, STEP_WAIT, VERSION, loop_runs
 
@@ -137,7 +137,9 @@ def _read_streams(r: _Reader, version: int) -> list:
       opcode, debug_id = r.unpack("HI")
       opcode = Opcode(opcode)
       waits = [r.unpack("BI") for _ in range(r.unpack("I"))]
-      operands = {name: r.operand(kind) for name, kind in OPERAND_LAYOUT[opcode]}
+      stored = dict(operand_layout(opcode, version))
+      operands = {name: r.operand(kind) if name in stored else FIELD_SINCE[(opcode, name)][1]
+                  for name, kind in OPERAND_LAYOUT[opcode]}
       own.append(Instruction(opcode, stream, debug_id, operands, waits))
     for _ in range(r.unpack("I") if version >= 4 else 0):
       first, length, count, num_steps = r.unpack("IIII")

@@ -7,7 +7,7 @@ from .instructions import OPERAND_LAYOUT, hbm_operand_keys
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
-VERSION = 4
+VERSION = 5
 
 
 class _Writer:

@@ -284,7 +284,7 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
   const int64_t bytes = static_cast<int64_t>(std::max(data->size(), result.size()));
   static const std::vector<int> kOneChip{0};
   const std::vector<int>& chips = machine.collectives != nullptr ? machine.collectives->chip_of_rank() : kOneChip;
-  const double end = begin + CollectiveNs(c.kind, bytes, members, chips, *machine.program.target);
+  const double end = begin + CollectiveNs(c.kind, c.algorithm, bytes, members, chips, *machine.program.target);
   InstructionTiming timing;
   timing.latency_ns = end - start_ns;
   timing.busy_ns = timing.latency_ns;

@@ -122,6 +122,8 @@ Status CheckCollective(const Program& program, const Collective& c) {
     if (!combines) return InvalidArgument(AluOpName(c.op) + " is not a collective combiner (add, mul, max, min, and, or, xor)");
     TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(c.op), 2, HbmDType(program, c.dst)));
   }
+  if (c.algorithm == kCollectiveHalvingDoubling && c.kind != kCollectiveAllReduce && c.kind != kCollectiveAllGather && c.kind != kCollectiveReduceScatter) return InvalidArgument("recursive halving-doubling is an all_reduce, all_gather or reduce_scatter algorithm");
+  if (c.algorithm == kCollectiveHierarchical && c.kind != kCollectiveAllReduce) return InvalidArgument("the hierarchical algorithm is an all_reduce algorithm");
   if (c.kind == kCollectivePermute) {
     if (!c.groups.empty()) return InvalidArgument("collective_permute takes pairs, not replica groups");
     std::vector<int64_t> sources, targets;
@@ -143,6 +145,7 @@ Status CheckCollective(const Program& program, const Collective& c) {
     }
   }
   const int64_t n = static_cast<int64_t>(c.groups[0].size());
+  if (c.algorithm == kCollectiveHalvingDoubling && (n & (n - 1)) != 0) return InvalidArgument("recursive halving-doubling needs a power-of-two group, not " + std::to_string(n) + " cores");
   const bool along_dim = c.kind == kCollectiveAllGather || c.kind == kCollectiveReduceScatter || c.kind == kCollectiveAllToAll;
   if (along_dim) {
     const HbmAP& split = c.kind == kCollectiveAllGather ? c.dst : c.src;

@@ -269,8 +269,9 @@ Operands Parser::ParseOperands(Opcode opcode) {
   return DmaCopy{};
 }
 
-// collective: kind, op, dim, concat dim (u8 each), channel (u32), groups (an i64 list: the group
-// size, then the groups' ranks), pairs (an i64 list of source, target ranks), dst, src.
+// collective: kind, op, dim, concat dim, algorithm (u8 each; version 5 on, before it the ring),
+// channel (u32), groups (an i64 list: the group size, then the groups' ranks), pairs (an i64
+// list of source, target ranks), dst, src.
 Collective Parser::ReadCollective() {
   Collective c;
   const size_t at = in_.offset();
@@ -279,6 +280,12 @@ Collective Parser::ReadCollective() {
   c.op = ReadAluOp();
   c.dim = in_.Read<uint8_t>("collective dim");
   c.concat_dim = in_.Read<uint8_t>("collective concat dim");
+  c.algorithm = kCollectiveRing;
+  if (version_ >= 5) {
+    const size_t algorithm_at = in_.offset();
+    c.algorithm = in_.Read<uint8_t>("collective algorithm");
+    if (in_.ok() && c.algorithm > kCollectiveHierarchical) in_.Fail(algorithm_at, "collective algorithm " + std::to_string(c.algorithm) + " (expected 0..2)");
+  }
   c.channel = in_.Read<uint32_t>("collective channel");
   const auto read_list = [this](const char* what) {
     std::vector<int64_t> values(in_.Count(what, sizeof(int64_t)));

@@ -176,8 +176,9 @@ struct GpConvolution {
 // group listed in order (the fold order of a reduction); `pairs` collective_permute's
 // (source, target) ranks. dim: all_gather/reduce_scatter's dim, all_to_all's split dim.
 struct Collective {
-  uint8_t kind;  // kCollective* (isa.def)
-  AluOp op;      // all_reduce / reduce_scatter's combiner
+  uint8_t kind;       // kCollective* (isa.def)
+  uint8_t algorithm;  // kCollectiveRing, kCollectiveHalvingDoubling, kCollectiveHierarchical
+  AluOp op;           // all_reduce / reduce_scatter's combiner
   int dim, concat_dim;
   uint32_t channel;
   std::vector<std::vector<int64_t>> groups;

@@ -11,8 +11,9 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'R', 'N', 'P', 'R', 'O', 'G', '\0'};
 // Version 2 added blocks and control flow; a version 1 program (one stream list) still loads, as
-// one block that ends the program. Version 4 added each stream's counted loops.
-constexpr uint32_t kVersion = 4;
+// one block that ends the program. Version 4 added each stream's counted loops, version 5 the
+// collective's algorithm.
+constexpr uint32_t kVersion = 5;
 constexpr uint32_t kOldestVersion = 1;
 
 }  // namespace
