@@ -54,16 +54,18 @@ def _per_query_columns(seq):
 
 class _Head:
   """One q head's operands: q and dO as rows and transposed, -lse and -rowsum(dO * O) as one
-  column per query block, and the fp32 dQ accumulators."""
+  column per query block (and -rowsum(dO * O) as a row in the matmul dtype), and the fp32 dQ
+  accumulators."""
 
-  def __init__(self, q, out, d_out, lse, head, flipped_slots, copies):
+  def __init__(self, q, out, d_out, lse, head, flipped_slots, row_slots, copies):
     seq, dim = q.shape[1], q.shape[2]
     self.head = head
+    blocks = tiles(seq, nl.tile_size.pmax)
     self.q_rows, self.d_out_rows = _row_tiles(q, head), _row_tiles(d_out, head)
     self.q_t = transposed_rows(q, head, flipped_slots, copies)
     self.d_out_t = transposed_rows(d_out, head, flipped_slots, copies)
     self.neg_lse, self.neg_delta = _per_query_columns(seq), _per_query_columns(seq)
-    for i, (s0, sn) in enumerate(tiles(seq, nl.tile_size.pmax)):
+    for i, (s0, sn) in enumerate(blocks):
       nisa.dma_copy(dst=self.neg_lse[0:sn, i:i + 1], src=lse[head, s0:s0 + sn])
       o_rows = nl.ndarray((sn, dim), dtype=out.dtype, buffer=nl.sbuf)
       nisa.dma_copy(dst=o_rows, src=out[head, s0:s0 + sn, :])
@@ -72,8 +74,16 @@ class _Head:
       nisa.tensor_reduce(dst=self.neg_delta[0:sn, i:i + 1], op=nl.add, data=products, axis=1)
     for columns in (self.neg_lse, self.neg_delta):  # negated once for every block
       nisa.activation(dst=columns, op=nl.copy, data=columns, scale=-1.0)
-    self.dq_acc = [nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
-                   for _, sn in tiles(seq, nl.tile_size.pmax)]
+    # -delta as one row [1, S] in the matmul dtype: a rank-1 matmul (-delta x ones) into dP's
+    # PSUM group then gives dP - delta, with no ScalarE or VectorE pass over the block.
+    self.neg_delta_row = nl.ndarray((1, seq), dtype=q.dtype, buffer=nl.sbuf)
+    for r0, rn in tiles(seq, KEY_GROUP):
+      row = row_slots.next()[0:1, 0:rn]
+      for i, (s0, sn) in enumerate(blocks):
+        if r0 <= s0 < r0 + rn:
+          nisa.nc_transpose(dst=row[:, s0 - r0:s0 - r0 + sn], data=self.neg_delta[0:sn, i:i + 1])
+      nisa.tensor_copy(dst=self.neg_delta_row[:, r0:r0 + rn], src=row)
+    self.dq_acc = [nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf) for _, sn in blocks]
 
 
 class _Step:
@@ -90,7 +100,7 @@ class _Backward:
     self.scale = 1.0 / float(np.sqrt(self.dim))
     self.identity = identity_tile()
     self.masks = {}
-    self.copies = CopyRotation(vector_share=1, period=2)
+    self.copies = CopyRotation(vector_share=0, period=1)
     pmax = nl.tile_size.pmax
     # PSUM (8 banks of 2 KiB per partition): two slots each of scores and dP, dS^T (two
     # [128, 512] slots in one bank in bf16), dK and dV of a key group, three dQ slots.
@@ -99,6 +109,8 @@ class _Backward:
     flipped = max(1, 2048 // (KEY_GROUP * q.itemsize))
     self.flipped_slots = Slots(nl.ndarray((pmax, flipped, KEY_GROUP), dtype=q.dtype,
                                           buffer=nl.psum))
+    self.ones_row = nl.ndarray((1, KEY_GROUP), dtype=q.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=self.ones_row, value=1.0)
     self.dq_slots = Slots(nl.ndarray((pmax, 3, self.dim), dtype=nl.float32, buffer=nl.psum))
 
   def scores(self, step: _Step):
@@ -110,14 +122,14 @@ class _Backward:
     d_probs = self.d_probs_slots.next()[0:qn, 0:kn]
     nisa.nc_matmul(dst=d_probs, stationary=side.d_out_t[:, step.q0:step.q0 + qn],
                    moving=self.v_t[:, k0:k0 + kn])
+    nisa.nc_matmul(dst=d_probs, stationary=side.neg_delta_row[:, step.q0:step.q0 + qn],
+                   moving=self.ones_row[:, 0:kn])
     i = step.block
     step.probs = nl.ndarray((qn, kn), dtype=self.dtype, buffer=nl.sbuf)
     nisa.activation(dst=step.probs, op=nl.exp, data=scores, scale=self.scale,
                     bias=side.neg_lse[0:qn, i:i + 1])
-    centred = nl.ndarray((qn, kn), dtype=self.dtype, buffer=nl.sbuf)
-    nisa.activation(dst=centred, op=nl.copy, data=d_probs, bias=side.neg_delta[0:qn, i:i + 1])
     step.d_scores = nl.ndarray((qn, kn), dtype=self.dtype, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=step.d_scores, data1=centred, data2=step.probs, op=nl.multiply)
+    nisa.tensor_tensor(dst=step.d_scores, data1=d_probs, data2=step.probs, op=nl.multiply)
 
   def key_gradients(self, step: _Step):
     """dV and dK contributions, and dS^T in SBUF."""
@@ -182,7 +194,7 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
     bwd.k_rows = _row_tiles(k, kv_head)
     bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies)
     bwd.v_t = transposed_rows(v, kv_head, bwd.flipped_slots, bwd.copies)
-    sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.copies)
+    sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.score_slots, bwd.copies)
              for head in range(kv_head * group, (kv_head + 1) * group)]
     for g0, gn in tiles(seq, KEY_GROUP):
       bwd.g0 = g0
