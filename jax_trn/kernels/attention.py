@@ -6,18 +6,19 @@ transposes per PSUM bank and one copy out per bank) and v is kept as 128-row til
 column of ones appended, so the P @ V matmul also yields the softmax denominators (no row sum
 on VectorE or ScalarE). Per 128 query rows, two passes over the keys:
 
-  1. the row max: the scores of up to 2048 keys in one 4-bank PSUM tile (matmuls of 512
-     keys) and one VectorE reduction over all of them;
-  2. per block of 1024 keys (512 for fp32): the scores again (TensorE has the time: VectorE,
-     which an online softmax would also need for rescaling, has not), one ScalarE exp over the
-     block with the scale and the max folded into its scale and bias, eight TensorE transposes
-     of P into one PSUM bank (in P's dtype), one copy of that bank to SBUF (VectorE or ScalarE,
-     whichever has less work), and the [P @ V | row sums] matmuls into one PSUM group.
+  1. the row max: per block of 1024 keys (512 for fp32) the scores (matmuls of 512 keys into
+     a 2-bank PSUM slot) and one VectorE reduction, then the blocks' maxima combined;
+  2. per block: the scores again (TensorE has the time: VectorE, which an online softmax
+     would also need for rescaling, has not), one ScalarE exp over the block with the scale
+     and the max folded into its scale and bias, eight TensorE transposes of P into one PSUM
+     bank (in P's dtype), one copy of that bank to SBUF (VectorE or ScalarE in rotation), and
+     the [P @ V | row sums] matmuls into one PSUM group.
 
-Pass 1 of the next query block is issued before pass 2 of this one, so VectorE's max of one
-block overlaps ScalarE's exponentials of the other. A causal kernel skips key blocks wholly
-after the queries and adds a -1e30 mask to the diagonal 128 keys by one more matmul into their
-PSUM group (identity @ mask).
+PSUM is allocated once, as rotating slots (Slots): two score tiles, two P^T tiles and three
+accumulators in one bank. Pass 1 of the next query block is issued before pass 2 of this one,
+and the steps (one pass over one key block) are software-pipelined (_Pipeline). A causal
+kernel skips keys after the queries and adds a -1e30 mask to the diagonal 128 keys by one more
+matmul into their PSUM group (identity @ mask).
 """
 
 import jax
@@ -29,9 +30,9 @@ import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
 from jax_trn.kernels.tiles import tiles
 
-SCORE_SLOTS = 2
-FLIPPED_SLOTS = 2
-ACC_SLOTS = 3
+SCORE_SLOTS = 2  # PSUM slots of one key block's scores (2 banks each in fp32)
+FLIPPED_SLOTS = 2  # slots of P^T (one bank each)
+ACC_SLOTS = 3  # [P @ V | row sums] accumulators, all in one bank
 FINISH_DELAY = 2  # pipeline steps between a block's last P @ V matmul and its output
 MASKED = -1.0e30  # added to the scores of keys after the query (exp gives exactly 0)
 
@@ -80,16 +81,6 @@ class CopyRotation:
                      engine=nisa.engine.vector if on_vector else nisa.engine.scalar)
 
 
-def transposed(rows, dtype):
-  """rows [n <= 128, d] (SBUF) as [d, n] in SBUF, through a TensorE transpose."""
-  n, d = rows.shape
-  flipped = nl.ndarray((d, n), dtype=rows.dtype, buffer=nl.psum)
-  nisa.nc_transpose(dst=flipped, data=rows)
-  result = nl.ndarray((d, n), dtype=dtype, buffer=nl.sbuf)
-  nisa.tensor_copy(dst=result, src=flipped, engine=nisa.engine.scalar)
-  return result
-
-
 def transposed_rows(tensor, head, psum_slots, copies):
   """tensor[head] [S, d] as one SBUF tile [d, S]: 128-row loads, TensorE transposes in the
   tensor's dtype into PSUM slots [128, F] (as many as fit in one), one copy out per slot."""
@@ -117,17 +108,16 @@ def ones_extended_rows(v, head):
   return result
 
 
-def causal_mask(masks: dict, offset: int, qn: int, kn: int):
-  """[qn, kn] bf16: 0 where key k0 + j <= query q0 + p (offset = q0 - k0), -1e30 elsewhere;
-  one constant per distinct offset and shape."""
-  key = (offset, qn, kn)
-  if key not in masks:
-    mask = nl.ndarray((qn, kn), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.iota(dst=mask, pattern=[[-1, kn]], offset=offset, channel_multiplier=1)
+def causal_mask(masks: dict, n: int):
+  """[n, n] bf16: 0 where key j <= query p (the diagonal block of queries and keys), -1e30
+  elsewhere; one constant per size."""
+  if n not in masks:
+    mask = nl.ndarray((n, n), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.iota(dst=mask, pattern=[[-1, n]], offset=0, channel_multiplier=1)
     nisa.tensor_scalar(dst=mask, data=mask, op0=nl.less, operand0=0.0, op1=nl.multiply,
                        operand1=MASKED)
-    masks[key] = mask
-  return masks[key]
+    masks[n] = mask
+  return masks[n]
 
 
 def identity_tile():
@@ -153,14 +143,14 @@ def masked_scores(dst, q_t, k_t, k0, q0, causal, identity, masks):
     nisa.nc_matmul(dst=part, stationary=q_t, moving=k_t[:, k0 + a0:k0 + a0 + an])
     if a0 == diagonal:
       nisa.nc_matmul(dst=part, stationary=identity[0:qn, 0:qn],
-                     moving=causal_mask(masks, 0, qn, an))
+                     moving=causal_mask(masks, qn))
 
 
 class _QueryBlock:
   """One block of <= 128 query rows of one head and what its passes build."""
 
   def __init__(self, head, q_t, q0, qn, keys):
-    self.head, self.q_t, self.q0, self.qn, self.keys = head, q_t, q0, qn, keys
+    self.head, self.q_t, self.q0, self.qn = head, q_t, q0, qn
     self.spans = tiles(keys, key_block(q_t.dtype))
     self.row_max = nl.ndarray((qn, len(self.spans)), dtype=nl.float32, buffer=nl.sbuf)
     self.neg_max = None
@@ -277,8 +267,8 @@ class _Attention:
     self.identity = identity_tile()
     self.masks = {}
     self.copies = CopyRotation(vector_share=1, period=3)
-    # PSUM, allocated once and rotated (2 KiB banks per partition): three score tiles (6 banks
-    # in bf16), P^T (1 bank) and three [P @ V | row sums] accumulators in one bank.
+    # PSUM (8 banks of 2 KiB per partition), allocated once and rotated: 4 banks of scores,
+    # 2 of P^T (bf16) and one of accumulators.
     block = key_block(self.dtype)
     self.score_slots = Slots(nl.ndarray((nl.tile_size.pmax, SCORE_SLOTS, block), dtype=nl.float32,
                                         buffer=nl.psum))

@@ -95,12 +95,12 @@ class _Step:
 
 
 class _Backward:
-  def __init__(self, q, k, v, causal):
+  def __init__(self, q, causal):
     self.dim, self.dtype, self.causal = q.shape[2], q.dtype, causal
     self.scale = 1.0 / float(np.sqrt(self.dim))
     self.identity = identity_tile()
     self.masks = {}
-    self.copies = CopyRotation(vector_share=0, period=1)
+    self.copies = CopyRotation(vector_share=0, period=1)  # VectorE has dS and the dQ sums
     pmax = nl.tile_size.pmax
     # PSUM (8 banks of 2 KiB per partition): two slots each of scores and dP, dS^T (two
     # [128, 512] slots in one bank in bf16), dK and dV of a key group, three dQ slots.
@@ -188,7 +188,7 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
   dq = nl.ndarray(q.shape, dtype=q.dtype, buffer=nl.shared_hbm)
   dk = nl.ndarray(k.shape, dtype=k.dtype, buffer=nl.shared_hbm)
   dv = nl.ndarray(v.shape, dtype=v.dtype, buffer=nl.shared_hbm)
-  bwd = _Backward(q, k, v, causal)
+  bwd = _Backward(q, causal)
   blocks = tiles(seq, pmax)
   for kv_head in range(kv_heads):
     bwd.k_rows = _row_tiles(k, kv_head)
