@@ -9,8 +9,9 @@ memory-bandwidth utilization (HBM bytes in + out over the core's DMA rate, as a 
 modeled time: 1.0 is the HBM bound) and, for the matmul and attention (one head, head dim 128,
 causal and not), their TensorE utilization: the model's FLOPs (2MNK; attention 4 S^2 d, half of
 it causal; recomputed scores and mask matmuls not counted) over the modeled time and the
-target's bf16/fp32 peak. Then attention forward + backward (jax.grad of a weighted sum through
-kernels.flash_attention, 14 S^2 d FLOPs, half causal) against jax.grad of the reference.
+target's bf16/fp32 peak. Then attention forward + backward (jax.vjp of kernels.flash_attention
+applied to a given output cotangent: the forward kernel with its logsumexp and the backward
+kernel, 14 S^2 d FLOPs, half causal) against jax.vjp of the reference.
 """
 
 from __future__ import annotations
@@ -95,15 +96,18 @@ def main() -> None:
     tensor = f"{100 * flops / kernel_ns / peak:7.1f}%" if flops else ""
     print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
           f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {tensor:>8}")
-  weights = normal(1, seq, 128)
+  d_out = normal(1, seq, 128)
   for causal in (False, True):
-    def training(attention):
-      loss = lambda q, k, v: jnp.sum((attention(q, k, v) * weights).astype(jnp.float32))  # noqa: E731
-      return jax.grad(loss, argnums=(0, 1, 2))
-    kernel_ns, _ = modeled_ns(training(lambda q, k, v: kernels.flash_attention(q, k, v, causal)),
-                              qkv, device)
-    reference_ns, _ = modeled_ns(training(lambda q, k, v: kernels.attention.reference(
-        q, k, v, causal=causal)), qkv, device)
+    def forward_and_backward(attention):
+      def run(q, k, v, cotangent):
+        out, pullback = jax.vjp(attention, q, k, v)
+        return out, pullback(cotangent)
+      return run
+    kernel_ns, _ = modeled_ns(forward_and_backward(
+        lambda q, k, v: kernels.flash_attention(q, k, v, causal)), qkv + (d_out,), device)
+    reference_ns, _ = modeled_ns(forward_and_backward(
+        lambda q, k, v: kernels.attention.reference(q, k, v, causal=causal)), qkv + (d_out,),
+        device)
     flops = 14 * seq * seq * 128 // (2 if causal else 1)  # forward 4 S^2 d, backward 10 S^2 d
     name = "attn fwd+bwd" + (" causal" if causal else "")
     print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "

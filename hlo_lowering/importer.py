@@ -14,7 +14,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from hlo_lowering import attributes, jaxlib_private, legacy_index_vectors
-from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
+from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Function, Module, Op, Region, Value
 from hlo_lowering.locations import parse_location
 from hlo_lowering.program import DType
@@ -130,6 +130,9 @@ def _dot_as_dot_general(operands: list[Value], attrs: dict) -> tuple[str, dict]:
 class _Importer:
   def __init__(self):
     self._values: dict[ir.Value, Value] = {}
+    # A custom call with a tuple result (torch_xla's multi-output custom calls) is imported with
+    # one result per tuple element; stablehlo.get_tuple_element then names one of them.
+    self._tuples: dict[ir.Value, list[Value]] = {}
 
   def _value(self, mlir_value: ir.Value, what: str) -> Value:
     try:
@@ -144,14 +147,32 @@ class _Importer:
       value = Value(attributes.tensor_type(arg.type, f"{what} argument {i}"))
       self._values[arg] = value
       args.append(value)
-    return Block(args, [self.op(o) for o in mlir_block.operations])
+    ops = [self.op(o) for o in mlir_block.operations]
+    return Block(args, [op for op in ops if op is not None])
 
-  def op(self, mlir_op) -> Op:
+  def _tuple_element(self, operation) -> None:
+    """get_tuple_element of a flattened tuple: its result is that element, no op."""
+    elements = self._tuples.get(operation.operands[0])
+    if elements is None:
+      raise CompileError(f"stablehlo.get_tuple_element at {parse_location(str(operation.location))}"
+                         ": only the tuple result of a custom call is supported", UNIMPLEMENTED)
+    self._values[operation.results[0]] = elements[attributes.to_python(operation.attributes["index"])]
+
+  def op(self, mlir_op) -> Op | None:
     operation = mlir_op.operation
     loc = parse_location(str(operation.location))
     what = f"{operation.name} at {loc}"
+    if operation.name == "stablehlo.get_tuple_element":
+      return self._tuple_element(operation)
     operands = [self._value(v, what) for v in operation.operands]
-    result_types = [attributes.tensor_type(r.type, what) for r in operation.results]
+    tuple_result = (operation.name == "stablehlo.custom_call" and len(operation.results) == 1
+                    and isinstance(operation.results[0].type.maybe_downcast(), ir.TupleType))
+    if tuple_result:
+      tuple_type = operation.results[0].type.maybe_downcast()
+      result_types = [attributes.tensor_type(tuple_type.get_type(i), f"{what} result {i}")
+                      for i in range(tuple_type.num_types)]
+    else:
+      result_types = [attributes.tensor_type(r.type, what) for r in operation.results]
     if (operation.name == "stablehlo.constant" and result_types
         and result_types[0].dtype == DType.C64):
       attrs = {"value": attributes.complex_constant(operation, result_types[0])}
@@ -167,6 +188,9 @@ class _Importer:
       # dependence through it and POOL's program order (lowering/host_callback.py).
       name, operands, attrs = "stablehlo.constant", [], {"value": np.zeros((0,), np.bool_)}
     op = Op(name, operands, result_types, attrs, regions, loc)
+    if tuple_result:
+      self._tuples[operation.results[0]] = list(op.results)
+      return op
     for mlir_result, value in zip(operation.results, op.results):
       self._values[mlir_result] = value
     return op

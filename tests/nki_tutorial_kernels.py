@@ -39,6 +39,23 @@ def tensor_add_legacy(a_input, b_input):
 
 
 @nki.jit
+def exp_indexed(in_tensor):
+  """Beta 1 index expressions: 128-row tiles addressed with nl.arange (shifted by the tile's
+  start), the last (partial) one with nl.mgrid."""
+  out = nl.ndarray(in_tensor.shape, dtype=in_tensor.dtype, buffer=nl.shared_hbm)
+  rows, cols = in_tensor.shape
+  i_p, i_f = nl.arange(128)[:, None], nl.arange(cols)[None, :]
+  for t in nl.affine_range(rows // 128):
+    tile = nl.load(in_tensor[t * 128 + i_p, i_f])
+    nl.store(out[t * 128 + i_p, i_f], value=nl.exp(tile))
+  if rows % 128:
+    i_p, i_f = nl.mgrid[0:rows % 128, 0:cols]
+    tile = nl.load(in_tensor[rows // 128 * 128 + i_p, i_f])
+    nl.store(out[rows // 128 * 128 + i_p, i_f], value=nl.exp(tile))
+  return out
+
+
+@nki.jit
 def matmul(lhs_t, rhs):
   """result[M, N] = lhs_t[K, M].T @ rhs[K, N], tiled 128 x 128 x 512, accumulating over K in
   PSUM."""

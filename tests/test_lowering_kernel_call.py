@@ -9,6 +9,7 @@ from hlo_lowering.errors import CompileError
 from hlo_lowering.program import DType, HbmAP, Memory, Scalar, TileAP
 from hlo_lowering.program.kernel_program import (CONSTANT, INPUT, OUTPUT, KernelInstruction,
                                                   KernelProgram, KernelTensor)
+from hlo_lowering.lowering.kernel_call import digest_target
 from jax_trn import _native, compilation
 
 pytest.importorskip("jax_trn._native", reason="jax_trn._native is not built", exc_type=ImportError)
@@ -29,10 +30,10 @@ def _copy_kernel(dtype=DType.F32) -> KernelProgram:
       ["k.py:1", "k.py:2"], sbuf_bytes=64)
 
 
-def _call(payload: str, types: str = F4) -> str:
+def _call(payload: str, types: str = F4, target: str = "trn_kernel") -> str:
   """A program calling the kernel `payload` on its f32[4] argument."""
   return (f"func.func @main(%a: {types}) -> ({types}) {{\n"
-          f"%0 = \"stablehlo.custom_call\"(%a) {{call_target_name = \"trn_kernel\", "
+          f"%0 = \"stablehlo.custom_call\"(%a) {{call_target_name = \"{target}\", "
           f"mhlo.backend_config = {{kernel = \"{payload}\"}}}} : ({types}) -> {types}\n"
           f"return %0 : {types}\n}}")
 
@@ -47,6 +48,16 @@ def test_kernel_call_lowers_in_place_and_runs():
   program = compilation.compile_text(_call(_copy_kernel().encode()))
   (out,), _ = _native.run_program(program, [np.arange(4, dtype=np.float32)])
   np.testing.assert_array_equal(out, 2 * np.arange(4, dtype=np.float32))
+
+
+def test_target_named_after_its_kernel_lowers_and_a_mismatched_digest_is_refused():
+  payload = _copy_kernel().encode()
+  program = compilation.compile_text(_call(payload, target=digest_target(payload)))
+  (out,), _ = _native.run_program(program, [np.arange(4, dtype=np.float32)])
+  np.testing.assert_array_equal(out, 2 * np.arange(4, dtype=np.float32))
+  other = digest_target(_copy_kernel(DType.BF16).encode())
+  with pytest.raises(CompileError, match="digest does not match the kernel it carries"):
+    compilation.compile_text(_call(payload, target=other))
 
 
 @pytest.mark.parametrize("payload,message", [

@@ -43,6 +43,7 @@ CASES = {
                    lambda: (_normal((200, 700)), _normal((200, 700))), 1.0),
     "tensor_add_legacy": (kernels.tensor_add_legacy, jnp.add,
                           lambda: (_normal((97, 33)), _normal((97, 33))), 1.0),
+    "exp_indexed": (kernels.exp_indexed, jnp.exp, lambda: (_normal((300, 70)),), 2.0),
     "matmul_f32": (kernels.matmul, lambda a, b: jnp.matmul(a.T, b, precision="highest"),
                    lambda: (_normal((300, 200)), _normal((300, 600))), 16.0),
     "matmul_bf16": (kernels.matmul,

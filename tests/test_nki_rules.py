@@ -192,7 +192,21 @@ def uses_a_refused_instruction(x):
   return x
 
 
+@nki.jit
+def transposing_index(x):
+  i_p, i_f = nl.mgrid[0:64, 0:128]
+  return _stored(nl.load(x[i_f, i_p]))  # <- transposing
+
+
+@nki.jit
+def combined_index_vectors(x):
+  i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+  return _stored(nl.load(x[i_p * 64 + i_f, :]))  # <- combined
+
+
 @pytest.mark.parametrize("kernel,marker,message", [
+    (transposing_index, "transposing", "the index order must follow the grid's axes"),
+    (combined_index_vectors, "combined", "combined (+ of two nl.arange vectors) are not slices"),
     (partition_dim_too_large, "partitions", "partition dim 256"),
     (misaligned_partition_start, "alignment", "starts at partition 16"),
     (stationary_too_wide, "stationary", "stationary free size 256 exceeds 128"),

@@ -1,6 +1,8 @@
 """An NKI kernel called on torch tensors on the trn XLA device (torch_xla, PJRT_DEVICE=TRN) is
-a custom call in torch_xla's graph and gives torch's CPU result. Runs in a fresh process, as
-tests/test_torch_xla.py does; skips without torch_xla; slow (`-m slow`)."""
+a custom call in torch_xla's graph and gives torch's CPU result; flash attention's
+torch.autograd.Function (forward and backward kernels) gives torch autograd's CPU gradients.
+Runs in a fresh process, as tests/test_torch_xla.py does; skips without torch_xla; slow
+(`-m slow`)."""
 
 import importlib.util
 import json
@@ -13,7 +15,7 @@ from fresh_process import run_python
 
 _TESTS = pathlib.Path(__file__).resolve().parent
 
-_CHILD = textwrap.dedent(f"""
+_REGISTER = textwrap.dedent("""
     import json, sys
     from importlib import metadata
     import torch, torch_xla
@@ -21,6 +23,9 @@ _CHILD = textwrap.dedent(f"""
       from torch_xla.experimental import plugins
       from jax_trn.torch_plugin import TrnPlugin
       plugins.register_plugin("TRN", TrnPlugin())
+""")
+
+_CHILD = _REGISTER + textwrap.dedent(f"""
     sys.path.insert(0, {str(_TESTS)!r})
     import nki_tutorial_kernels as kernels
     dev = torch_xla.device()
@@ -34,12 +39,54 @@ _CHILD = textwrap.dedent(f"""
 """)
 
 
-@pytest.mark.slow  # a fresh torch_xla process: ~20 s alone
-def test_kernel_on_torch_xla_tensors_matches_torch():
+# Non-causal then causal in one process: the two kernels have the same shapes, so this also
+# proves torch_xla does not hand the second call the first one's compiled graph.
+_AUTOGRAD_CHILD = _REGISTER + textwrap.dedent("""
+    from jax_trn.kernels.torch_autograd import flash_attention
+
+    def reference(q, k, v, causal):
+      group = q.shape[0] // k.shape[0]
+      k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
+      scores = q @ k.transpose(1, 2) / q.shape[-1] ** 0.5
+      if causal:
+        keep = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+      return torch.softmax(scores, -1) @ v
+
+    dev = torch_xla.device()
+    g = torch.Generator().manual_seed(0)
+    errors = {}
+    for causal in (False, True):  # 4 query heads over 2 kv heads, 200 positions (partial tiles)
+      q, k, v = (torch.randn(s, generator=g) for s in ((4, 200, 64), (2, 200, 64), (2, 200, 64)))
+      w = torch.randn(4, 200, 64, generator=g)
+      results = []
+      for attention, device in ((flash_attention, dev), (reference, "cpu")):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+        out = attention(*leaves, causal)
+        (out * w.to(device)).sum().backward()
+        results.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+      errors[str(causal)] = [float((a - b).abs().max() / b.abs().max()) for a, b in zip(*results)]
+    print(json.dumps(errors))
+""")
+
+
+def _run_child(code: str) -> dict:
   if importlib.util.find_spec("torch_xla") is None:
     pytest.skip("torch_xla is not installed (pip install '.[torch]')")
-  result = run_python(_CHILD, {"PJRT_DEVICE": "TRN"}, timeout=600)
+  result = run_python(code, {"PJRT_DEVICE": "TRN"}, timeout=600)
   assert result.returncode == 0, result.stderr[-4000:]
-  errors = json.loads(result.stdout.strip().splitlines()[-1])
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # a fresh torch_xla process: ~20 s alone
+def test_kernel_on_torch_xla_tensors_matches_torch():
+  errors = _run_child(_CHILD)
   assert errors["add"] == 0.0
   assert errors["softmax"] < 1e-6
+
+
+@pytest.mark.slow  # a fresh torch_xla process: ~25 s alone
+def test_flash_attention_autograd_function_matches_torch_autograd():
+  errors = _run_child(_AUTOGRAD_CHILD)
+  for causal, (out, dq, dk, dv) in errors.items():  # relative to each result's largest value
+    assert max(out, dq, dk, dv) < 1e-5, (causal, out, dq, dk, dv)

@@ -10,6 +10,8 @@ errors point into the kernel.
 
 from __future__ import annotations
 
+import hashlib
+
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
@@ -20,9 +22,18 @@ KERNEL_TARGET = "trn_kernel"
 RULE_NAME = "kernel_call.lower_kernel_call"
 
 
+def digest_target(payload: str) -> str:
+  """trn_kernel.<digest of the payload>: the call target torch_xla's calls use. torch_xla keys
+  its cache of compiled graphs on a custom call's target name, not its backend_config, so two
+  kernels with the same shapes under one name would share one compiled graph."""
+  return f"{KERNEL_TARGET}.{hashlib.sha256(payload.encode()).hexdigest()[:16]}"
+
+
 def _is_kernel_call(op: Op) -> bool:
-  """call_target_name trn_kernel: a kernel traced by jax_trn.nki"""
-  return op.attrs.get("call_target_name") == KERNEL_TARGET
+  """call_target_name trn_kernel (or trn_kernel.<digest>): a kernel traced by jax_trn.nki"""
+  target = op.attrs.get("call_target_name")
+  return isinstance(target, str) and (target == KERNEL_TARGET
+                                      or target.startswith(KERNEL_TARGET + "."))
 
 
 def _payload(op: Op) -> str:
@@ -51,8 +62,13 @@ def _check_signature(op: Op, kernel: KernelProgram) -> None:
 
 @register_lowering("stablehlo.custom_call", when=_is_kernel_call)
 def lower_kernel_call(ctx: LoweringContext, op: Op) -> None:
+  payload = _payload(op)
+  target = op.attrs["call_target_name"]
+  if target != KERNEL_TARGET and target != digest_target(payload):
+    raise CompileError(f"custom_call @{target} at {op.loc}: the target's digest does not match "
+                       "the kernel it carries", INVALID_ARGUMENT)
   try:
-    kernel = KernelProgram.decode(_payload(op))
+    kernel = KernelProgram.decode(payload)
   except ValueError as e:
     raise CompileError(f"custom_call @{KERNEL_TARGET} at {op.loc}: {e}", INVALID_ARGUMENT) from None
   _check_signature(op, kernel)

@@ -1,16 +1,24 @@
 """Flash attention forward: softmax(q k^T * scale [+ causal mask]) v per head, with grouped-query
 heads (q head h reads kv head h // (H / Hkv)), never materialising the score matrix.
 
-Per kv head, k is transposed once into SBUF (d on partitions) and v kept as 128-row tiles with a
-column of ones appended, so the P @ V matmul also yields the softmax denominators (no VectorE
-row sum). Per 128 query rows, two passes over the keys in blocks of 512: the first computes the
-scores on TensorE and their row max on VectorE; the second recomputes them (TensorE has the
-time; the engines that would rescale a running output online do not), ScalarE exponentiates
-them with the scale and max folded into its scale and bias, TensorE transposes P and
-accumulates [P @ V | row sums] over every key block in one PSUM group; pass 1 of the next query
-block is issued before pass 2 of this one so the engines overlap. A causal kernel skips key
-blocks wholly after the queries and adds a -1e30 mask to the diagonal ones by one more matmul
-into the same PSUM group (identity @ mask).
+Per kv head, q and k are transposed once into SBUF (d on partitions, eight 128-row TensorE
+transposes per PSUM bank and one copy out per bank) and v is kept as 128-row tiles with a
+column of ones appended, so the P @ V matmul also yields the softmax denominators (no row sum
+on VectorE or ScalarE). Per 128 query rows, two passes over the keys:
+
+  1. the row max: per block of 1024 keys (512 for fp32) the scores (matmuls of 512 keys into
+     a 2-bank PSUM slot) and one VectorE reduction, then the blocks' maxima combined;
+  2. per block: the scores again (TensorE has the time: VectorE, which an online softmax
+     would also need for rescaling, has not), one ScalarE exp over the block with the scale
+     and the max folded into its scale and bias, eight TensorE transposes of P into one PSUM
+     bank (in P's dtype), one copy of that bank to SBUF (VectorE or ScalarE in rotation), and
+     the [P @ V | row sums] matmuls into one PSUM group.
+
+PSUM is allocated once, as rotating slots (Slots): two score tiles, two P^T tiles and three
+accumulators in one bank. Pass 1 of the next query block is issued before pass 2 of this one,
+and the steps (one pass over one key block) are software-pipelined (_Pipeline). A causal
+kernel skips keys after the queries and adds a -1e30 mask to the diagonal 128 keys by one more
+matmul into their PSUM group (identity @ mask).
 """
 
 import jax
@@ -22,7 +30,10 @@ import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
 from jax_trn.kernels.tiles import tiles
 
-KEY_BLOCK = 512
+SCORE_SLOTS = 2  # PSUM slots of one key block's scores (2 banks each in fp32)
+FLIPPED_SLOTS = 2  # slots of P^T (one bank each)
+ACC_SLOTS = 3  # [P @ V | row sums] accumulators, all in one bank
+FINISH_DELAY = 2  # pipeline steps between a block's last P @ V matmul and its output
 MASKED = -1.0e30  # added to the scores of keys after the query (exp gives exactly 0)
 
 
@@ -38,62 +49,75 @@ def reference(q, k, v, causal=False):
   return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(scores, axis=-1), v).astype(q.dtype)
 
 
-def transposed(rows, dtype):
-  """rows [n <= 128, d] (SBUF) as [d, n] in SBUF, through a TensorE transpose."""
-  n, d = rows.shape
-  flipped = nl.ndarray((d, n), dtype=nl.float32, buffer=nl.psum)
-  nisa.nc_transpose(dst=flipped, data=rows)
-  result = nl.ndarray((d, n), dtype=dtype, buffer=nl.sbuf)
-  nisa.tensor_copy(dst=result, src=flipped, engine=nisa.engine.scalar)
+def key_block(dtype) -> int:
+  """Keys per pass-2 block: P's transposes fill one 2 KiB PSUM bank per partition."""
+  return 1024 if np.dtype(dtype).itemsize <= 2 else 512
+
+
+class Slots:
+  """A PSUM tile [P, n, F] handed out as its n [P, F] slots in turn (NKI's buffer rotation:
+  the slot used n allocations ago is the one reused, so n - 1 stay in flight)."""
+
+  def __init__(self, tile):
+    self.tile, self.count = tile, 0
+
+  def next(self):
+    slot = self.tile[:, self.count % self.tile.shape[1], :]
+    self.count += 1
+    return slot
+
+
+class CopyRotation:
+  """Spreads PSUM -> SBUF copies over VectorE and ScalarE: `vector_share` of every
+  `period` copies on VectorE (which also takes every row max), the rest on ScalarE."""
+
+  def __init__(self, vector_share: int, period: int):
+    self.vector_share, self.period, self.count = vector_share, period, 0
+
+  def copy(self, dst, src):
+    on_vector = self.count % self.period < self.vector_share
+    self.count += 1
+    nisa.tensor_copy(dst=dst, src=src,
+                     engine=nisa.engine.vector if on_vector else nisa.engine.scalar)
+
+
+def transposed_rows(tensor, head, psum_slots, copies):
+  """tensor[head] [S, d] as one SBUF tile [d, S]: 128-row loads, TensorE transposes in the
+  tensor's dtype into PSUM slots [128, F] (as many as fit in one), one copy out per slot."""
+  seq, dim = tensor.shape[1], tensor.shape[2]
+  result = nl.ndarray((dim, seq), dtype=tensor.dtype, buffer=nl.sbuf)
+  for g0, gn in tiles(seq, psum_slots.tile.shape[2]):
+    flipped = psum_slots.next()[0:dim, 0:gn]
+    for s0, sn in tiles(gn, 128):
+      rows = nl.ndarray((sn, dim), dtype=tensor.dtype, buffer=nl.sbuf)
+      nisa.dma_copy(dst=rows, src=tensor[head, g0 + s0:g0 + s0 + sn, :])
+      nisa.nc_transpose(dst=flipped[:, s0:s0 + sn], data=rows)
+    copies.copy(result[:, g0:g0 + gn], flipped)
   return result
 
 
-def _load_kv(k, v, head, seq, dim):
-  """k[head].T as [d, seq] and v[head] as 128-row tiles [rows, d + 1] ending in a ones column."""
-  k_t = nl.ndarray((dim, seq), dtype=k.dtype, buffer=nl.sbuf)
-  v_tiles = []
+def ones_extended_rows(v, head):
+  """v[head] as 128-row tiles [rows, d + 1] ending in a column of ones."""
+  seq, dim = v.shape[1], v.shape[2]
+  result = []
   for s0, sn in tiles(seq, nl.tile_size.pmax):
-    rows = nl.ndarray((sn, dim), dtype=k.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=rows, src=k[head, s0:s0 + sn, :])
-    flipped = nl.ndarray((dim, sn), dtype=nl.float32, buffer=nl.psum)
-    nisa.nc_transpose(dst=flipped, data=rows)
-    nisa.tensor_copy(dst=k_t[:, s0:s0 + sn], src=flipped)
     v_ext = nl.ndarray((sn, dim + 1), dtype=v.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=v_ext[:, 0:dim], src=v[head, s0:s0 + sn, :])
     nisa.memset(dst=v_ext[:, dim:dim + 1], value=1.0)
-    v_tiles.append(v_ext)
-  return k_t, v_tiles
+    result.append(v_ext)
+  return result
 
 
-def causal_mask(masks: dict, offset: int, qn: int, kn: int):
-  """[qn, kn] bf16: 0 where key k0 + j <= query q0 + p (offset = q0 - k0), -1e30 elsewhere;
-  one constant per distinct offset and shape."""
-  key = (offset, qn, kn)
-  if key not in masks:
-    mask = nl.ndarray((qn, kn), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.iota(dst=mask, pattern=[[-1, kn]], offset=offset, channel_multiplier=1)
+def causal_mask(masks: dict, n: int):
+  """[n, n] bf16: 0 where key j <= query p (the diagonal block of queries and keys), -1e30
+  elsewhere; one constant per size."""
+  if n not in masks:
+    mask = nl.ndarray((n, n), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.iota(dst=mask, pattern=[[-1, n]], offset=0, channel_multiplier=1)
     nisa.tensor_scalar(dst=mask, data=mask, op0=nl.less, operand0=0.0, op1=nl.multiply,
                        operand1=MASKED)
-    masks[key] = mask
-  return masks[key]
-
-
-def _scores(q_t, k_t, k0, kn, identity, mask):
-  """q_t.T @ k_t[:, block] into PSUM, plus the causal mask (identity.T @ mask accumulated in
-  the same group) when one is given."""
-  qn = q_t.shape[1]
-  scores = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.psum)
-  nisa.nc_matmul(dst=scores, stationary=q_t, moving=k_t[:, k0:k0 + kn])
-  if mask is not None:
-    nisa.nc_matmul(dst=scores, stationary=identity[0:qn, 0:qn], moving=mask)
-  return scores
-
-
-def _probs(scores, scale, neg_max, dtype):
-  """exp(scale * scores - max) on ScalarE, in the matmul dtype."""
-  probs = nl.ndarray(scores.shape, dtype=dtype, buffer=nl.sbuf)
-  nisa.activation(dst=probs, op=nl.exp, data=scores, scale=scale, bias=neg_max)
-  return probs
+    masks[n] = mask
+  return masks[n]
 
 
 def identity_tile():
@@ -105,85 +129,190 @@ def identity_tile():
   return identity
 
 
-def _row_max(q, head, q0, qn, k_t, identity, masks, causal, scale):
-  """Pass 1 of one query block: its rows and transposed rows, key blocks and masks, and
-  -scale * (row max of the scores) over every key block."""
-  dim = q.shape[2]
-  rows = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
-  nisa.dma_copy(dst=rows, src=q[head, q0:q0 + qn, :])
-  q_t = transposed(rows, q.dtype)
-  blocks = tiles(q0 + qn if causal else q.shape[1], KEY_BLOCK)
-  block_masks = [causal_mask(masks, q0 - k0, qn, kn) if causal and k0 + kn > q0 + 1 else None
-                 for k0, kn in blocks]
-  block_max = nl.ndarray((qn, len(blocks)), dtype=nl.float32, buffer=nl.sbuf)
-  for b, ((k0, kn), mask) in enumerate(zip(blocks, block_masks)):
-    scores = _scores(q_t, k_t, k0, kn, identity, mask)
-    nisa.tensor_reduce(dst=block_max[:, b:b + 1], op=nl.max, data=scores, axis=1)
-  neg_max = nl.ndarray((qn, 1), dtype=nl.float32, buffer=nl.sbuf)
-  nisa.tensor_reduce(dst=neg_max, op=nl.max, data=block_max, axis=1, negate=True)
-  nisa.tensor_scalar(dst=neg_max, data=neg_max, op0=nl.multiply, operand0=scale)
-  return q_t, blocks, block_masks, neg_max
+def masked_scores(dst, q_t, k_t, k0, q0, causal, identity, masks):
+  """dst [qn, kn] (PSUM fp32) = q_t.T @ k_t[:, k0:k0 + kn]: matmuls of at most 512 keys (one
+  bank each); when causal, the keys [q0, q0 + qn) (the only ones after some query of the
+  block) get a matmul of their own with the mask accumulated into it."""
+  qn, kn = dst.shape
+  diagonal = q0 - k0 if causal and k0 <= q0 < k0 + kn else kn
+  pieces = tiles(diagonal, nl.tile_size.gemm_moving_fmax)
+  if diagonal < kn:
+    pieces.append((diagonal, kn - diagonal))
+  for a0, an in pieces:
+    part = dst[:, a0:a0 + an]
+    nisa.nc_matmul(dst=part, stationary=q_t, moving=k_t[:, k0 + a0:k0 + a0 + an])
+    if a0 == diagonal:
+      nisa.nc_matmul(dst=part, stationary=identity[0:qn, 0:qn],
+                     moving=causal_mask(masks, qn))
 
 
-def _accumulate(q_t, blocks, block_masks, neg_max, k_t, v_tiles, identity, scale, dtype):
-  """Pass 2 of one query block: [P @ V | row sums] in one PSUM group, software-pipelined so
-  TensorE scores key block b + 1 while block b is transposed."""
-  qn, dim = q_t.shape[1], k_t.shape[0]
-  pmax = nl.tile_size.pmax
-  acc = nl.ndarray((qn, dim + 1), dtype=nl.float32, buffer=nl.psum)
-  probs = _probs(_scores(q_t, k_t, *blocks[0], identity, block_masks[0]), scale, neg_max, dtype)
-  for b, (k0, kn) in enumerate(blocks):
-    following = None
-    if b + 1 < len(blocks):
-      following = _scores(q_t, k_t, *blocks[b + 1], identity, block_masks[b + 1])
-    chunks = tiles(kn, pmax)
-    flipped = []
-    for c0, cn in chunks:
-      flipped.append(nl.ndarray((cn, qn), dtype=nl.float32, buffer=nl.psum))
-      nisa.nc_transpose(dst=flipped[-1], data=probs[:, c0:c0 + cn])
-    if following is not None:
-      probs = _probs(following, scale, neg_max, dtype)
-    for c, ((c0, cn), f) in enumerate(zip(chunks, flipped)):
-      probs_t = nl.ndarray((cn, qn), dtype=dtype, buffer=nl.sbuf)
-      # Half the copies on ScalarE (VectorE also takes every row max).
-      nisa.tensor_copy(dst=probs_t, src=f,
-                       engine=nisa.engine.scalar if c % 2 else nisa.engine.vector)
-      nisa.nc_matmul(dst=acc, stationary=probs_t, moving=v_tiles[(k0 + c0) // pmax])
-  return acc
+class _QueryBlock:
+  """One block of <= 128 query rows of one head and what its passes build."""
+
+  def __init__(self, head, q_t, q0, qn, keys):
+    self.head, self.q_t, self.q0, self.qn = head, q_t, q0, qn
+    self.spans = tiles(keys, key_block(q_t.dtype))
+    self.row_max = nl.ndarray((qn, len(self.spans)), dtype=nl.float32, buffer=nl.sbuf)
+    self.neg_max = None
+    self.acc = None
+
+
+class _Step:
+  """One key block of one pass of one query block: its scores (TensorE), then for pass 1 their
+  row max (VectorE); for pass 2 their exponentials (ScalarE), P's transposes (TensorE), the
+  copy of P^T to SBUF and the [P @ V | 1] matmuls (TensorE)."""
+
+  def __init__(self, block: _QueryBlock, span: int, second_pass: bool):
+    self.block, self.span, self.second_pass = block, span, second_pass
+    self.last = span == len(block.spans) - 1
+    self.k0, self.kn = block.spans[span]
+
+
+class _Pipeline:
+  """Emits the steps software-pipelined: at step t the scores of step t + 2, the first engine
+  op on the scores of step t + 1 (its row max or its exponentials), the transposes and the
+  copy of step t and the P @ V matmuls of step t - 1. Each engine's stream runs in order, so
+  each then always has work whose inputs an earlier step produced (two score tiles rotate)."""
+
+  def __init__(self, kernel):
+    self.kernel = kernel
+
+  def run(self, steps):
+    steps = list(steps)
+    for step in steps[:2]:
+      self._scores(step)
+    if steps:
+      self._first_op(steps[0])
+    previous, finishing = None, []
+    for t, step in enumerate(steps):
+      # A block's output is formed FINISH_DELAY steps after its last P @ V matmuls, so
+      # ScalarE's stream does not stop at its reciprocal while TensorE still accumulates.
+      while finishing and finishing[0][0] + FINISH_DELAY <= t:
+        self.kernel.finish(finishing.pop(0)[1])
+      if t + 2 < len(steps):
+        self._scores(steps[t + 2])
+      if t + 1 < len(steps):
+        self._first_op(steps[t + 1])
+      if step.second_pass:
+        self._transpose_and_copy(step)
+      if previous is not None:
+        finishing += [(t, block) for block in self._multiply(previous)]
+      previous = step if step.second_pass else None
+    if previous is not None:
+      finishing += [(len(steps), block) for block in self._multiply(previous)]
+    for _, block in finishing:
+      self.kernel.finish(block)
+
+  def _scores(self, step: _Step):
+    k, b = self.kernel, step.block
+    step.scores = k.score_slots.next()[0:b.qn, 0:step.kn]
+    masked_scores(step.scores, b.q_t, k.k_t, step.k0, b.q0, k.causal, k.identity, k.masks)
+
+  def _first_op(self, step: _Step):
+    k, b = self.kernel, step.block
+    if not step.second_pass:
+      nisa.tensor_reduce(dst=b.row_max[:, step.span:step.span + 1], op=nl.max, data=step.scores,
+                         axis=1)
+      if step.last:
+        self._negated_max(b)
+      return
+    step.probs = nl.ndarray((b.qn, step.kn), dtype=k.dtype, buffer=nl.sbuf)
+    nisa.activation(dst=step.probs, op=nl.exp, data=step.scores, scale=k.scale, bias=b.neg_max)
+
+  def _negated_max(self, b: _QueryBlock):
+    """-scale * the row max over every span (on VectorE, which computed the maxima: ScalarE's
+    in-order stream is busy with another block's exponentials)."""
+    row_max = b.row_max
+    if len(b.spans) > 1:
+      row_max = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
+      nisa.tensor_reduce(dst=row_max, op=nl.max, data=b.row_max, axis=1)
+    b.neg_max = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=b.neg_max, data=row_max, op0=nl.multiply, operand0=-self.kernel.scale)
+
+  def _transpose_and_copy(self, step: _Step):
+    k, b, pmax = self.kernel, step.block, nl.tile_size.pmax
+    chunks = tiles(step.kn, pmax)
+    flipped = k.flipped_slots.next()[0:min(step.kn, pmax), 0:len(chunks) * b.qn]
+    for c, (c0, cn) in enumerate(chunks):
+      nisa.nc_transpose(dst=flipped[0:cn, c * b.qn:(c + 1) * b.qn], data=step.probs[:, c0:c0 + cn])
+    step.probs_t = nl.ndarray(flipped.shape, dtype=k.dtype, buffer=nl.sbuf)
+    full = len(chunks) if chunks[-1][1] == pmax or len(chunks) == 1 else len(chunks) - 1
+    k.copies.copy(step.probs_t[:, 0:full * b.qn], flipped[:, 0:full * b.qn])
+    if full < len(chunks):
+      rest = chunks[-1][1]
+      k.copies.copy(step.probs_t[0:rest, full * b.qn:], flipped[0:rest, full * b.qn:])
+    step.chunks = chunks
+
+  def _multiply(self, step: _Step) -> list:
+    """The P @ V matmuls of a step; the block, when they complete its accumulation."""
+    k, b, pmax = self.kernel, step.block, nl.tile_size.pmax
+    if step.span == 0:
+      b.acc = k.acc_slots.next()[0:b.qn, :]
+    for c, (c0, cn) in enumerate(step.chunks):
+      nisa.nc_matmul(dst=b.acc, stationary=step.probs_t[0:cn, c * b.qn:(c + 1) * b.qn],
+                     moving=k.v_tiles[(step.k0 + c0) // pmax])
+    return [b] if step.last else []
+
+
+class _Attention:
+  """The kernel's state per kv head, and the output of one query block."""
+
+  def __init__(self, q, k, v, causal, with_lse):
+    self.heads, self.seq, self.dim = q.shape
+    self.kv_heads, self.dtype, self.causal = k.shape[0], q.dtype, causal
+    self.scale = 1.0 / float(np.sqrt(self.dim))
+    self.out = nl.ndarray(q.shape, dtype=q.dtype, buffer=nl.shared_hbm)
+    self.lse = (nl.ndarray((self.heads, self.seq), dtype=nl.float32, buffer=nl.shared_hbm)
+                if with_lse else None)
+    self.identity = identity_tile()
+    self.masks = {}
+    self.copies = CopyRotation(vector_share=1, period=3)
+    # PSUM (8 banks of 2 KiB per partition), allocated once and rotated: 4 banks of scores,
+    # 2 of P^T (bf16) and one of accumulators.
+    block = key_block(self.dtype)
+    self.score_slots = Slots(nl.ndarray((nl.tile_size.pmax, SCORE_SLOTS, block), dtype=nl.float32,
+                                        buffer=nl.psum))
+    self.flipped_slots = Slots(nl.ndarray((nl.tile_size.pmax, FLIPPED_SLOTS, block),
+                                          dtype=self.dtype, buffer=nl.psum))
+    self.acc_slots = Slots(nl.ndarray((nl.tile_size.pmax, ACC_SLOTS, self.dim + 1),
+                                      dtype=nl.float32, buffer=nl.psum))
+
+  def run(self, q, k, v):
+    group = self.heads // self.kv_heads
+    for kv_head in range(self.kv_heads):
+      self.k_t = transposed_rows(k, kv_head, self.flipped_slots, self.copies)
+      self.v_tiles = ones_extended_rows(v, kv_head)
+      blocks = []
+      for head in range(kv_head * group, (kv_head + 1) * group):
+        q_t = transposed_rows(q, head, self.flipped_slots, self.copies)
+        blocks += [_QueryBlock(head, q_t[:, q0:q0 + qn], q0, qn, q0 + qn if self.causal else self.seq)
+                   for q0, qn in tiles(self.seq, nl.tile_size.pmax)]
+      # Pass 1 of the next query block runs before pass 2 of this one, so VectorE's row maxima
+      # overlap ScalarE's exponentials.
+      steps = [_Step(blocks[0], s, False) for s in range(len(blocks[0].spans))]
+      for w, block in enumerate(blocks):
+        if w + 1 < len(blocks):
+          steps += [_Step(blocks[w + 1], s, False) for s in range(len(blocks[w + 1].spans))]
+        steps += [_Step(block, s, True) for s in range(len(block.spans))]
+      _Pipeline(self).run(steps)
+
+  def finish(self, b: _QueryBlock):
+    dim = self.dim
+    inverse = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=inverse, op=nl.reciprocal, data=b.acc[:, dim:dim + 1])
+    result = nl.ndarray((b.qn, dim), dtype=self.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=result, data=b.acc[:, 0:dim], op0=nl.multiply, operand0=inverse)
+    nisa.dma_copy(dst=self.out[b.head, b.q0:b.q0 + b.qn, :], src=result)
+    if self.lse is not None:  # log(sum) + scale * max
+      row_lse = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
+      nisa.activation(dst=row_lse, op=nl.log, data=b.acc[:, dim:dim + 1])
+      nisa.activation(dst=row_lse, op=nl.copy, data=b.neg_max, scale=-1.0, bias=row_lse)
+      nisa.dma_copy(dst=self.lse[b.head, b.q0:b.q0 + b.qn], src=row_lse)
 
 
 @nki.jit
 def flash_attention_kernel(q, k, v, causal=False, with_lse=False):
   """with_lse: also return logsumexp(q k^T * scale) [H, S] in fp32 (what the backward needs)."""
-  heads, seq, dim = q.shape
-  kv_heads = k.shape[0]
-  scale = 1.0 / float(np.sqrt(dim))
-  out = nl.ndarray(q.shape, dtype=q.dtype, buffer=nl.shared_hbm)
-  lse = nl.ndarray((heads, seq), dtype=nl.float32, buffer=nl.shared_hbm) if with_lse else None
-  identity = identity_tile()
-  masks = {}
-  for kv_head in range(kv_heads):
-    k_t, v_tiles = _load_kv(k, v, kv_head, seq, dim)
-    work = [(head, q0, qn) for head in range(kv_head * (heads // kv_heads),
-                                             (kv_head + 1) * (heads // kv_heads))
-            for q0, qn in tiles(seq, nl.tile_size.pmax)]
-    # Pass 1 of the next query block is issued before pass 2 of this one, so VectorE's row
-    # maxima overlap ScalarE's exponentials.
-    maxima = _row_max(q, *work[0], k_t, identity, masks, causal, scale)
-    for w, (head, q0, qn) in enumerate(work):
-      q_t, blocks, block_masks, neg_max = maxima
-      if w + 1 < len(work):
-        maxima = _row_max(q, *work[w + 1], k_t, identity, masks, causal, scale)
-      acc = _accumulate(q_t, blocks, block_masks, neg_max, k_t, v_tiles, identity, scale,
-                        q.dtype)
-      inverse = nl.ndarray((qn, 1), dtype=nl.float32, buffer=nl.sbuf)
-      nisa.reciprocal(dst=inverse, data=acc[:, dim:dim + 1])
-      result = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
-      nisa.tensor_scalar(dst=result, data=acc[:, 0:dim], op0=nl.multiply, operand0=inverse)
-      nisa.dma_copy(dst=out[head, q0:q0 + qn, :], src=result)
-      if with_lse:  # max + log(sum)
-        row_lse = nl.ndarray((qn, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=row_lse, op=nl.log, data=acc[:, dim:dim + 1])
-        nisa.tensor_tensor(dst=row_lse, data1=row_lse, data2=neg_max, op=nl.subtract)
-        nisa.dma_copy(dst=lse[head, q0:q0 + qn], src=row_lse)
-  return (out, lse) if with_lse else out
+  attention = _Attention(q, k, v, causal, with_lse)
+  attention.run(q, k, v)
+  return (attention.out, attention.lse) if with_lse else attention.out

@@ -1,17 +1,22 @@
 """Flash attention backward, and `flash_attention`: the forward and backward kernels as one
 differentiable function (jax.custom_vjp).
 
-The backward recomputes P = exp(q k^T * scale - lse) from the forward's logsumexp, 128 keys by
-128 queries at a time (FlashAttention-2's order: key blocks outside, so dK and dV of a block
-accumulate over every query block and every q head of its group in open PSUM groups, while dQ
-accumulates in fp32 SBUF across key blocks):
+The backward recomputes P = exp(q k^T * scale - lse) from the forward's logsumexp
+(FlashAttention-2's order: key groups of 512 outside, so dK and dV of a group accumulate over
+every query block and every q head of its group in open PSUM groups, while dQ accumulates in
+fp32 SBUF across key groups):
 
     dV += P^T dO        dP = dO V^T        dS = P * (dP - rowsum(dO * O))
     dK += dS^T Q * scale                   dQ += dS K * scale
 
-Every operand TensorE needs with the contraction on partitions is made once per head (q, dO, k,
-v transposed on TensorE); the causal form skips query blocks wholly before a key block and masks
-the diagonal ones as the forward does.
+Per 128 queries x 512 keys: TensorE computes the scores and dP (one matmul each), ScalarE
+P = exp(...) and dP - delta (its per-partition bias), VectorE dS = P * (dP - delta), TensorE
+the dV and dK matmuls (P and dS are already [queries, keys]: no transpose), four transposes
+of dS into one PSUM bank, one copy of it to SBUF and the dQ matmuls. The steps are
+software-pipelined (the scores of step t + 1 before the matmuls of step t). Every operand
+TensorE needs with the contraction on partitions is made once per head; the causal form skips
+query blocks wholly before a key group, stops each at its last query and masks the diagonal
+128 keys as the forward does.
 """
 
 import functools
@@ -22,43 +27,154 @@ import numpy as np
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
-from jax_trn.kernels.attention import (causal_mask, flash_attention_kernel, identity_tile,
-                                       reference, transposed)
+from jax_trn.kernels.attention import (CopyRotation, Slots, flash_attention_kernel,
+                                       identity_tile, masked_scores, reference, transposed_rows)
 from jax_trn.kernels.tiles import tiles
 
+KEY_GROUP = 512  # keys per step: one PSUM bank of fp32 scores
 
-def _rows_and_transposes(tensor, head, seq, dim):
-  """tensor[head] as 128-row tiles [rows, d] and as one [d, seq] tile (TensorE transposes)."""
-  rows_tiles = []
-  flipped = nl.ndarray((dim, seq), dtype=tensor.dtype, buffer=nl.sbuf)
-  for s0, sn in tiles(seq, nl.tile_size.pmax):
-    rows = nl.ndarray((sn, dim), dtype=tensor.dtype, buffer=nl.sbuf)
+
+def _row_tiles(tensor, head):
+  """tensor[head] as 128-row SBUF tiles [rows, d]."""
+  result = []
+  for s0, sn in tiles(tensor.shape[1], nl.tile_size.pmax):
+    rows = nl.ndarray((sn, tensor.shape[2]), dtype=tensor.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=rows, src=tensor[head, s0:s0 + sn, :])
-    rows_tiles.append(rows)
-    block = nl.ndarray((dim, sn), dtype=nl.float32, buffer=nl.psum)
-    nisa.nc_transpose(dst=block, data=rows)
-    nisa.tensor_copy(dst=flipped[:, s0:s0 + sn], src=block)
-  return rows_tiles, flipped
+    result.append(rows)
+  return result
 
 
-def _query_side(q, out, d_out, lse, head, seq, dim):
-  """Per query block of one head: q and dO rows and transposes, -lse and -rowsum(dO * O)."""
-  q_rows, q_t = _rows_and_transposes(q, head, seq, dim)
-  d_out_rows, d_out_t = _rows_and_transposes(d_out, head, seq, dim)
-  neg_lse, neg_deltas = [], []
-  for (s0, sn), d_rows in zip(tiles(seq, nl.tile_size.pmax), d_out_rows):
-    row_lse = nl.ndarray((sn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=row_lse, src=lse[head, s0:s0 + sn])
-    nisa.tensor_scalar(dst=row_lse, data=row_lse, op0=nl.multiply, operand0=-1.0)
-    neg_lse.append(row_lse)
-    o_rows = nl.ndarray((sn, dim), dtype=out.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=o_rows, src=out[head, s0:s0 + sn, :])
-    products = nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=products, data1=d_rows, data2=o_rows, op=nl.multiply)
-    neg_delta = nl.ndarray((sn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=neg_delta, op=nl.add, data=products, axis=1, negate=True)
-    neg_deltas.append(neg_delta)
-  return q_rows, q_t, d_out_rows, d_out_t, neg_lse, neg_deltas
+def _per_query_columns(seq):
+  """A [128, query blocks] fp32 tile, zeroed so that a partial last block's column is whole."""
+  columns = nl.ndarray((nl.tile_size.pmax, len(tiles(seq, nl.tile_size.pmax))), dtype=nl.float32,
+                       buffer=nl.sbuf)
+  nisa.memset(dst=columns, value=0.0)
+  return columns
+
+
+class _Head:
+  """One q head's operands: q and dO as rows and transposed, -lse and -rowsum(dO * O) as one
+  column per query block (and -rowsum(dO * O) as a row in the matmul dtype), and the fp32 dQ
+  accumulators."""
+
+  def __init__(self, q, out, d_out, lse, head, flipped_slots, row_slots, copies):
+    seq, dim = q.shape[1], q.shape[2]
+    self.head = head
+    blocks = tiles(seq, nl.tile_size.pmax)
+    self.q_rows, self.d_out_rows = _row_tiles(q, head), _row_tiles(d_out, head)
+    self.q_t = transposed_rows(q, head, flipped_slots, copies)
+    self.d_out_t = transposed_rows(d_out, head, flipped_slots, copies)
+    self.neg_lse, self.neg_delta = _per_query_columns(seq), _per_query_columns(seq)
+    for i, (s0, sn) in enumerate(blocks):
+      nisa.dma_copy(dst=self.neg_lse[0:sn, i:i + 1], src=lse[head, s0:s0 + sn])
+      o_rows = nl.ndarray((sn, dim), dtype=out.dtype, buffer=nl.sbuf)
+      nisa.dma_copy(dst=o_rows, src=out[head, s0:s0 + sn, :])
+      products = nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
+      nisa.tensor_tensor(dst=products, data1=self.d_out_rows[i], data2=o_rows, op=nl.multiply)
+      nisa.tensor_reduce(dst=self.neg_delta[0:sn, i:i + 1], op=nl.add, data=products, axis=1)
+    for columns in (self.neg_lse, self.neg_delta):  # negated once for every block
+      nisa.activation(dst=columns, op=nl.copy, data=columns, scale=-1.0)
+    # -delta as one row [1, S] in the matmul dtype: a rank-1 matmul (-delta x ones) into dP's
+    # PSUM group then gives dP - delta, with no ScalarE or VectorE pass over the block.
+    self.neg_delta_row = nl.ndarray((1, seq), dtype=q.dtype, buffer=nl.sbuf)
+    for r0, rn in tiles(seq, KEY_GROUP):
+      row = row_slots.next()[0:1, 0:rn]
+      for i, (s0, sn) in enumerate(blocks):
+        if r0 <= s0 < r0 + rn:
+          nisa.nc_transpose(dst=row[:, s0 - r0:s0 - r0 + sn], data=self.neg_delta[0:sn, i:i + 1])
+      nisa.tensor_copy(dst=self.neg_delta_row[:, r0:r0 + rn], src=row)
+    self.dq_acc = [nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf) for _, sn in blocks]
+
+
+class _Step:
+  """One (q head, 128-query block) against one key group: [q0, q0 + qn) x [k0, k0 + kn)."""
+
+  def __init__(self, side: _Head, block: int, q0: int, qn: int, k0: int, kn: int, first: bool):
+    self.side, self.block, self.q0, self.qn, self.k0, self.kn = side, block, q0, qn, k0, kn
+    self.first = first  # the first key group this query block sees: it writes dQ
+
+
+class _Backward:
+  def __init__(self, q, causal):
+    self.dim, self.dtype, self.causal = q.shape[2], q.dtype, causal
+    self.scale = 1.0 / float(np.sqrt(self.dim))
+    self.identity = identity_tile()
+    self.masks = {}
+    self.copies = CopyRotation(vector_share=0, period=1)  # VectorE has dS and the dQ sums
+    pmax = nl.tile_size.pmax
+    # PSUM (8 banks of 2 KiB per partition): two slots each of scores and dP, dS^T (two
+    # [128, 512] slots in one bank in bf16), dK and dV of a key group, three dQ slots.
+    self.score_slots = Slots(nl.ndarray((pmax, 2, KEY_GROUP), dtype=nl.float32, buffer=nl.psum))
+    self.d_probs_slots = Slots(nl.ndarray((pmax, 2, KEY_GROUP), dtype=nl.float32, buffer=nl.psum))
+    flipped = max(1, 2048 // (KEY_GROUP * q.itemsize))
+    self.flipped_slots = Slots(nl.ndarray((pmax, flipped, KEY_GROUP), dtype=q.dtype,
+                                          buffer=nl.psum))
+    self.ones_row = nl.ndarray((1, KEY_GROUP), dtype=q.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=self.ones_row, value=1.0)
+    self.dq_slots = Slots(nl.ndarray((pmax, 3, self.dim), dtype=nl.float32, buffer=nl.psum))
+
+  def scores(self, step: _Step):
+    """P and dS of one step (TensorE, ScalarE, VectorE)."""
+    side, qn, kn, k0 = step.side, step.qn, step.kn, step.k0
+    q_t = side.q_t[:, step.q0:step.q0 + qn]
+    scores = self.score_slots.next()[0:qn, 0:kn]
+    masked_scores(scores, q_t, self.k_t, k0, step.q0, self.causal, self.identity, self.masks)
+    d_probs = self.d_probs_slots.next()[0:qn, 0:kn]
+    nisa.nc_matmul(dst=d_probs, stationary=side.d_out_t[:, step.q0:step.q0 + qn],
+                   moving=self.v_t[:, k0:k0 + kn])
+    nisa.nc_matmul(dst=d_probs, stationary=side.neg_delta_row[:, step.q0:step.q0 + qn],
+                   moving=self.ones_row[:, 0:kn])
+    i = step.block
+    step.probs = nl.ndarray((qn, kn), dtype=self.dtype, buffer=nl.sbuf)
+    nisa.activation(dst=step.probs, op=nl.exp, data=scores, scale=self.scale,
+                    bias=side.neg_lse[0:qn, i:i + 1])
+    step.d_scores = nl.ndarray((qn, kn), dtype=self.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=step.d_scores, data1=d_probs, data2=step.probs, op=nl.multiply)
+
+  def key_gradients(self, step: _Step):
+    """dV and dK contributions, and dS^T in SBUF."""
+    side, qn = step.side, step.qn
+    chunks = tiles(step.kn, nl.tile_size.pmax)
+    flipped = self.flipped_slots.next()
+    for c, (c0, cn) in enumerate(chunks):
+      chunk = (step.k0 - self.g0 + c0) // nl.tile_size.pmax
+      nisa.nc_matmul(dst=self.dv_acc[0:cn, chunk, :], stationary=step.probs[:, c0:c0 + cn],
+                     moving=side.d_out_rows[step.block])
+      nisa.nc_matmul(dst=self.dk_acc[0:cn, chunk, :], stationary=step.d_scores[:, c0:c0 + cn],
+                     moving=side.q_rows[step.block])
+      nisa.nc_transpose(dst=flipped[0:cn, c * qn:(c + 1) * qn], data=step.d_scores[:, c0:c0 + cn])
+    step.d_scores_t = nl.ndarray((min(step.kn, nl.tile_size.pmax), len(chunks) * qn),
+                                 dtype=self.dtype, buffer=nl.sbuf)
+    full = len(chunks) if chunks[-1][1] == chunks[0][1] else len(chunks) - 1
+    self.copies.copy(step.d_scores_t[:, 0:full * qn], flipped[0:chunks[0][1], 0:full * qn])
+    if full < len(chunks):
+      rest = chunks[-1][1]
+      self.copies.copy(step.d_scores_t[0:rest, full * qn:], flipped[0:rest, full * qn:len(chunks) * qn])
+    step.chunks = chunks
+
+  def query_gradient(self, step: _Step):
+    """dS @ K into PSUM, added to the block's fp32 dQ."""
+    dq_part = self.dq_slots.next()[0:step.qn, :]
+    for c, (c0, cn) in enumerate(step.chunks):
+      nisa.nc_matmul(dst=dq_part, stationary=step.d_scores_t[0:cn, c * step.qn:(c + 1) * step.qn],
+                     moving=self.k_rows[(step.k0 + c0) // nl.tile_size.pmax])
+    acc = step.side.dq_acc[step.block]
+    if step.first:
+      nisa.tensor_copy(dst=acc, src=dq_part)
+    else:
+      nisa.tensor_tensor(dst=acc, data1=acc, data2=dq_part, op=nl.add)
+
+  def run_group(self, steps):
+    """The steps of one key group, pipelined: at step t the scores and dS of step t + 1, the
+    dV/dK matmuls and dS^T of step t and the dQ matmuls of step t - 1."""
+    self.scores(steps[0])
+    for t, step in enumerate(steps):
+      if t + 1 < len(steps):
+        self.scores(steps[t + 1])
+      self.key_gradients(step)
+      if t > 0:
+        self.query_gradient(steps[t - 1])
+    self.query_gradient(steps[-1])
 
 
 @nki.jit
@@ -68,77 +184,42 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
   heads, seq, dim = q.shape
   kv_heads = k.shape[0]
   group = heads // kv_heads
-  scale = 1.0 / float(np.sqrt(dim))
   pmax = nl.tile_size.pmax
   dq = nl.ndarray(q.shape, dtype=q.dtype, buffer=nl.shared_hbm)
   dk = nl.ndarray(k.shape, dtype=k.dtype, buffer=nl.shared_hbm)
   dv = nl.ndarray(v.shape, dtype=v.dtype, buffer=nl.shared_hbm)
-  identity = identity_tile()
-  masks = {}
+  bwd = _Backward(q, causal)
   blocks = tiles(seq, pmax)
   for kv_head in range(kv_heads):
-    k_rows, k_t = _rows_and_transposes(k, kv_head, seq, dim)
-    _, v_t = _rows_and_transposes(v, kv_head, seq, dim)
-    group_heads = range(kv_head * group, (kv_head + 1) * group)
-    sides = {h: _query_side(q, out, d_out, lse, h, seq, dim) for h in group_heads}
-    # fp32 dQ per query block: key block 0 (which every query block sees) writes it, later
-    # key blocks add to it.
-    dq_acc = {h: [nl.ndarray((qn, dim), dtype=nl.float32, buffer=nl.sbuf) for _, qn in blocks]
-              for h in group_heads}
-    for j, (k0, kn) in enumerate(blocks):
-      dk_acc = nl.ndarray((kn, dim), dtype=nl.float32, buffer=nl.psum)
-      dv_acc = nl.ndarray((kn, dim), dtype=nl.float32, buffer=nl.psum)
-      # Every (head, query block) that sees this key block; the scores and dS of the next one
-      # are issued before the dK/dV/dQ matmuls of this one, so the engines overlap.
-      pairs = [(head, i) for head in group_heads for i, (q0, qn) in enumerate(blocks)
-               if not (causal and q0 + qn <= k0)]  # (skipped: every query precedes every key)
-
-      def scores_stage(head, i):
-        """P and dS of one query block against this key block."""
-        q_rows, q_t, d_out_rows, d_out_t, neg_lse, neg_delta = sides[head]
-        q0, qn = blocks[i]
-        scores = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=scores, stationary=q_t[:, q0:q0 + qn], moving=k_t[:, k0:k0 + kn])
-        if causal and k0 + kn > q0 + 1:
-          nisa.nc_matmul(dst=scores, stationary=identity[0:qn, 0:qn],
-                         moving=causal_mask(masks, q0 - k0, qn, kn))
-        d_probs = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=d_probs, stationary=d_out_t[:, q0:q0 + qn], moving=v_t[:, k0:k0 + kn])
-        probs = nl.ndarray((qn, kn), dtype=q.dtype, buffer=nl.sbuf)
-        nisa.activation(dst=probs, op=nl.exp, data=scores, scale=scale, bias=neg_lse[i])
-        centred = nl.ndarray((qn, kn), dtype=nl.float32, buffer=nl.sbuf)  # on ScalarE
-        nisa.activation(dst=centred, op=nl.copy, data=d_probs, bias=neg_delta[i])
-        d_scores = nl.ndarray((qn, kn), dtype=q.dtype, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=d_scores, data1=centred, data2=probs, op=nl.multiply)
-        return probs, d_scores
-
-      staged = scores_stage(*pairs[0])
-      for p, (head, i) in enumerate(pairs):
-        probs, d_scores = staged
-        if p + 1 < len(pairs):
-          staged = scores_stage(*pairs[p + 1])
-        q_rows, _, d_out_rows, _, _, _ = sides[head]
-        nisa.nc_matmul(dst=dv_acc, stationary=probs, moving=d_out_rows[i])
-        nisa.nc_matmul(dst=dk_acc, stationary=d_scores, moving=q_rows[i])
-        d_scores_t = transposed(d_scores, q.dtype)
-        dq_part = nl.ndarray((blocks[i][1], dim), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=dq_part, stationary=d_scores_t, moving=k_rows[j])
-        if j == 0:
-          nisa.tensor_copy(dst=dq_acc[head][i], src=dq_part)
-        else:
-          nisa.tensor_tensor(dst=dq_acc[head][i], data1=dq_acc[head][i], data2=dq_part,
-                             op=nl.add)
-      dk_tile = nl.ndarray((kn, dim), dtype=k.dtype, buffer=nl.sbuf)
-      nisa.tensor_scalar(dst=dk_tile, data=dk_acc, op0=nl.multiply, operand0=scale)
-      nisa.dma_copy(dst=dk[kv_head, k0:k0 + kn, :], src=dk_tile)
-      dv_tile = nl.ndarray((kn, dim), dtype=v.dtype, buffer=nl.sbuf)
-      nisa.tensor_copy(dst=dv_tile, src=dv_acc, engine=nisa.engine.scalar)
-      nisa.dma_copy(dst=dv[kv_head, k0:k0 + kn, :], src=dv_tile)
-    for head in group_heads:
-      for (q0, qn), acc in zip(blocks, dq_acc[head]):
+    bwd.k_rows = _row_tiles(k, kv_head)
+    bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies)
+    bwd.v_t = transposed_rows(v, kv_head, bwd.flipped_slots, bwd.copies)
+    sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.score_slots, bwd.copies)
+             for head in range(kv_head * group, (kv_head + 1) * group)]
+    for g0, gn in tiles(seq, KEY_GROUP):
+      bwd.g0 = g0
+      bwd.dk_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
+      bwd.dv_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
+      steps = []
+      for side in sides:
+        for i, (q0, qn) in enumerate(blocks):
+          # Causal: keys after the block's last query contribute nothing.
+          kn = min(gn, q0 + qn - g0) if causal else gn
+          if kn > 0:
+            steps.append(_Step(side, i, q0, qn, g0, kn, first=g0 == 0))
+      bwd.run_group(steps)
+      for c, (c0, cn) in enumerate(tiles(gn, pmax)):
+        dk_tile = nl.ndarray((cn, dim), dtype=k.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=dk_tile, op=nl.copy, data=bwd.dk_acc[0:cn, c, :], scale=bwd.scale)
+        nisa.dma_copy(dst=dk[kv_head, g0 + c0:g0 + c0 + cn, :], src=dk_tile)
+        dv_tile = nl.ndarray((cn, dim), dtype=v.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=dv_tile, src=bwd.dv_acc[0:cn, c, :])
+        nisa.dma_copy(dst=dv[kv_head, g0 + c0:g0 + c0 + cn, :], src=dv_tile)
+    for side in sides:
+      for (q0, qn), acc in zip(blocks, side.dq_acc):
         result = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=result, data=acc, op0=nl.multiply, operand0=scale)
-        nisa.dma_copy(dst=dq[head, q0:q0 + qn, :], src=result)
+        nisa.activation(dst=result, op=nl.copy, data=acc, scale=bwd.scale)
+        nisa.dma_copy(dst=dq[side.head, q0:q0 + qn, :], src=result)
   return dq, dk, dv
 
 

@@ -9,7 +9,8 @@ arrays the kernel runs alone on the simulator; the outputs come back and `last_s
 keeps the modeled time and profile (`simulate` returns both).
 
 On torch tensors on an XLA device (torch_xla, PJRT_DEVICE=TRN) the call is the same custom call
-in torch_xla's graph.
+in torch_xla's graph, its target `trn_kernel.<digest of the kernel>` (torch_xla caches compiled
+graphs by target name); a kernel with several outputs is a tuple-typed call there.
 
 `kernel[n]` (or `kernel[n, m]`) launches a grid: the kernel is traced once per grid point,
 `nl.program_id(axis)` saying which, into one program on one NeuronCore (the points run one
@@ -25,7 +26,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 
-from hlo_lowering.lowering.kernel_call import KERNEL_TARGET
+from hlo_lowering.lowering.kernel_call import KERNEL_TARGET, digest_target
 from hlo_lowering.program.kernel_program import OUTPUT, KernelProgram
 from jax_trn.nki import simulate as simulation
 from jax_trn.nki.errors import kernel_error
@@ -142,14 +143,15 @@ class Kernel:
 
 
   def _call_torch_xla(self, args, kwargs):
-    """A custom call in torch_xla's lazy graph (its HLO carries the payload as backend_config)."""
+    """A custom call in torch_xla's lazy graph (its HLO carries the payload as backend_config),
+    its target named after the payload (torch_xla tells graphs apart by target names)."""
     import torch
     import torch_xla
     program, payload, is_tuple = self._program(args, kwargs, None)
     tensors = [a for a in args if _is_array(a)]
     outputs = [t for _, t in program.of_kind(OUTPUT)]
     outputs = torch_xla._XLAC._xla_custom_call(
-        tensors, KERNEL_TARGET, [list(t.shape) for t in outputs],
+        tensors, digest_target(payload), [list(t.shape) for t in outputs],
         [getattr(torch, t.dtype.numpy.name) for t in outputs], False, payload, 1, {})
     return tuple(outputs) if is_tuple else outputs[0]
 

@@ -15,7 +15,7 @@ import types
 import ml_dtypes
 import numpy as np
 
-from jax_trn.nki import isa, ops
+from jax_trn.nki import index_expr, isa, ops
 from jax_trn.nki.errors import kernel_error
 from jax_trn.nki.tensors import HBM, PSUM, SBUF, NkiTensor
 from jax_trn.nki.trace import current
@@ -154,12 +154,7 @@ def device_print(*args, **kwargs):
                      "as an extra output to inspect it")
 
 
-def arange(*args, **kwargs):
-  raise kernel_error("nl.arange index expressions are not supported: index tensors with slices "
-                     "(x[i * 128:(i + 1) * 128, :])")
-
-
-mgrid = arange
+arange, mgrid = index_expr.arange, index_expr.mgrid
 
 # --- legacy tile-returning calls ------------------------------------------------------------
 

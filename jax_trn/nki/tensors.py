@@ -4,7 +4,8 @@ patterns (HbmAP / TileAP) when an instruction uses it.
 
 Dim 0 of an on-chip tensor is the partition dim (at most 128 partitions, no striding across
 them); its other dims are free dims, row-major inside every partition. Slicing with ints,
-slices (positive steps) and Ellipsis gives views without moving data, as in NKI.
+slices (positive steps), Ellipsis and Beta 1 index expressions (index_expr.py: each the slice
+it spans) gives views without moving data, as in NKI.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hlo_lowering.lowering.places import collapse_dims, row_major_strides
 from hlo_lowering.program import DType, HbmAP, Memory, TileAP
 from hlo_lowering.program.buffers import SLOT, Buffer
 from jax_trn.nki.errors import kernel_error
+from jax_trn.nki.index_expr import IndexExpr
 
 HBM, SBUF, PSUM = "hbm", "sbuf", "psum"
 MAX_TILE_FREE_DIMS = 4
@@ -105,6 +107,9 @@ class NkiTensor:
     if len(key) > self.ndim:
       raise kernel_error(f"{len(key)} indices for a {self.ndim}-d tensor {self.describe()}")
     key = key + (slice(None),) * (self.ndim - len(key))
+    exprs = [i for i, k in enumerate(key) if isinstance(k, IndexExpr)]
+    key = tuple(k.as_slice(exprs.index(i), len(exprs)) if i in exprs else k
+                for i, k in enumerate(key))
     shape, strides, offset, partition_offset = [], [], self.offset, self.partition_offset
     for dim, (k, n, stride) in enumerate(zip(key, self.shape, self.strides)):
       partition = self.on_chip and dim == 0
@@ -121,8 +126,8 @@ class NkiTensor:
           offset += k * stride
         continue
       if not isinstance(k, slice):
-        raise kernel_error(f"index {k!r} of dim {dim}: index tensors with ints and slices "
-                           "(nl.arange / nl.mgrid index expressions are not supported)")
+        raise kernel_error(f"index {k!r} of dim {dim}: index tensors with ints, slices or "
+                           "nl.arange / nl.mgrid index expressions")
       start, stop, step = k.indices(n)
       if step <= 0:
         raise kernel_error(f"slice step {step} of dim {dim}: only positive steps are supported")
