@@ -7,10 +7,17 @@ loading a tile. Broadcast operands arrive as stride-0 views, so no broadcast is 
 Convert is a single DMA, which converts between any two dtypes with the ALU's rules.
 `lower_ops` is the tiled loop over a list of ops sharing one iteration space: one op alone here,
 a trn.fusion cluster in fusion.py.
+
+A loaded operand that a tile reads with free stride 0 (a per-row value broadcast along the free
+axis: softmax's max and sum, layernorm's mean) is DMA'd compactly, one element per partition,
+into a [P, 1] tile, instead of one element-sized DMA run per element: a binary op takes it as
+VectorE's per-partition scalar operand (`tensor_scalar`, as NKI's tensor_scalar takes a [P, 1]
+tile), any other op reads it through a free-stride-0 SBUF access pattern.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -82,7 +89,9 @@ def _splat_operand(ctx: LoweringContext, op: Op) -> int | None:
 
 
 def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
-             immediate: Scalar | None, reverse: bool) -> None:
+             immediate: Scalar | TileAP | None, reverse: bool) -> None:
+  """`immediate`: the scalar operand of a binary op (an immediate or a [P, 1] tile), whose
+  other operand is srcs[0]; `reverse`: the scalar is the op's first operand."""
   b, debug = ctx.builder, ctx.debug_id
   if immediate is not None:
     b.tensor_scalar(alu, dst, srcs[0], immediate, reverse=reverse, debug=debug)
@@ -94,6 +103,15 @@ def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
     b.tensor_tensor(alu, dst, srcs[0], srcs[1], debug=debug)
   else:
     b.tensor_ternary(alu, dst, srcs[0], srcs[1], srcs[2], debug=debug)
+
+
+def _per_row_operand(op: Op, tiled: list[Value], per_row: dict[Value, TileAP]) -> int | None:
+  """Index of the operand of a binary op to pass as a [P, 1] per-partition scalar: the one of
+  its two tiled operands that is loaded per row, when the other is not."""
+  if op.name == "stablehlo.convert" or len(tiled) != 2:
+    return None
+  rows = [v in per_row for v in tiled]
+  return rows.index(True) if rows.count(True) == 1 else None
 
 
 def is_fusible(op: Op) -> bool:
@@ -145,11 +163,17 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       if v not in produced and v not in loaded:
         loaded.append(v)
     plans.append((op, tiled, immediate, immediate_index))
-  stored = list(outputs)
-  places = [ctx.new_result(outputs[v]) for v in stored]
   # Operands of a lower rank (clamp's 0-d bounds) broadcast over the result.
-  places += [ctx.place(v) if v.shape == shape else ctx.place(v).broadcast(shape, [])
-             for v in loaded]
+  views = {v: ctx.place(v) if v.shape == shape else ctx.place(v).broadcast(shape, [])
+           for v in loaded}
+  # Operands viewing the same elements (one value broadcast twice) share one load.
+  first_viewer = {}
+  same = {v: first_viewer.setdefault(views[v], v) for v in loaded}
+  loaded = [v for v in loaded if same[v] is v]
+  plans = [(op, [same.get(v, v) for v in tiled], immediate, index)
+           for op, tiled, immediate, index in plans]
+  stored = list(outputs)
+  places = [ctx.new_result(outputs[v]) for v in stored] + [views[v] for v in loaded]
   widest = max([p.dtype.itemsize for p in places] + [op.result.dtype.itemsize for op in ops])
   take, max_free, ring = _slot_allocator(ctx, len(loaded) + len(ops), widest)
   debug_ids = debug_ids or {}
@@ -161,17 +185,28 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
 
   def emit(tile, steps=None):
     """One tile's loads, ops and stores; `steps`: per view, its offset's move per iteration."""
-    sbuf = {}
+    sbuf, per_row = {}, {}
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)
+      src = tile.hbm_ap(k, places[k].tensor)
+      if tile.free_strides[k] == 0:  # one element per partition, read back with stride 0
+        per_row[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (1,))
+        sbuf[v] = dataclasses.replace(per_row[v], free=((0, tile.free),))
+        src = dataclasses.replace(src, dims=(src.dims[0], (0, 1)))
+        ctx.dma(per_row[v], src, steps={"src": steps[k]} if steps else None)
+        continue
       sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
-      ctx.dma(sbuf[v], tile.hbm_ap(k, places[k].tensor), steps={"src": steps[k]} if steps else None)
+      ctx.dma(sbuf[v], src, steps={"src": steps[k]} if steps else None)
     for op, tiled, immediate, immediate_index in plans:
       ctx.debug_id = debug_ids.get(op, saved_debug)
       dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
       srcs = [sbuf[v] for v in tiled]
+      scalar_index = _per_row_operand(op, tiled, per_row) if immediate is None else None
       if op.name == "stablehlo.convert":
         ctx.builder.tensor_copy(dst, srcs[0], debug=ctx.debug_id)  # converts as DMA does
+      elif scalar_index is not None:
+        _compute(ctx, _alu(op), dst, [srcs[1 - scalar_index]], per_row[tiled[scalar_index]],
+                 reverse=scalar_index == 0)
       else:
         _compute(ctx, _alu(op), dst, srcs, immediate, reverse=immediate_index == 0)
       sbuf[op.result] = dst
