@@ -22,6 +22,7 @@ import itertools
 import math
 
 from hlo_lowering.ir import Op, Value
+from hlo_lowering.lowering.affine_index import affine_select, analyse
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
@@ -105,10 +106,11 @@ def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
     b.tensor_ternary(alu, dst, srcs[0], srcs[1], srcs[2], debug=debug)
 
 
-def _per_row_operand(op: Op, tiled: list[Value], per_row: dict[Value, TileAP]) -> int | None:
+def _per_row_operand(op: Op, tiled: list[Value], per_row: dict[Value, TileAP],
+                     immediate: Scalar | None) -> int | None:
   """Index of the operand of a binary op to pass as a [P, 1] per-partition scalar: the one of
   its two tiled operands that is loaded per row, when the other is not."""
-  if op.name == "stablehlo.convert" or len(tiled) != 2:
+  if immediate is not None or op.name == "stablehlo.convert" or len(tiled) != 2:
     return None
   rows = [v in per_row for v in tiled]
   return rows.index(True) if rows.count(True) == 1 else None
@@ -119,6 +121,8 @@ def is_fusible(op: Op) -> bool:
   SBUF tiles inside a cluster (passes/fuse_elementwise.py)."""
   if op.name == "stablehlo.convert":
     return op.operands[0].dtype != DType.F64  # tiles hold no f64: one DMA reads it from HBM
+  if op.name == "stablehlo.iota":  # computed from the tiles' coordinates (affine_index.py)
+    return op.result.dtype.is_signed_int
   return op.name in _ELEMENTWISE and _alu_accepts(op)
 
 
@@ -141,6 +145,26 @@ def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
   return (lambda: next(ring)), sub_bytes // widest, len(offsets)
 
 
+def _on_chip_plans(ctx: LoweringContext, ops: list[Op], outputs) -> dict[Op, tuple]:
+  """Ops computed from the tiles' coordinates (affine_index.py): op -> ("absorbed",) when only
+  other such ops read it, ("iota", Affine) when its value is needed in a tile, ("select",
+  Affine, tile operand index, fill) for one affine_select."""
+  affine = analyse(ctx, ops)
+  selects = {op: found for op in ops if (found := affine_select(ctx, op, affine)) is not None}
+  plans, tile_readers = {}, set()
+  for op in reversed(ops):
+    if op in selects:
+      predicate, index, fill = selects[op]
+      plans[op] = ("select", predicate, index, fill)
+      tile_readers.add(op.operands[index])
+    elif op.result in affine:
+      needed = op.result in outputs or op.result in tile_readers
+      plans[op] = ("iota", affine[op.result]) if needed else ("absorbed",)
+    else:
+      tile_readers.update(op.operands)
+  return plans
+
+
 def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
               debug_ids: dict[Op, int] | None = None) -> None:
   """Lowers elementwise `ops` (program order, one result shape) as one tiled loop.
@@ -149,20 +173,28 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   immediates when they are splats); `outputs` maps each value to store to the IR value whose
   result tensor receives it (`ctx.new_result`). Per tile: one DMA per loaded operand, one
   instruction per op into an SBUF tile of its result dtype (so every op rounds as it does alone),
-  one DMA per output. `debug_ids` tags each op's instructions (default: ctx.debug_id)."""
+  one DMA per output; iota-derived values are computed on chip (`_on_chip_plans`). `debug_ids`
+  tags each op's instructions (default: ctx.debug_id)."""
   shape = ops[-1].result.shape
   produced = {op.result for op in ops}
-  plans, loaded = [], []
+  on_chip = _on_chip_plans(ctx, ops, outputs)
+  plans, loaded, affine_views = [], [], []
   for op in ops:
-    immediate_index = None if op.name == "stablehlo.convert" else _splat_operand(ctx, op)
-    immediate = None
-    if immediate_index is not None:
-      immediate = ctx.splat_scalar(op.operands[immediate_index])
-    tiled = [v for i, v in enumerate(op.operands) if i != immediate_index]
+    special = on_chip.get(op)
+    if special == ("absorbed",):
+      continue
+    immediate_index = None
+    if special is not None:
+      tiled = [op.operands[special[2]]] if special[0] == "select" else []
+      affine_views.append(special[1].view)
+    else:
+      immediate_index = None if op.name == "stablehlo.convert" else _splat_operand(ctx, op)
+      tiled = [v for i, v in enumerate(op.operands) if i != immediate_index]
+    immediate = None if immediate_index is None else ctx.splat_scalar(op.operands[immediate_index])
     for v in tiled:
       if v not in produced and v not in loaded:
         loaded.append(v)
-    plans.append((op, tiled, immediate, immediate_index))
+    plans.append((op, tiled, immediate, immediate_index, special))
   # Operands of a lower rank (clamp's 0-d bounds) broadcast over the result.
   views = {v: ctx.place(v) if v.shape == shape else ctx.place(v).broadcast(shape, [])
            for v in loaded}
@@ -170,16 +202,21 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   first_viewer = {}
   same = {v: first_viewer.setdefault(views[v], v) for v in loaded}
   loaded = [v for v in loaded if same[v] is v]
-  plans = [(op, [same.get(v, v) for v in tiled], immediate, index)
-           for op, tiled, immediate, index in plans]
+  plans = [(op, [same.get(v, v) for v in tiled], immediate, index, special)
+           for op, tiled, immediate, index, special in plans]
   stored = list(outputs)
   places = [ctx.new_result(outputs[v]) for v in stored] + [views[v] for v in loaded]
+  first_affine = len(places)
+  places += affine_views
   widest = max([p.dtype.itemsize for p in places] + [op.result.dtype.itemsize for op in ops])
-  take, max_free, ring = _slot_allocator(ctx, len(loaded) + len(ops), widest)
+  # A predicate needed in a tile takes two: its affine difference, then the compare.
+  takes = len(loaded) + sum(2 if special and special[0] == "iota" and special[1].compare
+                            else 1 for _, _, _, _, special in plans)
+  take, max_free, ring = _slot_allocator(ctx, takes, widest)
   debug_ids = debug_ids or {}
   saved_debug = ctx.debug_id
   first_user = {}
-  for op, tiled, _, _ in plans:
+  for op, tiled, *_ in plans:
     for v in tiled:
       first_user.setdefault(v, op)
 
@@ -197,14 +234,17 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
         continue
       sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
       ctx.dma(sbuf[v], src, steps={"src": steps[k]} if steps else None)
-    for op, tiled, immediate, immediate_index in plans:
+    k_affine = first_affine
+    for op, tiled, immediate, immediate_index, special in plans:
       ctx.debug_id = debug_ids.get(op, saved_debug)
       dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
       srcs = [sbuf[v] for v in tiled]
-      scalar_index = _per_row_operand(op, tiled, per_row) if immediate is None else None
-      if op.name == "stablehlo.convert":
+      if special is not None:
+        _emit_on_chip(ctx, special, dst, srcs, tile, k_affine, steps, take)
+        k_affine += 1
+      elif op.name == "stablehlo.convert":
         ctx.builder.tensor_copy(dst, srcs[0], debug=ctx.debug_id)  # converts as DMA does
-      elif scalar_index is not None:
+      elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
         _compute(ctx, _alu(op), dst, [srcs[1 - scalar_index]], per_row[tiled[scalar_index]],
                  reverse=scalar_index == 0)
       else:
@@ -215,7 +255,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
         ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps={"dst": steps[k]} if steps else None)
 
   all_tiles = list(tiles(places, ctx.partitions, max_free))
-  period = tile_period([(len(loaded) + len(ops), ring)], len(loaded) + len(stored),
+  period = tile_period([(takes, ring)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
   shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
             for t in all_tiles]
@@ -229,6 +269,26 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   for tile in rest:
     emit(tile)
   ctx.debug_id = saved_debug
+
+
+def _emit_on_chip(ctx: LoweringContext, special: tuple, dst: TileAP, srcs: list[TileAP], tile,
+                  k: int, steps, take) -> None:
+  """An iota-derived value (view k of the tiling) on GpSimd: its affine pattern is the view's
+  offset (stepping with the loop like an HBM offset) and partition / free strides."""
+  b, debug = ctx.builder, ctx.debug_id
+  pattern = dict(base=tile.offsets[k], partition_step=tile.partition_strides[k],
+                 free_steps=(tile.free_strides[k],), debug=debug,
+                 steps={"base": steps[k]} if steps else None)
+  predicate = special[1]
+  if special[0] == "select":
+    b.affine_select(predicate.compare, dst, srcs[0], fill=special[3], **pattern)
+  elif predicate.compare is None:
+    b.iota(dst, **pattern)
+  else:  # the difference, then its compare with 0
+    dtype = predicate.view.dtype
+    difference = TileAP.dense(Memory.SBUF, dtype, 0, tile.partitions, take(), (tile.free,))
+    b.iota(difference, **pattern)
+    b.tensor_scalar(predicate.compare, dst, difference, Scalar(dtype, 0), debug=debug)
 
 
 def lower_elementwise(ctx: LoweringContext, op: Op) -> None:
