@@ -2,6 +2,8 @@
 element per partition and read as VectorE's per-partition scalar, and a few long rows are split so
 the tile fills the partitions (hlo_lowering/lowering/elementwise.py, tiling.py)."""
 
+import math
+
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -85,3 +87,15 @@ def test_few_long_rows_under_a_broadcast_mask_fill_the_partitions():
   program = harness.compile_fn(f, scores, mask)
   full = [(run, tile) for _, run, tile in _dmas(program) if tile.free_size > 1]
   assert full and all(tile.partition_count == 128 and run >= MIN_RUN_BYTES for run, tile in full)
+
+
+def test_a_convert_of_a_broadcast_converts_only_its_distinct_elements():
+  # A gradient's splat cotangent converted for a matmul: not fused, so convert's own rule.
+  s, w = np.float32(0.3), _data((1024, 256), ml_dtypes.bfloat16, 10)
+  f = lambda s, w: jnp.broadcast_to(s, (512, 1024)).astype(jnp.bfloat16) @ w
+  harness.check(f, s, w)
+  program = harness.compile_fn(f, s, w)
+  tensors = read_program(program).tensors
+  from_s = [i for i in _instructions(program) if i.opcode.name == "DMA_COPY"
+            and hasattr(i.operands["src"], "dims") and tensors[i.operands["src"].tensor].shape == ()]
+  assert from_s and all(math.prod(c for _, c in i.operands["src"].dims) == 1 for i in from_s)

@@ -24,6 +24,7 @@ import math
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.affine_index import affine_select, analyse
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
@@ -297,9 +298,21 @@ def lower_elementwise(ctx: LoweringContext, op: Op) -> None:
 
 
 def lower_convert(ctx: LoweringContext, op: Op) -> None:
-  """One DMA: the DMA engines convert dtypes with the same rules as the ALU."""
-  out = ctx.new_result(op.result)
+  """One DMA: the DMA engines convert dtypes with the same rules as the ALU. A broadcast operand
+  (stride 0 on some dims; a gradient's splat cotangent) converts only its distinct elements,
+  and the result is the same broadcast of them (a DMA run per element otherwise)."""
   source = ctx.place(op.operands[0])
+  broadcast = [st == 0 and n > 1 for st, n in zip(source.strides, source.shape)]
+  if source.size and any(broadcast) and not ctx.output_planned(op.result):
+    distinct = tuple(1 if b else n for b, n in zip(broadcast, source.shape))
+    tensor = ctx.builder.tensor(kind="temporary", dtype=op.result.dtype, shape=distinct, index=0,
+                                name=f"t{len(ctx.builder.tensors)}")
+    converted = Place.dense(tensor, distinct, op.result.dtype)
+    ctx.dma(converted.collapsed_ap(),
+            Place(source.tensor, source.offset, distinct, source.strides, source.dtype).ap())
+    ctx.set_place(op.result, converted.broadcast(op.result.shape, range(len(distinct))))
+    return
+  out = ctx.new_result(op.result)
   if out.size:
     ctx.dma(out.collapsed_ap(), source.ap())
 
