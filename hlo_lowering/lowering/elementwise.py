@@ -21,6 +21,8 @@ import dataclasses
 import itertools
 import math
 
+import numpy as np
+
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.affine_index import affine_select, analyse
 from hlo_lowering.lowering.context import LoweringContext
@@ -90,11 +92,27 @@ def _splat_operand(ctx: LoweringContext, op: Op) -> int | None:
   return None
 
 
+def _exact_reciprocal(immediate) -> Scalar | None:
+  """1 / a float immediate that is a power of two, when its dtype holds that exactly: x / c and
+  x · (1 / c) are then the same real number, so both round to the same result (bit-identical)."""
+  if not isinstance(immediate, Scalar) or not immediate.dtype.is_float:
+    return None
+  value = immediate.value
+  if not math.isfinite(value) or value == 0 or math.frexp(value)[0] not in (0.5, -0.5):
+    return None
+  reciprocal = 1.0 / value
+  if float(np.asarray(reciprocal, immediate.dtype.numpy)) != reciprocal:
+    return None
+  return Scalar(immediate.dtype, reciprocal)
+
+
 def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
              immediate: Scalar | TileAP | None, reverse: bool) -> None:
   """`immediate`: the scalar operand of a binary op (an immediate or a [P, 1] tile), whose
   other operand is srcs[0]; `reverse`: the scalar is the op's first operand."""
   b, debug = ctx.builder, ctx.debug_id
+  if alu == Alu.DIV and not reverse and (reciprocal := _exact_reciprocal(immediate)) is not None:
+    alu, immediate = Alu.MUL, reciprocal  # VectorE multiplies at 1/8 of a divide's cost
   if immediate is not None:
     b.tensor_scalar(alu, dst, srcs[0], immediate, reverse=reverse, debug=debug)
   elif alu.arity == 1 and alu in SCALAR_ENGINE:
