@@ -93,3 +93,14 @@ def test_a_mask_read_by_two_clusters_is_computed_in_each():
   harness.check(f, x)
   tensors = read_program(harness.compile_fn(f, x)).tensors
   assert not any(t.dtype == DType.PRED and math.prod(t.shape) > 1 for t in tensors)
+
+
+def test_an_index_expression_over_broadcast_index_expressions():
+  x = _data((2, 3, 3), np.float32, 7)
+
+  def f(x):  # the shape of jnp.linalg's pivoting masks
+    i = jax.lax.broadcasted_iota(jnp.int32, (3, 1), 0)
+    j = jax.lax.broadcasted_iota(jnp.int32, (3, 3), 1)
+    upper = jnp.broadcast_to(i, (3, 3)) < j
+    return jnp.where(jnp.broadcast_to(upper, x.shape), x, 0.0), upper
+  harness.check(f, x)

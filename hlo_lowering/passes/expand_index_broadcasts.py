@@ -101,8 +101,9 @@ def _expand_block(block: Block) -> None:
     # Each reader gets its own copy, just before it: readers in different clusters then each
     # compute the values on chip (one shared copy would be stored for the other cluster).
     memo = {}
+    inside = len(op.results) == 1 and op.result in exprs.index  # expanded with its readers
     for k, v in enumerate(op.operands):
-      if v in expandable:
+      if v in expandable and not inside:
         broadcast = expandable[v]
         dims = tuple(broadcast.attrs["broadcast_dimensions"])
         op.operands[k] = _expand(exprs, broadcast.operands[0], dims, v.shape, ops, memo)
