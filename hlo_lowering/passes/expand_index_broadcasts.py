@@ -78,6 +78,9 @@ def _expand(exprs: _Expressions, v: Value, dims: tuple[int, ...], shape: tuple[i
     operands = [_expand(exprs, u, dims, shape, new_ops, memo) for u in op.operands]
     new = Op(op.name, operands, result_type, dict(op.attrs), loc=op.loc)
   new_ops.append(new)
+  # An index op rewritten here may be expanded again for a broadcast of its own result.
+  exprs.producer[new.result] = new
+  (exprs.constant if v in exprs.constant else exprs.index).add(new.result)
   memo[key] = new.result
   return new.result
 
@@ -101,9 +104,8 @@ def _expand_block(block: Block) -> None:
     # Each reader gets its own copy, just before it: readers in different clusters then each
     # compute the values on chip (one shared copy would be stored for the other cluster).
     memo = {}
-    inside = len(op.results) == 1 and op.result in exprs.index  # expanded with its readers
     for k, v in enumerate(op.operands):
-      if v in expandable and not inside:
+      if v in expandable:
         broadcast = expandable[v]
         dims = tuple(broadcast.attrs["broadcast_dimensions"])
         op.operands[k] = _expand(exprs, broadcast.operands[0], dims, v.shape, ops, memo)
