@@ -2,7 +2,8 @@
 
 Used by canonicalize (fold small integer/shape computations) and unroll-static-loops (evaluate a
 while loop's condition). Only ops whose numpy result is bit-identical to the device's are folded:
-integer and boolean arithmetic (wrapping), compares, select, and shape ops of any dtype. Float
+integer and boolean arithmetic (wrapping), compares, select, identity converts, and shape ops
+of any dtype. Float
 arithmetic is left to the device so rounding is never a question.
 """
 
@@ -45,6 +46,8 @@ def _evaluate(op: Op, args: list[np.ndarray]):
     return _COMPARE[attrs["comparison_direction"]](args[0], args[1])
   if name == "stablehlo.select":
     return np.where(args[0], args[1], args[2]).astype(out_dtype)
+  if name == "stablehlo.convert" and args[0].dtype == out_dtype:  # identity: any dtype
+    return args[0]
   if name == "stablehlo.convert" and _is_int(args[0]) and np.dtype(out_dtype).kind in "iu":
     return args[0].astype(out_dtype)
   if name == "stablehlo.reshape":

@@ -26,7 +26,8 @@ from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_suppo
                                  decompose_batch_norm, decompose_cholesky, decompose_complex,
                                  decompose_householder_qr, decompose_reduce_precision,
                                  decompose_rng_bit_generator, decompose_triangular_solve,
-                                 expand_total_order_compare, expand_truth_reduce,
+                                 expand_index_broadcasts, expand_total_order_compare,
+                                 expand_truth_reduce,
                                  fold_transpose_into_dot, fuse_elementwise, inline_calls,
                                  narrow_float64_scalars, normalize_dot_general,
                                  simplify_unit_reduce, strip_single_device_sharding,
@@ -67,6 +68,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),
     Pass("simplify-unit-reduce", simplify_unit_reduce.run),
+    Pass("expand-index-broadcasts", expand_index_broadcasts.run),
     Pass("fuse-elementwise", fuse_elementwise.run),
     Pass("check-supported", check_supported.run),
 )

@@ -38,6 +38,15 @@ CORPUS = {
         (_rng.randint(-1000, 1000, (12000, 8)).astype(np.int32),
          _rng.randint(-1000, 1000, (8,)).astype(np.int32))),
     "3-d batch broadcast": (lambda x, b: jnp.maximum(x, b), (_f32(6, 2000, 10), _f32(1, 1, 10))),
+    # Few long rows: each row's columns are split over the partitions (tiling.py).
+    "few long rows scaled per row": (lambda x, c: x * c, (_f32(100, 128 * 128), _f32(100, 1))),
+    # The mask is computed on chip (affine_select): its base steps with the loop.
+    "causal mask over heads": (
+        lambda s: jnp.where(jnp.tril(jnp.ones((256, 256), bool)), s, np.float32(-1e9)),
+        (_f32(40, 256, 256),)),
+    "iota-derived values stored": (
+        lambda x: x + jnp.arange(64, dtype=jnp.int32) * 3 - 7,
+        (_rng.randint(-1000, 1000, (30000, 64)).astype(np.int32),)),
     # Reductions over rows (the rows layout: 128 rows a block, a period of 80 blocks on trn2).
     "row sums with an init value": (
         lambda x: jax.lax.reduce(x, np.float32(0.5), jax.lax.add, (1,)), (_f32(31000, 16),)),

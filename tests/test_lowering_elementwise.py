@@ -116,3 +116,19 @@ def test_elementwise_uses_vector_and_scalar_engines():
   opcodes = {inst.opcode.name for stream in read_program(program).streams.values()
              for inst in stream}
   assert {"ACTIVATION", "TENSOR_TENSOR", "DMA_COPY"} <= opcodes
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_divide_by_a_power_of_two_is_a_multiply_with_the_same_bits(dtype):
+  from hlo_lowering.program import Alu, read_program
+  info = ml_dtypes.finfo(dtype)
+  x = np.concatenate([_data((1000,), dtype, 7),
+                      np.array([info.tiny, info.tiny * 3, info.max, -info.max, 0.0, -0.0,
+                                np.inf, -np.inf, np.nan], dtype)]).astype(dtype)
+  for divisor in (8.0, 0.25, 3.0):
+    f = lambda x: x / np.asarray(divisor, dtype)
+    harness.check(f, x)
+    program = harness.compile_fn(f, x)
+    ops = {Alu(inst.operands["op"]) for stream in read_program(program).streams.values()
+           for inst in stream if inst.opcode.name == "TENSOR_SCALAR"}
+    assert ops == ({Alu.DIV} if divisor == 3.0 else {Alu.MUL})

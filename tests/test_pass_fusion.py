@@ -318,11 +318,12 @@ def _flax_mlp_step():
   return train_step, (params, opt_state, x, y)
 
 
-# The fused time as a fraction of the unfused, at most. AdamW is an elementwise chain bound by
-# DMA: fusion removes its intermediate HBM round trips. The Flax MLP step works on tiny
+# The fused time as a fraction of the unfused, at most. Unfused, AdamW is an elementwise chain
+# bound by DMA: fusion removes its intermediate HBM round trips, and the fused loop is then
+# VectorE-bound (its two divides), which caps the gain near 0.63. The Flax MLP step works on tiny
 # matrices: about half its time is VectorE's per-instruction overhead (docs/timing-model.md,
 # instruction_fixed_cycles), which fusion does not remove.
-_FUSED_TIME_BOUND = {"adamw update": 0.6, "flax_mlp train_step": 0.8}
+_FUSED_TIME_BOUND = {"adamw update": 0.7, "flax_mlp train_step": 0.8}
 
 
 @pytest.mark.parametrize("case", ["adamw update",

@@ -7,15 +7,26 @@ loading a tile. Broadcast operands arrive as stride-0 views, so no broadcast is 
 Convert is a single DMA, which converts between any two dtypes with the ALU's rules.
 `lower_ops` is the tiled loop over a list of ops sharing one iteration space: one op alone here,
 a trn.fusion cluster in fusion.py.
+
+A loaded operand that a tile reads with free stride 0 (a per-row value broadcast along the free
+axis: softmax's max and sum, layernorm's mean) is DMA'd compactly, one element per partition,
+into a [P, 1] tile, instead of one element-sized DMA run per element: a binary op takes it as
+VectorE's per-partition scalar operand (`tensor_scalar`, as NKI's tensor_scalar takes a [P, 1]
+tile), any other op reads it through a free-stride-0 SBUF access pattern.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
+import numpy as np
+
 from hlo_lowering.ir import Op, Value
+from hlo_lowering.lowering.affine_index import affine_select, analyse
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
@@ -81,9 +92,27 @@ def _splat_operand(ctx: LoweringContext, op: Op) -> int | None:
   return None
 
 
+def _exact_reciprocal(immediate) -> Scalar | None:
+  """1 / a float immediate that is a power of two, when its dtype holds that exactly: x / c and
+  x · (1 / c) are then the same real number, so both round to the same result (bit-identical)."""
+  if not isinstance(immediate, Scalar) or not immediate.dtype.is_float:
+    return None
+  value = immediate.value
+  if not math.isfinite(value) or value == 0 or math.frexp(value)[0] not in (0.5, -0.5):
+    return None
+  reciprocal = 1.0 / value
+  if float(np.asarray(reciprocal, immediate.dtype.numpy)) != reciprocal:
+    return None
+  return Scalar(immediate.dtype, reciprocal)
+
+
 def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
-             immediate: Scalar | None, reverse: bool) -> None:
+             immediate: Scalar | TileAP | None, reverse: bool) -> None:
+  """`immediate`: the scalar operand of a binary op (an immediate or a [P, 1] tile), whose
+  other operand is srcs[0]; `reverse`: the scalar is the op's first operand."""
   b, debug = ctx.builder, ctx.debug_id
+  if alu == Alu.DIV and not reverse and (reciprocal := _exact_reciprocal(immediate)) is not None:
+    alu, immediate = Alu.MUL, reciprocal  # VectorE multiplies at 1/8 of a divide's cost
   if immediate is not None:
     b.tensor_scalar(alu, dst, srcs[0], immediate, reverse=reverse, debug=debug)
   elif alu.arity == 1 and alu in SCALAR_ENGINE:
@@ -96,11 +125,23 @@ def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
     b.tensor_ternary(alu, dst, srcs[0], srcs[1], srcs[2], debug=debug)
 
 
+def _per_row_operand(op: Op, tiled: list[Value], per_row: dict[Value, TileAP],
+                     immediate: Scalar | None) -> int | None:
+  """Index of the operand of a binary op to pass as a [P, 1] per-partition scalar: the one of
+  its two tiled operands that is loaded per row, when the other is not."""
+  if immediate is not None or op.name == "stablehlo.convert" or len(tiled) != 2:
+    return None
+  rows = [v in per_row for v in tiled]
+  return rows.index(True) if rows.count(True) == 1 else None
+
+
 def is_fusible(op: Op) -> bool:
   """Whether `op` is lowered by this module's tiled rule or by convert's, so that it can run on
   SBUF tiles inside a cluster (passes/fuse_elementwise.py)."""
   if op.name == "stablehlo.convert":
     return op.operands[0].dtype != DType.F64  # tiles hold no f64: one DMA reads it from HBM
+  if op.name == "stablehlo.iota":  # computed from the tiles' coordinates (affine_index.py)
+    return op.result.dtype.is_signed_int
   return op.name in _ELEMENTWISE and _alu_accepts(op)
 
 
@@ -123,6 +164,26 @@ def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
   return (lambda: next(ring)), sub_bytes // widest, len(offsets)
 
 
+def _on_chip_plans(ctx: LoweringContext, ops: list[Op], outputs) -> dict[Op, tuple]:
+  """Ops computed from the tiles' coordinates (affine_index.py): op -> ("absorbed",) when only
+  other such ops read it, ("iota", Affine) when its value is needed in a tile, ("select",
+  Affine, tile operand index, fill) for one affine_select."""
+  affine = analyse(ctx, ops)
+  selects = {op: found for op in ops if (found := affine_select(ctx, op, affine)) is not None}
+  plans, tile_readers = {}, set()
+  for op in reversed(ops):
+    if op in selects:
+      predicate, index, fill = selects[op]
+      plans[op] = ("select", predicate, index, fill)
+      tile_readers.add(op.operands[index])
+    elif op.result in affine:
+      needed = op.result in outputs or op.result in tile_readers
+      plans[op] = ("iota", affine[op.result]) if needed else ("absorbed",)
+    else:
+      tile_readers.update(op.operands)
+  return plans
+
+
 def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
               debug_ids: dict[Op, int] | None = None) -> None:
   """Lowers elementwise `ops` (program order, one result shape) as one tiled loop.
@@ -131,47 +192,80 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   immediates when they are splats); `outputs` maps each value to store to the IR value whose
   result tensor receives it (`ctx.new_result`). Per tile: one DMA per loaded operand, one
   instruction per op into an SBUF tile of its result dtype (so every op rounds as it does alone),
-  one DMA per output. `debug_ids` tags each op's instructions (default: ctx.debug_id)."""
+  one DMA per output; iota-derived values are computed on chip (`_on_chip_plans`). `debug_ids`
+  tags each op's instructions (default: ctx.debug_id)."""
   shape = ops[-1].result.shape
   produced = {op.result for op in ops}
-  plans, loaded = [], []
+  on_chip = _on_chip_plans(ctx, ops, outputs)
+  plans, loaded, affine_views = [], [], []
   for op in ops:
-    immediate_index = None if op.name == "stablehlo.convert" else _splat_operand(ctx, op)
-    immediate = None
-    if immediate_index is not None:
-      immediate = ctx.splat_scalar(op.operands[immediate_index])
-    tiled = [v for i, v in enumerate(op.operands) if i != immediate_index]
+    special = on_chip.get(op)
+    if special == ("absorbed",):
+      continue
+    immediate_index = None
+    if special is not None:
+      tiled = [op.operands[special[2]]] if special[0] == "select" else []
+      affine_views.append(special[1].view)
+    else:
+      immediate_index = None if op.name == "stablehlo.convert" else _splat_operand(ctx, op)
+      tiled = [v for i, v in enumerate(op.operands) if i != immediate_index]
+    immediate = None if immediate_index is None else ctx.splat_scalar(op.operands[immediate_index])
     for v in tiled:
       if v not in produced and v not in loaded:
         loaded.append(v)
-    plans.append((op, tiled, immediate, immediate_index))
-  stored = list(outputs)
-  places = [ctx.new_result(outputs[v]) for v in stored]
+    plans.append((op, tiled, immediate, immediate_index, special))
   # Operands of a lower rank (clamp's 0-d bounds) broadcast over the result.
-  places += [ctx.place(v) if v.shape == shape else ctx.place(v).broadcast(shape, [])
-             for v in loaded]
+  views = {v: ctx.place(v) if v.shape == shape else ctx.place(v).broadcast(shape, [])
+           for v in loaded}
+  # Operands viewing the same elements (one value broadcast twice) share one load.
+  first_viewer = {}
+  same = {v: first_viewer.setdefault(views[v], v) for v in loaded}
+  loaded = [v for v in loaded if same[v] is v]
+  plans = [(op, [same.get(v, v) for v in tiled], immediate, index, special)
+           for op, tiled, immediate, index, special in plans]
+  stored = list(outputs)
+  places = [ctx.new_result(outputs[v]) for v in stored] + [views[v] for v in loaded]
+  first_affine = len(places)
+  places += affine_views
   widest = max([p.dtype.itemsize for p in places] + [op.result.dtype.itemsize for op in ops])
-  take, max_free, ring = _slot_allocator(ctx, len(loaded) + len(ops), widest)
+  # A predicate needed in a tile takes two: its affine difference, then the compare.
+  takes = len(loaded) + sum(2 if special and special[0] == "iota" and special[1].compare
+                            else 1 for _, _, _, _, special in plans)
+  take, max_free, ring = _slot_allocator(ctx, takes, widest)
   debug_ids = debug_ids or {}
   saved_debug = ctx.debug_id
   first_user = {}
-  for op, tiled, _, _ in plans:
+  for op, tiled, *_ in plans:
     for v in tiled:
       first_user.setdefault(v, op)
 
   def emit(tile, steps=None):
     """One tile's loads, ops and stores; `steps`: per view, its offset's move per iteration."""
-    sbuf = {}
+    sbuf, per_row = {}, {}
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)
+      src = tile.hbm_ap(k, places[k].tensor)
+      if tile.free_strides[k] == 0:  # one element per partition, read back with stride 0
+        per_row[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (1,))
+        sbuf[v] = dataclasses.replace(per_row[v], free=((0, tile.free),))
+        src = dataclasses.replace(src, dims=(src.dims[0], (0, 1)))
+        ctx.dma(per_row[v], src, steps={"src": steps[k]} if steps else None)
+        continue
       sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
-      ctx.dma(sbuf[v], tile.hbm_ap(k, places[k].tensor), steps={"src": steps[k]} if steps else None)
-    for op, tiled, immediate, immediate_index in plans:
+      ctx.dma(sbuf[v], src, steps={"src": steps[k]} if steps else None)
+    k_affine = first_affine
+    for op, tiled, immediate, immediate_index, special in plans:
       ctx.debug_id = debug_ids.get(op, saved_debug)
       dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
       srcs = [sbuf[v] for v in tiled]
-      if op.name == "stablehlo.convert":
+      if special is not None:
+        _emit_on_chip(ctx, special, dst, srcs, tile, k_affine, steps, take)
+        k_affine += 1
+      elif op.name == "stablehlo.convert":
         ctx.builder.tensor_copy(dst, srcs[0], debug=ctx.debug_id)  # converts as DMA does
+      elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
+        _compute(ctx, _alu(op), dst, [srcs[1 - scalar_index]], per_row[tiled[scalar_index]],
+                 reverse=scalar_index == 0)
       else:
         _compute(ctx, _alu(op), dst, srcs, immediate, reverse=immediate_index == 0)
       sbuf[op.result] = dst
@@ -180,7 +274,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
         ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps={"dst": steps[k]} if steps else None)
 
   all_tiles = list(tiles(places, ctx.partitions, max_free))
-  period = tile_period([(len(loaded) + len(ops), ring)], len(loaded) + len(stored),
+  period = tile_period([(takes, ring)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
   shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
             for t in all_tiles]
@@ -196,15 +290,47 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   ctx.debug_id = saved_debug
 
 
+def _emit_on_chip(ctx: LoweringContext, special: tuple, dst: TileAP, srcs: list[TileAP], tile,
+                  k: int, steps, take) -> None:
+  """An iota-derived value (view k of the tiling) on GpSimd: its affine pattern is the view's
+  offset (stepping with the loop like an HBM offset) and partition / free strides."""
+  b, debug = ctx.builder, ctx.debug_id
+  pattern = dict(base=tile.offsets[k], partition_step=tile.partition_strides[k],
+                 free_steps=(tile.free_strides[k],), debug=debug,
+                 steps={"base": steps[k]} if steps else None)
+  predicate = special[1]
+  if special[0] == "select":
+    b.affine_select(predicate.compare, dst, srcs[0], fill=special[3], **pattern)
+  elif predicate.compare is None:
+    b.iota(dst, **pattern)
+  else:  # the difference, then its compare with 0
+    dtype = predicate.view.dtype
+    difference = TileAP.dense(Memory.SBUF, dtype, 0, tile.partitions, take(), (tile.free,))
+    b.iota(difference, **pattern)
+    b.tensor_scalar(predicate.compare, dst, difference, Scalar(dtype, 0), debug=debug)
+
+
 def lower_elementwise(ctx: LoweringContext, op: Op) -> None:
   """One op alone: the tiled loop of a one-op cluster."""
   lower_ops(ctx, [op], {op.result: op.result})
 
 
 def lower_convert(ctx: LoweringContext, op: Op) -> None:
-  """One DMA: the DMA engines convert dtypes with the same rules as the ALU."""
-  out = ctx.new_result(op.result)
+  """One DMA: the DMA engines convert dtypes with the same rules as the ALU. A broadcast operand
+  (stride 0 on some dims; a gradient's splat cotangent) converts only its distinct elements,
+  and the result is the same broadcast of them (a DMA run per element otherwise)."""
   source = ctx.place(op.operands[0])
+  broadcast = [st == 0 and n > 1 for st, n in zip(source.strides, source.shape)]
+  if source.size and any(broadcast) and not ctx.output_planned(op.result):
+    distinct = tuple(1 if b else n for b, n in zip(broadcast, source.shape))
+    tensor = ctx.builder.tensor(kind="temporary", dtype=op.result.dtype, shape=distinct, index=0,
+                                name=f"t{len(ctx.builder.tensors)}")
+    converted = Place.dense(tensor, distinct, op.result.dtype)
+    ctx.dma(converted.collapsed_ap(),
+            Place(source.tensor, source.offset, distinct, source.strides, source.dtype).ap())
+    ctx.set_place(op.result, converted.broadcast(op.result.shape, range(len(distinct))))
+    return
+  out = ctx.new_result(op.result)
   if out.size:
     ctx.dma(out.collapsed_ap(), source.ap())
 

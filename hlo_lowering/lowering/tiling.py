@@ -5,8 +5,11 @@ operands have stride 0). Dims are first collapsed where every view is contiguous
 of any shape becomes one flat run of N elements, laid out as [P partitions, N // P] plus a
 remainder tile of N % P partitions × 1 (P: the target's partition count). Otherwise the
 second-innermost collapsed dim goes on partitions (chunks of ≤ P) and the innermost on the free
-axis (chunks of ≤ max_free), and
-outer dims are looped over. Each tile gives, per view, the 2-D HbmAP that feeds it.
+axis (chunks of ≤ max_free), and outer dims are looped over. When the second-innermost dim has
+fewer than P rows (a [heads, t·t] score tensor under a broadcast mask), the innermost dim is split
+into (a ≤ P partitions, b) instead, so each tile fills the partitions while every view keeps
+runs of b elements ≥ MIN_RUN_BYTES (a DMA pays per contiguous run; NKI's DMA guide: shorter runs
+are overhead-bound). Each tile gives, per view, the 2-D HbmAP that feeds it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from typing import Iterator, Sequence
 
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.program import HbmAP
+
+# Contiguous bytes per partition below which a DMA is dominated by its per-run cost.
+MIN_RUN_BYTES = 512
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +53,20 @@ def _flat_tiles(count: int, strides: Sequence[int], bases: Sequence[int], partit
                tuple(strides), tuple(strides))
 
 
+def _fill_partitions(cshape: tuple[int, ...], cstrides: list[tuple[int, ...]], partitions: int,
+                     itemsize: int) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+  """The collapsed dims with the innermost split into (a, b) when the partition dim has fewer
+  than `partitions` rows: the largest a ≤ `partitions` dividing it with runs of b elements of
+  `itemsize` bytes still ≥ MIN_RUN_BYTES (any view's stride s becomes (s·b, s)). Unchanged when
+  the rows already fill the partitions or no such split exists."""
+  rows, cols = cshape[-2], cshape[-1]
+  for a in range(partitions, rows, -1):
+    if cols % a == 0 and cols // a * itemsize >= MIN_RUN_BYTES:
+      b = cols // a
+      return cshape[:-1] + (a, b), [s[:-1] + (s[-1] * b, s[-1]) for s in cstrides]
+  return cshape, cstrides
+
+
 def tiles(views: Sequence[Place], partitions: int, max_free: int) -> Iterator[Tile]:
   """Tiles of at most `partitions` x `max_free` covering the common shape of `views` (all the
   same shape), in row-major order."""
@@ -60,6 +80,8 @@ def tiles(views: Sequence[Place], partitions: int, max_free: int) -> Iterator[Ti
   if len(cshape) == 1:
     yield from _flat_tiles(cshape[0], tuple(s[0] for s in cstrides), base, partitions, max_free)
     return
+  cshape, cstrides = _fill_partitions(cshape, cstrides, partitions,
+                                      min(v.dtype.itemsize for v in views))
   rows, cols = cshape[-2], cshape[-1]
   for outer in itertools.product(*(range(c) for c in cshape[:-2])):
     outer_base = tuple(b + sum(i * s[k] for k, i in enumerate(outer))

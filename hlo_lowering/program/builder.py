@@ -16,7 +16,7 @@ import numpy as np
 from .buffers import Buffer
 from .enums import (ARG_REDUCE_COMPARATOR, COLLECTIVE_RING, MATMUL_START, MATMUL_STOP,
                     SORT_FLOAT_CANONICAL, Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind)
-from .instructions import Block, DebugEntry, Exit, Instruction, Loop, Tensor
+from .instructions import Block, DebugEntry, Exit, Instruction, Loop, Tensor, stepped_values
 from .operands import HbmAP, Scalar, TileAP
 from .writer import serialize
 
@@ -235,6 +235,29 @@ class ProgramBuilder:
   def gp_iota(self, dst, dim, debug=None):
     self._emit(Opcode.GP_IOTA, Stream.POOL, debug, dst=_hbm(dst, "gp_iota"), dim=dim)
 
+  def iota(self, dst, base, partition_step, free_steps, debug=None, steps=None):
+    """GpSimd fills the SBUF tile `dst` with base + p·partition_step + Σ i_d·free_steps[d].
+    steps: in a loop, {"base": what the base adds per iteration}."""
+    dst = _tile(dst, "iota")
+    if len(free_steps) != len(dst.free):
+      raise ValueError(f"iota: {len(free_steps)} free steps for {len(dst.free)} free dims")
+    inst = self._emit(Opcode.IOTA, Stream.POOL, debug, dst=dst, base=int(base),
+                      partition_step=int(partition_step), free_steps=[int(s) for s in free_steps])
+    self._set_steps(inst, steps)
+
+  def affine_select(self, op, dst, src, base, partition_step, free_steps, fill, debug=None,
+                    steps=None):
+    """GpSimd: dst = src where (base + p·partition_step + Σ i_d·free_steps[d]) `op` 0 (a
+    compare), else the immediate `fill`. steps: as `iota`'s."""
+    dst, src = _tile(dst, "affine_select"), _tile(src, "affine_select")
+    if len(free_steps) != len(dst.free):
+      raise ValueError(f"affine_select: {len(free_steps)} free steps for {len(dst.free)} free dims")
+    inst = self._emit(Opcode.AFFINE_SELECT, Stream.POOL, debug, op=Alu(op), dst=dst, src=src,
+                      base=int(base), partition_step=int(partition_step),
+                      free_steps=[int(s) for s in free_steps],
+                      fill=_scalar(fill, "affine_select"))
+    self._set_steps(inst, steps)
+
   def gp_bitcast(self, dst_tensor, src_tensor, debug=None):
     self._emit(Opcode.GP_BITCAST, Stream.POOL, debug, dst=dst_tensor, src=src_tensor)
 
@@ -350,7 +373,7 @@ class ProgramBuilder:
     if steps and self._loop is None:
       raise ValueError(f"{inst.opcode.name.lower()}: offset steps outside a loop")
     for key in steps:
-      if not isinstance(inst.operands.get(key), HbmAP):
+      if key not in stepped_values(inst) and not isinstance(inst.operands.get(key), HbmAP):
         raise ValueError(f"{inst.opcode.name.lower()}: a step for {key!r}, not an HBM operand")
     inst.steps = steps
 

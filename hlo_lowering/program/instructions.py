@@ -57,7 +57,8 @@ class Instruction:
   operands: dict  # field name -> value, in OPERAND_LAYOUT order
   waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]: iteration 0's
   loop: Loop | None = None
-  # In a loop: HBM operand key (hbm_operand_keys) -> elements its offset moves per iteration;
+  # In a loop: HBM operand key (hbm_operand_keys) -> elements its offset moves per iteration,
+  # or a stepped value's name (stepped_values) -> what it adds per iteration;
   # waited stream -> how much its wait count grows per iteration.
   steps: dict = dataclasses.field(default_factory=dict)
   wait_steps: dict = dataclasses.field(default_factory=dict)
@@ -69,7 +70,9 @@ class Instruction:
     operands = dict(self.operands)
     for key, step in self.steps.items():
       name, index = key if isinstance(key, tuple) else (key, None)
-      if index is None:
+      if name in stepped_values(self):
+        operands[name] = operands[name] + step * i
+      elif index is None:
         operands[name] = operands[name].moved(step * i)
       else:
         operands[name] = [ap.moved(step * i) if k == index else ap
@@ -87,6 +90,12 @@ class Exit:
   debug_id: int = 0
   selector: object = None  # HbmAP of one element (branch, switch)
   targets: list = dataclasses.field(default_factory=list)
+
+
+def stepped_values(inst: Instruction) -> tuple[str, ...]:
+  """The plain-number operands a loop may step (the format's step kind 2): the base of an iota
+  or an affine_select."""
+  return ("base",) if inst.opcode in (Opcode.IOTA, Opcode.AFFINE_SELECT) else ()
 
 
 def hbm_operand_keys(inst: Instruction) -> list:
@@ -140,7 +149,7 @@ class Block:
     return streams
 
 
-# Operand kinds: "u8", "u32", "u64", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
+# Operand kinds: "u8", "u32", "u64", "i64", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
 # HbmAPs; "endpoint" HbmAP | TileAP; "scalar" Scalar; "scalar_operand" Scalar | TileAP [P, 1];
 # "i64_list" a u32 count then that many i64.
 OPERAND_LAYOUT = {
@@ -189,6 +198,13 @@ OPERAND_LAYOUT = {
     Opcode.PARTITION_ID: (("dst", "hbm"),),
     # callback: the key the host's registry knows the callable by (docs/host-callbacks.md).
     Opcode.HOST_CALLBACK: (("callback", "u64"), ("dsts", "hbm_list"), ("srcs", "hbm_list")),
+    # dst[p, i...] = base + p·partition_step + Σ i_d·free_steps[d]; free_steps: one per free dim.
+    Opcode.IOTA: (("dst", "tile"), ("base", "i64"), ("partition_step", "i64"),
+                  ("free_steps", "i64_list")),
+    # dst = (that affine value) op 0 ? src : fill; op: a compare.
+    Opcode.AFFINE_SELECT: (("op", "u8"), ("dst", "tile"), ("src", "tile"), ("base", "i64"),
+                           ("partition_step", "i64"), ("free_steps", "i64_list"),
+                           ("fill", "scalar")),
 }
 
 # Fields a later program format version added: (opcode, field) -> (the version, the value an

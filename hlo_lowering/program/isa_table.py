@@ -98,6 +98,8 @@ OPCODES = {
     'GP_CONVOLUTION': {'code': 80, 'engine': 'POOL'},
     'GP_REDUCE_WINDOW': {'code': 90, 'engine': 'POOL'},
     'GP_SELECT_AND_SCATTER': {'code': 91, 'engine': 'POOL'},
+    'IOTA': {'code': 92, 'engine': 'POOL'},
+    'AFFINE_SELECT': {'code': 93, 'engine': 'POOL'},
     'COLLECTIVE': {'code': 96, 'engine': 'POOL'},
     'PARTITION_ID': {'code': 97, 'engine': 'POOL'},
     'HOST_CALLBACK': {'code': 98, 'engine': 'POOL'},

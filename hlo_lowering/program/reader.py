@@ -10,7 +10,7 @@ from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKi
 from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, Block, DebugEntry, Exit, Instruction, Loop,
                            Tensor, hbm_operand_keys, operand_layout)
 from .operands import HbmAP, Scalar, TileAP
-from .writer import MAGIC, STEP_WAIT, VERSION, loop_runs
+from .writer import MAGIC, STEP_BASE, STEP_WAIT, VERSION, loop_runs
 
 
 @dataclasses.dataclass
@@ -76,6 +76,8 @@ class _Reader:
       return self.unpack("Q")
     if kind == "f32":
       return self.unpack("f")
+    if kind == "i64":
+      return self.unpack("q")
     if kind == "i64_list":
       return [self.unpack("q") for _ in range(self.unpack("I"))]
     if kind == "tile":
@@ -151,6 +153,8 @@ def _read_streams(r: _Reader, version: int) -> list:
         inst = own[first + index]
         if kind == STEP_WAIT:
           inst.wait_steps[inst.waits[field][0]] = step
+        elif kind == STEP_BASE:
+          inst.steps["base"] = step
         else:
           inst.steps[hbm_operand_keys(inst)[field]] = step
     insts.extend(own)
@@ -292,5 +296,7 @@ def _format_operand(inst: Instruction, name: str, tensors) -> str:
 def _with_step(text: str, step) -> str:
   if not step:
     return text
+  if "[" not in text:  # a stepped number (an iota's base)
+    return text + _step_text(step)
   at = text.index("[")
   return text[:at] + _step_text(step) + text[at:]

@@ -3,7 +3,7 @@
 import struct
 
 from .enums import ControlOp, EndpointKind, Memory, ScalarKind, TensorKind
-from .instructions import OPERAND_LAYOUT, hbm_operand_keys
+from .instructions import OPERAND_LAYOUT, hbm_operand_keys, stepped_values
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
@@ -61,6 +61,8 @@ class _Writer:
       self.pack("Q", int(value))
     elif kind == "f32":
       self.pack("f", float(value))
+    elif kind == "i64":
+      self.pack("q", int(value))
     elif kind == "i64_list":
       self.pack("I", len(value))
       for v in value:
@@ -93,7 +95,8 @@ class _Writer:
       raise ValueError(f"unknown operand kind {kind!r}")
 
 
-STEP_WAIT, STEP_HBM = 0, 1
+# Step kinds: a wait count, an HBM offset, an iota's base (its "base" operand).
+STEP_WAIT, STEP_HBM, STEP_BASE = 0, 1, 2
 
 
 def loop_runs(insts: list) -> list:
@@ -113,11 +116,12 @@ def _loop_steps(inst) -> list:
   """(kind, index, step) of an instruction's nonzero steps."""
   steps = [(STEP_WAIT, k, inst.wait_steps.get(s, 0)) for k, (s, _) in enumerate(inst.waits)]
   keys = hbm_operand_keys(inst)
-  unknown = set(inst.steps) - set(keys)
+  unknown = set(inst.steps) - set(keys) - set(stepped_values(inst))
   if unknown:
     raise ValueError(f"{inst.opcode.name.lower()}: steps for {sorted(map(str, unknown))}, which "
                      f"are not its HBM operands {keys}")
-  steps += [(STEP_HBM, keys.index(key), step) for key, step in inst.steps.items()]
+  steps += [(STEP_BASE, 0, step) if key in stepped_values(inst) else
+            (STEP_HBM, keys.index(key), step) for key, step in inst.steps.items()]
   return [step for step in steps if step[2] != 0]
 
 

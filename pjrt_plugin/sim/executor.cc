@@ -160,8 +160,8 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     if (best < 0) return FailedPrecondition(DeadlockReport(program, block_index, state));
     StreamState& stream = state[best];
     const Instruction& stored = block.streams[best][stream.next];
-    // A loop iteration past the first runs with its HBM offsets moved (a copy; waits unused here).
-    const bool moved = stream.steps != nullptr && stream.iteration > 0 && !stream.steps->hbm_steps.empty();
+    // A loop iteration past the first runs with its HBM offsets (and iota bases) moved (a copy; waits unused here).
+    const bool moved = stream.steps != nullptr && stream.iteration > 0 && stream.steps->moves();
     const Instruction concrete = moved ? AtIteration(stored, *stream.steps, stream.iteration) : Instruction{};
     const Instruction& inst = moved ? concrete : stored;
     InstructionTiming timing;

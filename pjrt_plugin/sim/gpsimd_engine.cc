@@ -21,6 +21,53 @@ void RunIota(Machine& machine, const GpIota& g) {
   Scatter(index, dst);
 }
 
+// base + p·partition_step + Σ i_d·free_steps[d] for every element of a tile's view (dims: the
+// partition, then the free dims), in row-major order.
+Values AffineValues(const StridedView& view, int64_t base, int64_t partition_step,
+                    const std::vector<int64_t>& free_steps) {
+  Values value = Values::Make(Domain::kI64, view.num_elements());
+  std::vector<int64_t> index(view.rank, 0);
+  for (size_t i = 0; i < value.size(); ++i) {
+    int64_t v = base + index[0] * partition_step;
+    for (int d = 1; d < view.rank; ++d) v += index[d] * free_steps[d - 1];
+    value.i64[i] = v;
+    for (int d = view.rank - 1; d >= 0 && ++index[d] == view.count[d]; --d) index[d] = 0;
+  }
+  return value;
+}
+
+bool CompareWithZero(AluOp op, int64_t v) {
+  switch (op) {
+    case AluOp::kEq: return v == 0;
+    case AluOp::kNe: return v != 0;
+    case AluOp::kLt: return v < 0;
+    case AluOp::kLe: return v <= 0;
+    case AluOp::kGt: return v > 0;
+    default: return v >= 0;  // kGe (instruction_rules: a compare)
+  }
+}
+
+void RunTileIota(Machine& machine, const Iota& t) {
+  const StridedView dst = machine.View(t.dst);
+  Scatter(AffineValues(dst, t.base, t.partition_step, t.free_steps), dst);
+}
+
+void RunAffineSelect(Machine& machine, const AffineSelect& a) {
+  const StridedView dst = machine.View(a.dst);
+  const Values affine = AffineValues(dst, a.base, a.partition_step, a.free_steps);
+  Values x = Gather(machine.View(a.src), ComputeDomain(a.src.dtype));
+  const Values fill = ScalarValues(a.fill, x.domain, 1);
+  WithDomainType(x.domain, [&](auto tag) {
+    using T = decltype(tag);
+    T* data = x.data<T>();
+    const T value = fill.data<T>()[0];
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!CompareWithZero(a.op, affine.i64[i])) data[i] = value;
+    }
+  });
+  Scatter(x, dst);
+}
+
 void RunReduce(Machine& machine, const GpReduce& g) {
   const StridedView src = machine.View(g.src);
   int64_t cols = 1;
@@ -85,6 +132,10 @@ void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
     }
     case Opcode::kGpIota:
       return RunIota(machine, std::get<GpIota>(inst.operands));
+    case Opcode::kIota:
+      return RunTileIota(machine, std::get<Iota>(inst.operands));
+    case Opcode::kAffineSelect:
+      return RunAffineSelect(machine, std::get<AffineSelect>(inst.operands));
     case Opcode::kGpBitcast: {
       const auto& g = std::get<GpBitcast>(inst.operands);
       std::memmove(machine.hbm[g.dst].data, machine.hbm[g.src].data, machine.hbm[g.src].byte_size);

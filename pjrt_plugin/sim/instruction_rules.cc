@@ -324,6 +324,23 @@ Status CheckGp(const Program& program, const Instruction& inst) {
       if (g.dim >= g.dst.num_dims) return InvalidArgument("iota dim " + std::to_string(g.dim) + " of " + std::to_string(g.dst.num_dims) + " dims");
       return Status::Ok();
     }
+    case Opcode::kIota: {
+      const auto& t = std::get<Iota>(inst.operands);
+      if (t.free_steps.size() != static_cast<size_t>(t.dst.num_free)) {
+        return InvalidArgument(std::to_string(t.free_steps.size()) + " free steps for " + std::to_string(t.dst.num_free) + " free dims");
+      }
+      if (t.dst.dtype == DType::kF64 || t.dst.dtype == DType::kC64) return InvalidArgument("iota writes an integer or a float tile, not " + DTypeName(t.dst.dtype));
+      return Status::Ok();
+    }
+    case Opcode::kAffineSelect: {
+      const auto& a = std::get<AffineSelect>(inst.operands);
+      if (a.op < AluOp::kEq || a.op > AluOp::kGe) return InvalidArgument(AluOpName(a.op) + " is not a compare");
+      if (a.free_steps.size() != static_cast<size_t>(a.dst.num_free)) {
+        return InvalidArgument(std::to_string(a.free_steps.size()) + " free steps for " + std::to_string(a.dst.num_free) + " free dims");
+      }
+      if (a.dst.dtype != a.src.dtype) return InvalidArgument("dst is " + DTypeName(a.dst.dtype) + ", src " + DTypeName(a.src.dtype));
+      return SameTileShape(a.dst, a.src);
+    }
     case Opcode::kGpBitcast: {
       const auto& g = std::get<GpBitcast>(inst.operands);
       TRN_RETURN_IF_ERROR(Writable(program, g.dst));

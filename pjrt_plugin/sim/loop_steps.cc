@@ -42,7 +42,7 @@ void Collect(std::vector<HbmAP*>& out, T& x) {
     static_assert(std::is_same_v<T, Matmul> || std::is_same_v<T, Transpose> || std::is_same_v<T, TensorTensor> ||
                       std::is_same_v<T, TensorScalar> || std::is_same_v<T, TensorReduce> || std::is_same_v<T, TensorCopy> ||
                       std::is_same_v<T, TensorTernary> || std::is_same_v<T, TensorUnary> || std::is_same_v<T, Activation> ||
-                      std::is_same_v<T, GpBitcast>,
+                      std::is_same_v<T, GpBitcast> || std::is_same_v<T, Iota> || std::is_same_v<T, AffineSelect>,
                   "an operand struct with HBM access patterns must list them here");
   }
 }
@@ -77,6 +77,10 @@ Instruction AtIteration(const Instruction& inst, const InstructionSteps& steps, 
   if (!steps.hbm_steps.empty()) {
     const std::vector<HbmAP*> hbm = HbmOperands(out.operands);
     for (const auto& [index, step] : steps.hbm_steps) hbm[index]->offset += step * iteration;
+  }
+  if (steps.base_step != 0) {
+    if (auto* iota = std::get_if<Iota>(&out.operands)) iota->base += steps.base_step * iteration;
+    if (auto* select = std::get_if<AffineSelect>(&out.operands)) select->base += steps.base_step * iteration;
   }
   return out;
 }

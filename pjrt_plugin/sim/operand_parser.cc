@@ -152,6 +152,21 @@ Operands Parser::ParseOperands(Opcode opcode) {
       g.dim = in_.Read<uint8_t>("iota dim");
       return g;
     }
+    case Opcode::kIota: {
+      Iota t;
+      t.dst = ReadTile();
+      ReadAffine(t.base, t.partition_step, t.free_steps);
+      return t;
+    }
+    case Opcode::kAffineSelect: {
+      AffineSelect a;
+      a.op = ReadAluOp();
+      a.dst = ReadTile();
+      a.src = ReadTile();
+      ReadAffine(a.base, a.partition_step, a.free_steps);
+      a.fill = ReadScalar();
+      return a;
+    }
     case Opcode::kGpBitcast: {
       GpBitcast g;
       g.dst = in_.Read<uint32_t>("bitcast dst tensor");
@@ -440,6 +455,13 @@ ScalarOperand Parser::ReadScalarOperand() {
     s.immediate = ReadScalar();
   }
   return s;
+}
+
+void Parser::ReadAffine(int64_t& base, int64_t& partition_step, std::vector<int64_t>& free_steps) {
+  base = in_.Read<int64_t>("affine base");
+  partition_step = in_.Read<int64_t>("affine partition step");
+  free_steps.resize(in_.Count("affine free steps", sizeof(int64_t)));
+  for (int64_t& s : free_steps) s = in_.Read<int64_t>("affine free step");
 }
 
 Endpoint Parser::ReadEndpoint() {

@@ -136,6 +136,12 @@ struct GpElementwise { AluOp op; HbmAP dst; std::vector<HbmAP> srcs; };
 struct GpCopy { HbmAP dst, src; };
 struct GpFill { HbmAP dst; Scalar value; };
 struct GpIota { HbmAP dst; int dim; };
+// dst[p, i...] = base + p·partition_step + Σ i_d·free_steps[d] (as int64, then dst's dtype).
+struct Iota { TileAP dst; int64_t base; int64_t partition_step; std::vector<int64_t> free_steps; };
+// dst = (the affine value above, op: a compare) CMP 0 ? src : fill.
+struct AffineSelect {
+  AluOp op; TileAP dst, src; int64_t base; int64_t partition_step; std::vector<int64_t> free_steps; Scalar fill;
+};
 struct GpBitcast { uint32_t dst, src; };
 struct GpReduce { AluOp op; HbmAP dst, src; int reduced; Scalar init; };
 struct GpBatchMatmul { HbmAP dst, lhs, rhs; };
@@ -196,7 +202,7 @@ using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorSc
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
                               GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
                               GpConvolution, GpReduceWindow, GpSelectAndScatter, Collective,
-                              PartitionId, HostCallback>;
+                              PartitionId, HostCallback, Iota, AffineSelect>;
 
 struct Instruction {
   Opcode opcode;
@@ -228,6 +234,8 @@ struct BlockExit {
 struct InstructionSteps {
   std::vector<int64_t> wait_steps;                     // one per wait (0: the same every iteration)
   std::vector<std::pair<int, int64_t>> hbm_steps;      // (HBM operand index, elements per iteration)
+  int64_t base_step = 0;                               // added to an iota's or affine_select's base
+  bool moves() const { return !hbm_steps.empty() || base_step != 0; }
 };
 
 // A counted loop of one stream: its stored instructions [first, first + length) run `count`

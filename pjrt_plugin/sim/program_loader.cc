@@ -371,8 +371,16 @@ void Parser::ParseLoops(Block& block, int stream) {
           return;
         }
         body.hbm_steps.emplace_back(field, step);
+      } else if (kind == 2) {
+        const bool affine = inst.opcode == Opcode::kIota || inst.opcode == Opcode::kAffineSelect;
+        if (!affine || field != 0 || body.base_step != 0 || step < -kMaxElements || step > kMaxElements) {
+          in_.Fail(step_at, what + " base step " + std::to_string(step) + " on field " + std::to_string(field) +
+                                " (an iota's or affine_select's base, field 0, given once, |step| <= 2^48)");
+          return;
+        }
+        body.base_step = step;
       } else {
-        in_.Fail(step_at, what + " step kind " + std::to_string(kind) + " (expected 0 wait or 1 HBM offset)");
+        in_.Fail(step_at, what + " step kind " + std::to_string(kind) + " (expected 0 wait, 1 HBM offset or 2 affine base)");
         return;
       }
     }

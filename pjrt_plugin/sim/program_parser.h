@@ -39,6 +39,8 @@ class Parser {
   ScalarOperand ReadScalarOperand();
   Endpoint ReadEndpoint();
   std::vector<HbmAP> ReadHbmList();
+  // An affine value of tile coordinates: base, partition step, a count of free steps, the steps.
+  void ReadAffine(int64_t& base, int64_t& partition_step, std::vector<int64_t>& free_steps);
   uint8_t ReadFlag(const char* what);
   Collective ReadCollective();
 

@@ -244,6 +244,14 @@ InstructionTiming GpSimdTiming(const Program& p, const Instruction& inst) {
   double cycles_per_element = 1;
   double min_cycles = 0, extra_cycles = 0;  // data-dependent ops: floor and per-window cost
   switch (inst.opcode) {
+    case Opcode::kIota:
+    case Opcode::kAffineSelect: {
+      // SBUF tiles, all partitions in parallel: the guide's 150 + N cycles, N per partition.
+      const bool select = inst.opcode == Opcode::kAffineSelect;
+      const TileAP& dst = select ? std::get<AffineSelect>(inst.operands).dst : std::get<Iota>(inst.operands).dst;
+      const double ns = (kGpSimdOverheadCycles + static_cast<double>(dst.free_size())) / t.gpsimd_clock_ghz;
+      return {ns, ns, TileBytes(dst) * (select ? 2 : 1), 0};
+    }
     case Opcode::kGpElementwise: {
       const auto& g = std::get<GpElementwise>(inst.operands);
       elements = g.dst.num_elements();

@@ -34,6 +34,9 @@ UtilizationCounts CountUtilization(const Instruction& inst, const InstructionTim
     case Opcode::kTranspose:
       counts.transpose_flops = timing.flops;
       break;
+    case Opcode::kIota:  // GpSimd on SBUF tiles: no HBM
+    case Opcode::kAffineSelect:
+      break;
     default:
       // GpSimd general-path instructions address HBM directly: every byte they touch is HBM
       // traffic. The other engines touch only SBUF and PSUM.
