@@ -46,6 +46,22 @@ CORPUS = {
     "layer norm": (
         lambda x: (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5),
         (_f32(31000, 16),)),
+    # Matmuls stream the lhs one 128-row m-tile a step past a resident rhs panel (two steps a
+    # period): a partial last m-tile, an rhs transposed on TensorE, an lhs loaded as lhs^T,
+    # fp8 operands, a batch, two N panels.
+    "f32 matmul with a partial last m-tile": (lambda x, w: x @ w, (_f32(1500, 96), _f32(96, 40))),
+    "bf16 x @ w.T": (lambda x, w: x @ w.T, (_f32(1300, 200).astype(ml_dtypes.bfloat16),
+                                           _f32(300, 200).astype(ml_dtypes.bfloat16))),
+    "f32 x.T @ w": (lambda x, w: x.T @ w, (_f32(136, 1200), _f32(136, 64))),
+    "fp8 matmul into f32": (
+        lambda x, w: jnp.dot(x, w, preferred_element_type=jnp.float32),
+        (_f32(1200, 256).astype(ml_dtypes.float8_e4m3fn),
+         _f32(256, 600).astype(ml_dtypes.float8_e4m3fn))),
+    "batched matmul": (lambda x, w: jnp.einsum("bmk,bkn->bmn", x, w),
+                       (_f32(2, 1300, 64), _f32(2, 64, 80))),
+    "bf16 matmul over two N panels": (
+        lambda x, w: x @ w, (_f32(1200, 2048).astype(ml_dtypes.bfloat16),
+                             _f32(2048, 3584).astype(ml_dtypes.bfloat16))),
 }
 
 
@@ -93,6 +109,16 @@ def test_program_size_stops_growing_with_the_rows(monkeypatch):
     program = compile_code(artifact(lambda x, b: x + b, _f32(rows, 16), _f32(16)))
     sizes[rows] = _instructions(program)[0]
   assert sizes[6144] == sizes[24576] == sizes[98304]
+
+
+def test_a_matmuls_program_size_stops_growing_with_m():
+  sizes = {}
+  for rows in (2048, 8192, 32768):
+    x = jax.ShapeDtypeStruct((rows, 256), jnp.bfloat16)
+    w = jax.ShapeDtypeStruct((256, 512), jnp.bfloat16)
+    sizes[rows] = _instructions(compile_code(artifact(lambda x, w: x @ w, x, w)))
+  assert sizes[2048] == sizes[8192] == sizes[32768], sizes
+  assert sizes[2048][1] > 0
 
 
 # --- hand-written loops: the format and the loader -----------------------------------------
