@@ -141,6 +141,7 @@ class ResidentRhsMatmul:
     # Steps of the earlier batches and panels: consecutive steps, across them too, alternate
     # buffers, so a batch's first m-tile does not wait on the previous batch's last.
     self._steps_before = 0
+    self._panel_follows = False  # whether another batch or N panel comes after this one
 
   def _sbuf(self, dtype: DType, partitions: int, offset, free) -> TileAP:
     return TileAP(Memory.SBUF, dtype, 0, partitions, offset, tuple(free))
@@ -243,8 +244,9 @@ class ResidentRhsMatmul:
   def _multiply(self, b: int, s: int, blocks: list[Span], targets: list[int], steps) -> None:
     """m-tile s times the panel, one PSUM bank per n-block, each accumulating its K tiles in
     order. A panel's first m-tile goes K tile by K tile over every bank (its matmuls follow
-    the panel's rows as they arrive); the others bank by bank (a bank is evicted while the next
-    accumulates)."""
+    the panel's rows as they arrive), and so does its last when another panel follows (its rows
+    are freed one by one, so the next panel's loads overlap it); the others go bank by bank (a
+    bank is evicted while the next accumulates)."""
     builder, debug = self.ctx.builder, self.ctx.debug_id
     rows = self.m_tiles[s].count
     lsize, rsize = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
@@ -265,7 +267,8 @@ class ResidentRhsMatmul:
                           ((1, blocks[j].count),))
       builder.matmul(dsts[j], stationary, moving, start=i == 0, stop=i == last, debug=debug)
 
-    order = [(i, j) for i in range(last + 1) for j in range(len(blocks))] if s == 0 else \
+    follows_rows = s == 0 or (s == len(self.m_tiles) - 1 and self._panel_follows)
+    order = [(i, j) for i in range(last + 1) for j in range(len(blocks))] if follows_rows else \
         [(i, j) for j in range(len(blocks)) for i in range(last + 1)]
     for i, j in order:
       product(i, j)
@@ -315,8 +318,10 @@ class ResidentRhsMatmul:
   def emit(self) -> None:
     self._carve()
     pitch = self.panel_blocks * self.n_block
+    panels = spans(self.n, pitch)
     for b in range(self.batch):
-      for cols in spans(self.n, pitch):
+      for p, cols in enumerate(panels):
+        self._panel_follows = b + 1 < self.batch or p + 1 < len(panels)
         self._load_panel(b, cols)
         blocks = spans(cols.count, self.n_block)
         blocks = [Span(cols.start + blk.start, blk.count) for blk in blocks]
