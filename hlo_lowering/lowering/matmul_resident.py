@@ -14,7 +14,8 @@ The NKI matmul tutorial's blocking with the moving operand held: per batch and N
      the first, stop on the last: the fp32 K-accumulation order of docs/numerics.md), VectorE
      evicts the bank into an output tile in the output dtype and a DMA stores it.
    (An lhs stored with M contiguous, `x.T @ w`, or of ≤ DMA_TRANSPOSE_MAX_ROWS rows is DMA-ed as
-   lhs^T directly, a step ahead, with no transposes.)
+   lhs^T directly, a step ahead, with no transposes. An fp8 lhs is transposed as bf16 pairs:
+   half the transposes, at the price of K tiles holding the even and the odd k of 256.)
 
 Every buffer, PSUM bank and DMA queue of step s is chosen by the parity of s (queues here, not by
 the back end's round robin), so two steps are one period of everything: the steps run as a
@@ -85,6 +86,12 @@ class ResidentRhsMatmul:
     self.m_tiles = spans(self.m, self.m_tile)
     sb, sm, sk = lhs.strides
     self.lhs_direct = self.m_tile <= DMA_TRANSPOSE_MAX_ROWS or (sm == 1 and sk != 1)
+    # fp8 lhs rows are transposed two elements at a time, as bf16 pairs (half the TensorE
+    # transposes): K tile 2q + j then holds k = 2·partitions·q + 2p + j on partition p.
+    self.pair_tiles = (spans(self.k // 2, self.partitions)
+                       if (lhs.dtype.itemsize == 1 and not self.lhs_direct
+                           and self.k % (2 * self.partitions) == 0
+                           and not self._rhs_transposed()) else None)
     self.queues = int(ctx.target_spec["dma_queues"])
     self.panel_blocks = self._fit_panel()
 
@@ -131,7 +138,7 @@ class ResidentRhsMatmul:
     self.accumulators = banks[:max(blocks, 2)]
     # The other banks take transposes in rotation, as many as keep two steps' fills (2 f) a
     # whole number of rotations (the loop's period), so a fill rarely waits on a copy out.
-    fills = len(self._transpose_groups(self.lhs.dtype))
+    fills = len(self._transpose_groups(*self._lhs_transpose_units()))
     left = len(banks) - len(self.accumulators)
     rotation = max(r for r in range(1, left + 1) if 2 * fills % r == 0)
     self.transposes = banks[len(self.accumulators):len(self.accumulators) + rotation]
@@ -159,41 +166,64 @@ class ResidentRhsMatmul:
         self.ctx.dma(self._sbuf(rhs.dtype, rows.count, stage, ((1, self.k),)),
                      HbmAP(rhs.tensor, rhs.offset + b * sb + (cols.start + rows.start) * sn,
                            ((sn, rows.count), (sk, self.k))))
-        self._transpose(rows.count, stage, self.rhs_panel + rows.start * size, pitch, rhs.dtype)
+        self._transpose(rows.count, stage, self.rhs_panel + rows.start * size, pitch, rhs.dtype,
+                        self.k_tiles)
       return
     # One queue: its rows arrive one after the other, in the order the first m-tile reads them
     # (on many queues they would share the bandwidth and all arrive at the end).
     for i, kt in enumerate(self.k_tiles):
+      first, apart = self._k_rows(i)
       self.ctx.builder.dma_copy(
           self.queues - 1,
           self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size, ((1, cols.count),)),
-          HbmAP(rhs.tensor, rhs.offset + b * sb + kt.start * sk + cols.start * sn,
-                ((sk, kt.count), (sn, cols.count))), debug=self.ctx.debug_id)
+          HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
+                ((apart * sk, kt.count), (sn, cols.count))), debug=self.ctx.debug_id)
 
-  def _transpose_groups(self, dtype: DType) -> list[tuple[int, int]]:
+  def _k_rows(self, i: int) -> tuple[int, int]:
+    """(first k, k apart) of the K elements on the partitions of K tile i."""
+    if self.pair_tiles is None:
+      return self.k_tiles[i].start, 1
+    q, j = divmod(i, 2)
+    return 2 * self.partitions * q + j, 2
+
+  def _lhs_transpose_units(self) -> tuple[DType, list[Span]]:
+    """The dtype and K tiles a staged lhs tile is transposed in."""
+    if self.pair_tiles is None:
+      return self.lhs.dtype, self.k_tiles
+    return DType.BF16, self.pair_tiles
+
+  def _transpose_lhs(self, t: int) -> None:
+    """m-tile t's staged rows into its lhs^T buffer (per K tile [K_t, rows], m_tile apart)."""
+    dtype, tiles = self._lhs_transpose_units()
+    self._transpose(self.m_tiles[t].count, self.staging[self._parity(t)],
+                    self.lhs_t[self._parity(t)], self.m_tile, dtype, tiles)
+
+  def _transpose_groups(self, dtype: DType, tiles: list[Span]) -> list[tuple[int, int]]:
     """(first K tile, count) of the runs of equal-height K tiles that share one PSUM bank."""
     per_bank = self.ctx.psum.bank_bytes // (self.partitions * dtype.itemsize)
     groups, i = [], 0
-    while i < len(self.k_tiles):
+    while i < len(tiles):
       group = 1
-      while (group < per_bank and i + group < len(self.k_tiles)
-             and self.k_tiles[i + group].count == self.k_tiles[i].count):
+      while (group < per_bank and i + group < len(tiles)
+             and tiles[i + group].count == tiles[i].count):
         group += 1
       groups.append((i, group))
       i += group
     return groups
 
-  def _transpose(self, rows: int, stage, dst, pitch: int, dtype: DType) -> None:
-    """Transposes a staged [rows, K] tile into per-K-tile [K_t, rows] tiles `pitch` elements
-    apart from `dst`: tiles of equal height share a PSUM bank and one copy out of it."""
+  def _transpose(self, rows: int, stage, dst, pitch: int, dtype: DType,
+                 tiles: list[Span]) -> None:
+    """Transposes a staged [rows, K] tile (`tiles`: its K tiles) into per-K-tile [K_t, rows]
+    tiles `pitch` elements apart from `dst`: tiles of equal height share a PSUM bank and one
+    copy out of it."""
     b, debug, size = self.ctx.builder, self.ctx.debug_id, dtype.itemsize
-    for i, group in self._transpose_groups(dtype):
-      height = self.k_tiles[i].count
+    for i, group in self._transpose_groups(dtype, tiles):
+      height = tiles[i].count
       bank = self.transposes[self._transpose_fill % len(self.transposes)]
       self._transpose_fill += 1
       for j in range(group):
         src = self._sbuf(dtype, rows, stage + (i + j) * self.partitions * size,
-                         ((1, self.k_tiles[i + j].count),))
+                         ((1, tiles[i + j].count),))
         b.transpose(TileAP(Memory.PSUM, dtype, 0, height, bank + j * self.partitions * size,
                            ((1, rows),)), src, debug=debug)
       b.tensor_copy(self._sbuf(dtype, height, dst + i * pitch * size, ((pitch, group), (1, rows))),
@@ -249,7 +279,7 @@ class ResidentRhsMatmul:
     bank is evicted while the next accumulates)."""
     builder, debug = self.ctx.builder, self.ctx.debug_id
     rows = self.m_tiles[s].count
-    lsize, rsize = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
+    rsize = self.rhs.dtype.itemsize
     pitch = self.panel_blocks * self.n_block
     last = len(self.k_tiles) - 1
     # Two or more n-blocks use their own banks in every step; one alternates two.
@@ -260,8 +290,7 @@ class ResidentRhsMatmul:
 
     def product(i: int, j: int) -> None:
       kt = self.k_tiles[i]
-      stationary = self._sbuf(self.lhs.dtype, kt.count,
-                              self.lhs_t[self._parity(s)] + i * self.m_tile * lsize, ((1, rows),))
+      stationary = self._stationary(s, i, rows)
       moving = self._sbuf(self.rhs.dtype, kt.count,
                           self.rhs_panel + (i * pitch + j * self.n_block) * rsize,
                           ((1, blocks[j].count),))
@@ -274,6 +303,17 @@ class ResidentRhsMatmul:
       product(i, j)
       if i == last:
         self._evict(s, j, blocks[j], dsts[j], targets[j], next(steps))
+
+  def _stationary(self, s: int, i: int, rows: int) -> TileAP:
+    """K tile i of m-tile s's lhs^T: [K_t, rows] (pairs: every other element of a bf16 pair
+    transpose's [K_t, rows · 2])."""
+    base = self.lhs_t[self._parity(s)]
+    if self.pair_tiles is None:
+      return self._sbuf(self.lhs.dtype, self.k_tiles[i].count,
+                        base + i * self.m_tile * self.lhs.dtype.itemsize, ((1, rows),))
+    q, j = divmod(i, 2)
+    return self._sbuf(self.lhs.dtype, self.partitions, base + q * 2 * self.m_tile + j,
+                      ((2, rows),))
 
   def _evict(self, s: int, j: int, block: Span, bank: TileAP, target: int, step: int) -> None:
     """VectorE copies n-block j's bank into an output tile (the output dtype); a DMA stores it."""
@@ -292,8 +332,7 @@ class ResidentRhsMatmul:
     if s + ahead < len(self.m_tiles):
       self._stage_lhs(s + ahead, self._lhs_sources(b, s + ahead), steps)
     if not self.lhs_direct and s + 1 < len(self.m_tiles):
-      self._transpose(self.m_tiles[s + 1].count, self.staging[self._parity(s + 1)],
-                      self.lhs_t[self._parity(s + 1)], self.m_tile, self.lhs.dtype)
+      self._transpose_lhs(s + 1)
     self._multiply(b, s, blocks, self._store_targets(b, s, blocks), steps)
 
   def _parity(self, s: int) -> int:
@@ -352,6 +391,4 @@ class ResidentRhsMatmul:
     for t in range(min(self._ahead(), len(self.m_tiles))):
       self._stage_lhs(t, self._lhs_sources(b, t), steps)
     if not self.lhs_direct:
-      self._transpose(self.m_tiles[0].count, self.staging[self._parity(0)],
-                      self.lhs_t[self._parity(0)], self.m_tile,
-                      self.lhs.dtype)
+      self._transpose_lhs(0)
