@@ -59,6 +59,14 @@ CORPUS = {
          _f32(256, 600).astype(ml_dtypes.float8_e4m3fn))),
     "batched matmul": (lambda x, w: jnp.einsum("bmk,bkn->bmn", x, w),
                        (_f32(2, 1300, 64), _f32(2, 64, 80))),
+    # Many small batches (attention's heads) loop over pairs of batches instead.
+    "q @ k.T over 8 heads": (lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k),
+                             (_f32(8, 300, 64), _f32(8, 300, 64))),
+    "bf16 attn @ v over 7 heads (one left after the pairs)": (
+        lambda a, v: jnp.einsum("bmk,bkn->bmn", a, v),
+        (_f32(7, 256, 256).astype(ml_dtypes.bfloat16), _f32(7, 256, 64).astype(ml_dtypes.bfloat16))),
+    "ds.T @ q over 6 heads (lhs loaded as lhs^T)": (
+        lambda d, q: jnp.einsum("bkm,bkn->bmn", d, q), (_f32(6, 200, 256), _f32(6, 200, 64))),
     "bf16 matmul over two N panels": (
         lambda x, w: x @ w, (_f32(1200, 2048).astype(ml_dtypes.bfloat16),
                              _f32(2048, 3584).astype(ml_dtypes.bfloat16))),
@@ -119,6 +127,17 @@ def test_a_matmuls_program_size_stops_growing_with_m():
     sizes[rows] = _instructions(compile_code(artifact(lambda x, w: x @ w, x, w)))
   assert sizes[2048] == sizes[8192] == sizes[32768], sizes
   assert sizes[2048][1] > 0
+
+
+def test_a_batched_matmuls_program_size_stops_growing_with_the_batch():
+  sizes = {}
+  for heads in (8, 32, 128):
+    q = jax.ShapeDtypeStruct((heads, 256, 64), jnp.bfloat16)
+    k = jax.ShapeDtypeStruct((heads, 256, 64), jnp.bfloat16)
+    sizes[heads] = _instructions(compile_code(artifact(
+        lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k), q, k)))
+  assert sizes[8] == sizes[32] == sizes[128], sizes
+  assert sizes[8][1] > 0
 
 
 # --- hand-written loops: the format and the loader -----------------------------------------

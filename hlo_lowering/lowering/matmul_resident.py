@@ -20,7 +20,9 @@ The NKI matmul tutorial's blocking with the moving operand held: per batch and N
 Every buffer, PSUM bank and DMA queue of step s is chosen by the parity of s (queues here, not by
 the back end's round robin), so two steps are one period of everything: the steps run as a
 counted loop (lowering/tile_loops.py) whose body is two m-tiles, and the program's size stops
-growing with M. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
+growing with M. Many batches of few m-tiles each (attention's heads) loop over pairs of batches
+instead (two rhs panels: the next batch's loads overlap this one's matmuls), so the program's
+size stops growing with the batch. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
 panel transposes each lhs tile exactly once.
 """
 
@@ -94,6 +96,7 @@ class ResidentRhsMatmul:
                            and not self._rhs_transposed()) else None)
     self.queues = int(ctx.target_spec["dma_queues"])
     self.panel_blocks = self._fit_panel()
+    self.batch_loop = self.panel_blocks > 0 and self._batch_loop_pays()
 
   # --- buffers ------------------------------------------------------------------------------
 
@@ -117,6 +120,20 @@ class ResidentRhsMatmul:
         return blocks
     return 0
 
+  def _batch_loop_pays(self) -> bool:
+    """Whether to loop over pairs of batches (each a whole batch: its panel, every m-tile)
+    rather than over m-tiles inside each batch: when the rhs fits one panel twice (the next
+    batch's loads while this one multiplies) and the body of two batches (four with the
+    peeled copy) is smaller than every batch's own m-tile loop (about 8 steps a batch)."""
+    tiles = len(self.m_tiles)
+    if (self.batch // STEPS_PER_PERIOD < MIN_PERIODS
+        or self.panel_blocks * self.n_block < self.n
+        or 4 * tiles + self.batch % 2 * tiles >= self.batch * min(tiles, 8)):
+      return False
+    panel, lhs_t, stage, output = self._sizes(self.panel_blocks)
+    return (2 * panel + 2 * lhs_t + 2 * stage + 2 * self.panel_blocks * output
+            <= self.ctx.sbuf.arena_bytes)
+
   def _rhs_transposed(self) -> bool:
     """An rhs stored as [N, K] (K contiguous): loaded row-major and transposed on TensorE."""
     _, sk, sn = self.rhs.strides
@@ -127,8 +144,9 @@ class ResidentRhsMatmul:
     blocks = self.panel_blocks
     panel, lhs_t, stage, output = self._sizes(blocks)
     start = ctx.sbuf.take_arena()
-    self.rhs_panel = start
-    start += panel
+    self.rhs_panels = [start + i * panel for i in range(2 if self.batch_loop else 1)]
+    self.rhs_panel = self.rhs_panels[0]
+    start += len(self.rhs_panels) * panel
     self.lhs_t = [start, start + lhs_t]
     start += 2 * lhs_t
     self.staging = [start, start + stage]
@@ -136,9 +154,14 @@ class ResidentRhsMatmul:
     self.output_ring = [start + i * output for i in range(2 * blocks)]
     banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
     self.accumulators = banks[:max(blocks, 2)]
-    # The other banks take transposes in rotation, as many as keep two steps' fills (2 f) a
-    # whole number of rotations (the loop's period), so a fill rarely waits on a copy out.
-    fills = len(self._transpose_groups(*self._lhs_transpose_units()))
+    # The other banks take transposes in rotation, as many as keep a loop body's fills (two
+    # steps', or two batches') a whole number of rotations, so a fill rarely waits on a copy.
+    fills = 0 if self.lhs_direct else len(self._transpose_groups(*self._lhs_transpose_units()))
+    if self.batch_loop:
+      fills = fills * len(self.m_tiles) + (
+          math.ceil(self.n / self.partitions) * len(self._transpose_groups(self.rhs.dtype,
+                                                                          self.k_tiles))
+          if self._rhs_transposed() else 0)
     left = len(banks) - len(self.accumulators)
     rotation = max(r for r in range(1, left + 1) if 2 * fills % r == 0)
     self.transposes = banks[len(self.accumulators):len(self.accumulators) + rotation]
@@ -149,6 +172,9 @@ class ResidentRhsMatmul:
     # buffers, so a batch's first m-tile does not wait on the previous batch's last.
     self._steps_before = 0
     self._panel_follows = False  # whether another batch or N panel comes after this one
+    # In a loop over pairs of batches: per operand, the elements its HBM offsets move per
+    # iteration (two batches).
+    self._batch_move = None
 
   def _sbuf(self, dtype: DType, partitions: int, offset, free) -> TileAP:
     return TileAP(Memory.SBUF, dtype, 0, partitions, offset, tuple(free))
@@ -163,9 +189,9 @@ class ResidentRhsMatmul:
     if self._rhs_transposed():
       for i, rows in enumerate(spans(cols.count, self.partitions)):
         stage = self.staging[i % 2]
-        self.ctx.dma(self._sbuf(rhs.dtype, rows.count, stage, ((1, self.k),)),
-                     HbmAP(rhs.tensor, rhs.offset + b * sb + (cols.start + rows.start) * sn,
-                           ((sn, rows.count), (sk, self.k))))
+        self._dma(self.queues - 1, self._sbuf(rhs.dtype, rows.count, stage, ((1, self.k),)),
+                  HbmAP(rhs.tensor, rhs.offset + b * sb + (cols.start + rows.start) * sn,
+                        ((sn, rows.count), (sk, self.k))), "src", 0, "rhs")
         self._transpose(rows.count, stage, self.rhs_panel + rows.start * size, pitch, rhs.dtype,
                         self.k_tiles)
       return
@@ -173,11 +199,11 @@ class ResidentRhsMatmul:
     # (on many queues they would share the bandwidth and all arrive at the end).
     for i, kt in enumerate(self.k_tiles):
       first, apart = self._k_rows(i)
-      self.ctx.builder.dma_copy(
-          self.queues - 1,
-          self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size, ((1, cols.count),)),
-          HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
-                ((apart * sk, kt.count), (sn, cols.count))), debug=self.ctx.debug_id)
+      self._dma(self.queues - 1,
+                self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size,
+                           ((1, cols.count),)),
+                HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
+                      ((apart * sk, kt.count), (sn, cols.count))), "src", 0, "rhs", fixed=True)
 
   def _k_rows(self, i: int) -> tuple[int, int]:
     """(first k, k apart) of the K elements on the partitions of K tile i."""
@@ -251,21 +277,25 @@ class ResidentRhsMatmul:
         dst = self._sbuf(lhs.dtype, kt.count, self.lhs_t[self._parity(s)] + i * self.m_tile * size,
                          ((1, rows),))
         self._dma(queue, dst, HbmAP(lhs.tensor, offset, ((sk, kt.count), (sm, rows))), "src",
-                  next(steps))
+                  next(steps), "lhs")
       return
     self._dma(queue, self._sbuf(lhs.dtype, rows, self.staging[self._parity(s)], ((1, self.k),)),
-              HbmAP(lhs.tensor, offsets[0], ((sm, rows), (sk, self.k))), "src", next(steps))
+              HbmAP(lhs.tensor, offsets[0], ((sm, rows), (sk, self.k))), "src", next(steps),
+              "lhs")
 
   def _store_targets(self, b: int, s: int, blocks: list[Span]) -> list[int]:
     ob, om, on = self.out.strides
     corner = self.out.offset + b * ob + self.m_tiles[s].start * om
     return [corner + block.start * on for block in blocks]
 
-  def _dma(self, queue: int, dst, src, moving: str, step: int | None) -> None:
-    """A step's DMA: on `queue` in the periodic steps (a loop's, or their unrolled form), on
-    the back end's round robin elsewhere (spread over every queue: a short matmul is latency-
-    bound)."""
-    if not self._periodic:
+  def _dma(self, queue: int, dst, src, moving: str, step: int, operand: str,
+           fixed: bool = False) -> None:
+    """A DMA of `operand` ("lhs", "rhs" or "out"): on `queue` in the periodic steps (a loop's,
+    or their unrolled form) or when `fixed`, on the back end's round robin elsewhere (spread
+    over every queue: a short matmul is latency-bound)."""
+    if self._batch_move is not None:
+      step = self._batch_move[operand]
+    if not (self._periodic or fixed):
       self.ctx.dma(dst, src)
       return
     self.ctx.builder.dma_copy(queue % self.queues, dst, src, debug=self.ctx.debug_id,
@@ -323,7 +353,8 @@ class ResidentRhsMatmul:
                       ((1, block.count),))
     self.ctx.builder.tensor_copy(tile, bank, debug=self.ctx.debug_id)
     self._dma(LOAD_QUEUES + self._parity(s) * self._blocks + j,
-              HbmAP(self.out.tensor, target, ((om, rows), (on, block.count))), tile, "dst", step)
+              HbmAP(self.out.tensor, target, ((om, rows), (on, block.count))), tile, "dst", step,
+              "out")
 
   def _step(self, b: int, s: int, blocks: list[Span], steps=None) -> None:
     """m-tile s+2's load, m-tile s+1's transposes, m-tile s's matmuls and stores."""
@@ -356,34 +387,63 @@ class ResidentRhsMatmul:
 
   def emit(self) -> None:
     self._carve()
+    if not self.batch_loop:
+      for b in range(self.batch):
+        self._emit_batch(b, loop_m_tiles=True)
+      return
+    # A loop over pairs of batches: every DMA on its own queue, offsets moving by two batches.
+    pairs = self.batch // STEPS_PER_PERIOD
+    first = 0
+    self._periodic = True
+    if loops_enabled():
+      self._batch_move = {name: STEPS_PER_PERIOD * place.strides[0]
+                          for name, place in (("lhs", self.lhs), ("rhs", self.rhs),
+                                              ("out", self.out))}
+      with self.ctx.builder.loop(pairs):
+        for b in range(STEPS_PER_PERIOD):
+          self._emit_batch(b, loop_m_tiles=False)
+      self._batch_move = None
+      first = STEPS_PER_PERIOD * pairs
+    for b in range(first, self.batch):
+      self._periodic = b < STEPS_PER_PERIOD * pairs
+      self._emit_batch(b, loop_m_tiles=False)
+    self._periodic = False
+
+  def _emit_batch(self, b: int, loop_m_tiles: bool) -> None:
+    """Batch b: per N panel, its load and its m-tiles' steps (as a loop over m-tiles when
+    `loop_m_tiles`, else plain, every DMA periodic as `_periodic` says)."""
     pitch = self.panel_blocks * self.n_block
     panels = spans(self.n, pitch)
-    for b in range(self.batch):
-      for p, cols in enumerate(panels):
-        self._panel_follows = b + 1 < self.batch or p + 1 < len(panels)
-        self._load_panel(b, cols)
-        blocks = spans(cols.count, self.n_block)
-        blocks = [Span(cols.start + blk.start, blk.count) for blk in blocks]
+    in_batch_loop = not loop_m_tiles and self._periodic
+    self.rhs_panel = self.rhs_panels[b % len(self.rhs_panels)]
+    for p, cols in enumerate(panels):
+      self._panel_follows = in_batch_loop or b + 1 < self.batch or p + 1 < len(panels)
+      self._load_panel(b, cols)
+      blocks = spans(cols.count, self.n_block)
+      blocks = [Span(cols.start + blk.start, blk.count) for blk in blocks]
+      self._blocks = len(blocks)
+      if loop_m_tiles:
         self._periodic = False
-        self._prologue(b)
-        self._blocks = len(blocks)
-        self._step(b, 0, blocks)  # the first m-tile's matmul order is its own (_multiply)
-        # Steps 1 … 1 + periodic − 1 repeat with period 2: the loop's body is steps 1 and 2.
-        keys = [self._step_key(b, s, blocks) for s in range(1, len(self.m_tiles))]
-        periods = periodic_prefix(keys, STEPS_PER_PERIOD)
-        periodic = periods * STEPS_PER_PERIOD if periods >= MIN_PERIODS else 0
-        first = 1
-        if periodic and loops_enabled():
-          self._periodic = True
-          with self.ctx.builder.loop(periods):
-            for s, steps in enumerate(offset_steps(keys, STEPS_PER_PERIOD), start=1):
-              self._step(b, s, blocks, steps)
-          first += periodic
-        for s in range(first, len(self.m_tiles)):
+      self._prologue(b)
+      self._step(b, 0, blocks)  # the first m-tile's matmul order is its own (_multiply)
+      # Steps 1 … 1 + periodic − 1 repeat with period 2: the loop's body is steps 1 and 2.
+      keys = [self._step_key(b, s, blocks) for s in range(1, len(self.m_tiles))]
+      periods = periodic_prefix(keys, STEPS_PER_PERIOD) if loop_m_tiles else 0
+      periodic = periods * STEPS_PER_PERIOD if periods >= MIN_PERIODS else 0
+      first = 1
+      if periodic and loops_enabled():
+        self._periodic = True
+        with self.ctx.builder.loop(periods):
+          for s, steps in enumerate(offset_steps(keys, STEPS_PER_PERIOD), start=1):
+            self._step(b, s, blocks, steps)
+        first += periodic
+      for s in range(first, len(self.m_tiles)):
+        if loop_m_tiles:
           self._periodic = s <= periodic
-          self._step(b, s, blocks)
+        self._step(b, s, blocks)
+      if loop_m_tiles:
         self._periodic = False
-        self._steps_before += len(self.m_tiles)
+      self._steps_before += len(self.m_tiles)
 
   def _prologue(self, b: int) -> None:
     """The loads (and transposes) the first step expects done."""
