@@ -77,6 +77,13 @@ def test_fp8_lhs_transposed_in_pairs(dtype):
                 a.astype(dtype), b.astype(dtype), contraction=512)
 
 
+def test_a_contraction_too_long_for_a_resident_panel():
+  """K = 20000 f32: the streaming buffers of a full-K row alone outgrow SBUF, so the key-cached
+  schedule with K in chunks runs (lowering/matmul.py)."""
+  a, b = _data((130, 20000), np.float32, 0), _data((20000, 40), np.float32, 1)
+  _check_native(lambda a, b: a @ b, a, b, contraction=20000)
+
+
 def test_fp8_pair_transposes_move_every_byte_pair_exactly():
   """x @ I with every fp8 e4m3 byte pair in x but NaN (a pair is one bf16 element through
   TensorE and PSUM: no pattern, subnormal or not, may change)."""

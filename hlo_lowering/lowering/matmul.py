@@ -17,8 +17,10 @@ dimension, so per batch:
   over all K tiles (start on the first, stop on the last), then VectorE copies it to SBUF in
   the output dtype and a DMA stores it.
 
-K is split in chunks whose operand panels fit in SBUF. Panels are cached by key in rings of
-SBUF buffers (`_PanelCache`): an rhs panel (batch, n-block, k-chunk) is loaded once and reused
+Every matmul whose full-K rhs panel of one n-block fits in SBUF runs the resident-rhs schedule
+of lowering/matmul_resident.py (counted loops over m-tiles or batches). The rest (K beyond ~12 k
+bf16) run the key-cached schedule here, unrolled: K is split in chunks whose operand panels fit
+in SBUF. Panels are cached by key in rings of SBUF buffers (`_PanelCache`): an rhs panel (batch, n-block, k-chunk) is loaded once and reused
 by every M tile, and the lhs^T panels (batch, m-tile, k-chunk) are transposed once and reused by
 every n-block while they stay resident. Output tiles are computed in groups of GROUP PSUM banks
 (two groups in flight), so the loads of the next panels and the stores of the previous group
