@@ -104,8 +104,10 @@ def test_a_loop_runs_what_its_unrolled_form_runs_in_the_same_cycles(name, monkey
   assert cycles_loop == cycles_unrolled
 
 
-def test_loop_waits_pass_the_back_end_verifier(monkeypatch):
-  f, args = CORPUS["fused chain with a convert to bf16"]
+@pytest.mark.parametrize("name", ["fused chain with a convert to bf16", "bf16 x @ w.T",
+                                  "bf16 attn @ v over 7 heads (one left after the pairs)"])
+def test_loop_waits_pass_the_back_end_verifier(name, monkeypatch):
+  f, args = CORPUS[name]
   monkeypatch.setenv("TRN_VERIFY_IR", "1")  # checks every iteration's order, as it runs
   program, _, _ = _run(f, args, monkeypatch, unroll=False)
   assert _instructions(program)[1] > 0
