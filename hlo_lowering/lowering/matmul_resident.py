@@ -130,6 +130,9 @@ class ResidentRhsMatmul:
         or self.panel_blocks * self.n_block < self.n
         or 4 * tiles + self.batch % 2 * tiles >= self.batch * min(tiles, 8)):
       return False
+    return self._panel_fits_twice()
+
+  def _panel_fits_twice(self) -> bool:
     panel, lhs_t, stage, output = self._sizes(self.panel_blocks)
     return (2 * panel + 2 * lhs_t + 2 * stage + 2 * self.panel_blocks * output
             <= self.ctx.sbuf.arena_bytes)
@@ -144,7 +147,12 @@ class ResidentRhsMatmul:
     blocks = self.panel_blocks
     panel, lhs_t, stage, output = self._sizes(blocks)
     start = ctx.sbuf.take_arena()
-    self.rhs_panels = [start + i * panel for i in range(2 if self.batch_loop else 1)]
+    # Two rhs panels when they fit and more than one is loaded: the next one loads while this
+    # one multiplies (segments alternate them).
+    segments = self.batch * math.ceil(self.n / (blocks * self.n_block))
+    two = self.batch_loop or (segments > 1 and self._panel_fits_twice())
+    self.rhs_panels = [start + i * panel for i in range(2 if two else 1)]
+    self._segments_before = 0
     self.rhs_panel = self.rhs_panels[0]
     start += len(self.rhs_panels) * panel
     self.lhs_t = [start, start + lhs_t]
@@ -196,14 +204,16 @@ class ResidentRhsMatmul:
                         self.k_tiles)
       return
     # One queue: its rows arrive one after the other, in the order the first m-tile reads them
-    # (on many queues they would share the bandwidth and all arrive at the end).
+    # (on many queues they would share the bandwidth and all arrive at the end); one row needs
+    # no order, and the round robin spreads the panels of small matmuls.
     for i, kt in enumerate(self.k_tiles):
       first, apart = self._k_rows(i)
       self._dma(self.queues - 1,
                 self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size,
                            ((1, cols.count),)),
                 HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
-                      ((apart * sk, kt.count), (sn, cols.count))), "src", 0, "rhs", fixed=True)
+                      ((apart * sk, kt.count), (sn, cols.count))), "src", 0, "rhs",
+                fixed=len(self.k_tiles) > 1)
 
   def _k_rows(self, i: int) -> tuple[int, int]:
     """(first k, k apart) of the K elements on the partitions of K tile i."""
@@ -415,8 +425,9 @@ class ResidentRhsMatmul:
     pitch = self.panel_blocks * self.n_block
     panels = spans(self.n, pitch)
     in_batch_loop = not loop_m_tiles and self._periodic
-    self.rhs_panel = self.rhs_panels[b % len(self.rhs_panels)]
     for p, cols in enumerate(panels):
+      self.rhs_panel = self.rhs_panels[self._segments_before % len(self.rhs_panels)]
+      self._segments_before += 1
       self._panel_follows = in_batch_loop or b + 1 < self.batch or p + 1 < len(panels)
       self._load_panel(b, cols)
       blocks = spans(cols.count, self.n_block)
