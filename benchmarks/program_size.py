@@ -1,11 +1,12 @@
 """Program size and compile time against tensor size, with counted loops and unrolled
 (TRN_UNROLL_LOOPS=1): the curve of issue 6 §1.
 
-    python benchmarks/program_size.py [--rows 65536,262144,1048576] [--seqs 512,1024,2048]
+    python benchmarks/program_size.py [--rows 65536,262144,1048576] [--gemms 1024,2048,4096]
+                                      [--seqs 512,1024,2048]
 
 For an elementwise chain over [rows, 16] f32 (a row-vector broadcast keeps rows and columns
-apart, so every 128 rows are one tile), a layer norm over the same shape and the transformer block
-fwd+bwd of compile_and_execute.py at each sequence length, prints the stored instructions (and
+apart, so every 128 rows are one tile), a layer norm over the same shape, a bf16 GEMM n³ for each
+n and the transformer block fwd+bwd of compile_and_execute.py at each sequence length, prints the stored instructions (and
 how many of them are loop bodies), the program bytes and the seconds `compilation.compile_text`
 takes (the trn compile only: JAX's lowering is not timed), once with loops and once unrolled.
 Compile only, no cache (TRN_CACHE_DIR is cleared), in this process.
@@ -54,6 +55,7 @@ def _row(name: str, text: str) -> None:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rows", default="65536,262144,1048576")
+  parser.add_argument("--gemms", default="1024,2048,4096")
   parser.add_argument("--seqs", default="512,1024,2048")
   args = parser.parse_args()
   print(f"{'program':<28} {'loops: insts':>8} {'in loops':>6} {'bytes':>10} {'compile s':>8}   "
@@ -62,6 +64,9 @@ def main() -> None:
     x, b = np.ones((rows, 16), np.float32), np.ones((16,), np.float32)
     _row(f"elementwise chain {rows}x16", jax.jit(_chain).lower(x, b).as_text())
     _row(f"layer norm {rows}x16", jax.jit(_layer_norm).lower(x, b).as_text())
+  for n in map(int, filter(None, args.gemms.split(","))):
+    a = jax.ShapeDtypeStruct((n, n), jnp.bfloat16)
+    _row(f"GEMM {n}^3 bf16", jax.jit(jnp.dot).lower(a, a).as_text())
   for seq in map(int, filter(None, args.seqs.split(","))):
     _row(f"transformer block seq {seq}",
          jax.jit(block_fwd_bwd).lower(*block_inputs(seq)).as_text())

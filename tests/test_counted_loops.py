@@ -55,6 +55,30 @@ CORPUS = {
     "layer norm": (
         lambda x: (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5),
         (_f32(31000, 16),)),
+    # Matmuls stream the lhs one 128-row m-tile a step past a resident rhs panel (two steps a
+    # period): a partial last m-tile, an rhs transposed on TensorE, an lhs loaded as lhs^T,
+    # fp8 operands, a batch, two N panels.
+    "f32 matmul with a partial last m-tile": (lambda x, w: x @ w, (_f32(1500, 96), _f32(96, 40))),
+    "bf16 x @ w.T": (lambda x, w: x @ w.T, (_f32(1300, 200).astype(ml_dtypes.bfloat16),
+                                           _f32(300, 200).astype(ml_dtypes.bfloat16))),
+    "f32 x.T @ w": (lambda x, w: x.T @ w, (_f32(136, 1200), _f32(136, 64))),
+    "fp8 matmul into f32": (
+        lambda x, w: jnp.dot(x, w, preferred_element_type=jnp.float32),
+        (_f32(1200, 256).astype(ml_dtypes.float8_e4m3fn),
+         _f32(256, 600).astype(ml_dtypes.float8_e4m3fn))),
+    "batched matmul": (lambda x, w: jnp.einsum("bmk,bkn->bmn", x, w),
+                       (_f32(2, 1300, 64), _f32(2, 64, 80))),
+    # Many small batches (attention's heads) loop over pairs of batches instead.
+    "q @ k.T over 8 heads": (lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k),
+                             (_f32(8, 300, 64), _f32(8, 300, 64))),
+    "bf16 attn @ v over 7 heads (one left after the pairs)": (
+        lambda a, v: jnp.einsum("bmk,bkn->bmn", a, v),
+        (_f32(7, 256, 256).astype(ml_dtypes.bfloat16), _f32(7, 256, 64).astype(ml_dtypes.bfloat16))),
+    "ds.T @ q over 6 heads (lhs loaded as lhs^T)": (
+        lambda d, q: jnp.einsum("bkm,bkn->bmn", d, q), (_f32(6, 200, 256), _f32(6, 200, 64))),
+    "bf16 matmul over two N panels": (
+        lambda x, w: x @ w, (_f32(1200, 2048).astype(ml_dtypes.bfloat16),
+                             _f32(2048, 3584).astype(ml_dtypes.bfloat16))),
 }
 
 
@@ -89,8 +113,10 @@ def test_a_loop_runs_what_its_unrolled_form_runs_in_the_same_cycles(name, monkey
   assert cycles_loop == cycles_unrolled
 
 
-def test_loop_waits_pass_the_back_end_verifier(monkeypatch):
-  f, args = CORPUS["fused chain with a convert to bf16"]
+@pytest.mark.parametrize("name", ["fused chain with a convert to bf16", "bf16 x @ w.T",
+                                  "bf16 attn @ v over 7 heads (one left after the pairs)"])
+def test_loop_waits_pass_the_back_end_verifier(name, monkeypatch):
+  f, args = CORPUS[name]
   monkeypatch.setenv("TRN_VERIFY_IR", "1")  # checks every iteration's order, as it runs
   program, _, _ = _run(f, args, monkeypatch, unroll=False)
   assert _instructions(program)[1] > 0
@@ -102,6 +128,27 @@ def test_program_size_stops_growing_with_the_rows(monkeypatch):
     program = compile_code(artifact(lambda x, b: x + b, _f32(rows, 16), _f32(16)))
     sizes[rows] = _instructions(program)[0]
   assert sizes[6144] == sizes[24576] == sizes[98304]
+
+
+def test_a_matmuls_program_size_stops_growing_with_m():
+  sizes = {}
+  for rows in (2048, 8192, 32768):
+    x = jax.ShapeDtypeStruct((rows, 256), jnp.bfloat16)
+    w = jax.ShapeDtypeStruct((256, 512), jnp.bfloat16)
+    sizes[rows] = _instructions(compile_code(artifact(lambda x, w: x @ w, x, w)))
+  assert sizes[2048] == sizes[8192] == sizes[32768], sizes
+  assert sizes[2048][1] > 0
+
+
+def test_a_batched_matmuls_program_size_stops_growing_with_the_batch():
+  sizes = {}
+  for heads in (8, 32, 128):
+    q = jax.ShapeDtypeStruct((heads, 256, 64), jnp.bfloat16)
+    k = jax.ShapeDtypeStruct((heads, 256, 64), jnp.bfloat16)
+    sizes[heads] = _instructions(compile_code(artifact(
+        lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k), q, k)))
+  assert sizes[8] == sizes[32] == sizes[128], sizes
+  assert sizes[8][1] > 0
 
 
 # --- hand-written loops: the format and the loader -----------------------------------------

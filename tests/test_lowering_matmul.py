@@ -68,6 +68,35 @@ def test_fp8_inputs(dtype):
                 a.astype(dtype), b.astype(dtype), contraction=129)
 
 
+@pytest.mark.parametrize("dtype", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
+def test_fp8_lhs_transposed_in_pairs(dtype):
+  """K a multiple of 256: the fp8 lhs is transposed as bf16 pairs (even and odd k of each 256
+  K elements in their own K tile); a partial last m-tile and two N panels' worth of columns."""
+  a, b = (_data(s, np.float32, i) * 0.5 for i, s in enumerate([(1100, 512), (512, 3300)]))
+  _check_native(lambda a, b: jnp.matmul(a, b, preferred_element_type=jnp.float32),
+                a.astype(dtype), b.astype(dtype), contraction=512)
+
+
+def test_a_contraction_too_long_for_a_resident_panel():
+  """K = 20000 f32: the streaming buffers of a full-K row alone outgrow SBUF, so the key-cached
+  schedule with K in chunks runs (lowering/matmul.py)."""
+  a, b = _data((130, 20000), np.float32, 0), _data((20000, 40), np.float32, 1)
+  _check_native(lambda a, b: a @ b, a, b, contraction=20000)
+
+
+def test_fp8_pair_transposes_move_every_byte_pair_exactly():
+  """x @ I with every fp8 e4m3 byte pair in x but NaN (a pair is one bf16 element through
+  TensorE and PSUM: no pattern, subnormal or not, may change)."""
+  k = 512
+  raw = np.random.default_rng(3).integers(0, 256, (1100, k)).astype(np.uint8)
+  raw[(raw & 0x7F) == 0x7F] = 0x11
+  x = raw.view(ml_dtypes.float8_e4m3fn)
+  eye = np.eye(k, dtype=np.float32).astype(ml_dtypes.float8_e4m3fn)
+  f = lambda a, b: jnp.matmul(a, b, preferred_element_type=jnp.float32)
+  out, = harness.run_program(harness.compile_fn(f, x, eye), [x, eye])
+  np.testing.assert_array_equal(out, x.astype(np.float32))
+
+
 @pytest.mark.parametrize("name,spec,lhs,rhs", [
     ("x @ w.T", "mk,nk->mn", (129, 200), (130, 200)),
     ("w.T @ x", "km,kn->mn", (300, 129), (300, 513)),

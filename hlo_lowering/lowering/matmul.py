@@ -17,8 +17,10 @@ dimension, so per batch:
   over all K tiles (start on the first, stop on the last), then VectorE copies it to SBUF in
   the output dtype and a DMA stores it.
 
-K is split in chunks whose operand panels fit in SBUF. Panels are cached by key in rings of
-SBUF buffers (`_PanelCache`): an rhs panel (batch, n-block, k-chunk) is loaded once and reused
+Every matmul whose full-K rhs panel of one n-block fits in SBUF runs the resident-rhs schedule
+of lowering/matmul_resident.py (counted loops over m-tiles or batches). The rest (K beyond ~12 k
+bf16) run the key-cached schedule here, unrolled: K is split in chunks whose operand panels fit
+in SBUF. Panels are cached by key in rings of SBUF buffers (`_PanelCache`): an rhs panel (batch, n-block, k-chunk) is loaded once and reused
 by every M tile, and the lhs^T panels (batch, m-tile, k-chunk) are transposed once and reused by
 every n-block while they stay resident. Output tiles are computed in groups of GROUP PSUM banks
 (two groups in flight), so the loads of the next panels and the stores of the previous group
@@ -35,6 +37,7 @@ import numpy as np
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.matmul_resident import DMA_TRANSPOSE_MAX_ROWS, ResidentRhsMatmul
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
@@ -42,9 +45,6 @@ from hlo_lowering.program import DType, HbmAP, Memory, TileAP
 
 TENSOR_ENGINE_DTYPES = frozenset({DType.F32, DType.BF16, DType.F16, DType.F8E4M3FN,
                                   DType.F8E5M2})
-# lhs^T tiles of at most this many rows are loaded with a transposing DMA; its cost grows with
-# the element count (one element per contiguous run), a TensorE transpose's does not.
-DMA_TRANSPOSE_MAX_ROWS = 8
 # Of the 8 PSUM banks: 6 hold output tiles accumulating (two groups of 3 in flight), 2 take
 # TensorE transposes, so a transpose never lands in a bank that is still accumulating.
 GROUP = 3
@@ -308,4 +308,5 @@ def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
     zero = ctx.constant_tensor(np.zeros((1,), out.dtype.numpy))
     ctx.dma(out.collapsed_ap(), HbmAP(zero, 0, ((0, out.size),)))
     return
-  _Matmul(ctx, ctx.place(lhs), ctx.place(rhs), out).emit()
+  lhs, rhs = ctx.place(lhs), ctx.place(rhs)
+  (ResidentRhsMatmul.plan(ctx, lhs, rhs, out) or _Matmul(ctx, lhs, rhs, out)).emit()

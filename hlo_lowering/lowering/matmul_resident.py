@@ -1,0 +1,465 @@
+"""The resident-rhs schedule of a batch matmul [B,M,K] x [B,K,N]: the rhs panel stays in SBUF,
+the lhs streams through TensorE one m-tile at a time, as a counted loop.
+
+The NKI matmul tutorial's blocking with the moving operand held: per batch and N panel (as many
+512-column n-blocks as fit in SBUF with full K, at most MAX_PANEL_BLOCKS PSUM banks)
+
+1. the rhs panel [K, panel] is loaded once (a [N, K]-stored rhs, `x @ w.T`, is loaded row-major
+   and transposed on TensorE into it), and reused by every m-tile;
+2. step s works on three m-tiles at once, so DMA, VectorE and TensorE overlap:
+   - a DMA stages m-tile s+2's lhs rows [rows, K] (two staging buffers);
+   - TensorE transposes m-tile s+1's staged rows through PSUM and VectorE copies them into lhs^T
+     buffer (s+1) % 2 — a step ahead, so the copy overlaps m-tile s's matmuls;
+   - TensorE multiplies m-tile s: per n-block, the K tiles in order into one PSUM bank (start on
+     the first, stop on the last: the fp32 K-accumulation order of docs/numerics.md), VectorE
+     evicts the bank into an output tile in the output dtype and a DMA stores it.
+   (An lhs stored with M contiguous, `x.T @ w`, or of ≤ DMA_TRANSPOSE_MAX_ROWS rows is DMA-ed as
+   lhs^T directly, a step ahead, with no transposes. An fp8 lhs is transposed as bf16 pairs:
+   half the transposes, at the price of K tiles holding the even and the odd k of 256.)
+
+Every buffer, PSUM bank and DMA queue of step s is chosen by the parity of s (queues here, not by
+the back end's round robin), so two steps are one period of everything: the steps run as a
+counted loop (lowering/tile_loops.py) whose body is two m-tiles, and the program's size stops
+growing with M. Many batches of few m-tiles each (attention's heads) loop over pairs of batches
+instead (two rhs panels: the next batch's loads overlap this one's matmuls), so the program's
+size stops growing with the batch. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
+panel transposes each lhs tile exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.places import Place
+from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
+                                              periodic_prefix)
+from hlo_lowering.program import DType, HbmAP, Memory, TileAP
+
+# lhs^T tiles of at most this many rows are loaded with a transposing DMA; its cost grows with
+# the element count (one element per contiguous run), a TensorE transpose's does not.
+DMA_TRANSPOSE_MAX_ROWS = 8
+# PSUM: one bank per n-block of the panel accumulates (the next m-tile reuses a bank long after
+# its eviction: it was evicted while the following n-blocks accumulated); at least 2 take
+# transposes.
+TRANSPOSE_BANKS = 2
+MAX_PANEL_BLOCKS = 6
+STEPS_PER_PERIOD = 2
+# Queues: lhs loads alternate on queues 0 and 1; stores take 2 + parity · blocks + block.
+LOAD_QUEUES = 2
+
+
+def _moves(steps):
+  """The HBM offset steps of a step's DMAs in order (0 for every DMA outside a loop)."""
+  return iter(steps) if steps is not None else itertools.repeat(0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+  """A contiguous range [start, start + count) of one dimension."""
+  start: int
+  count: int
+
+
+def spans(total: int, size: int) -> list[Span]:
+  return [Span(s, min(size, total - s)) for s in range(0, total, size)]
+
+
+class ResidentRhsMatmul:
+  """The lowering of one batch matmul whose full-K rhs panel of at least one n-block fits in
+  SBUF beside the streaming buffers (`plan` returns None otherwise)."""
+
+  @classmethod
+  def plan(cls, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
+    schedule = cls(ctx, lhs, rhs, out)
+    return schedule if schedule.panel_blocks else None
+
+  def __init__(self, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
+    self.ctx, self.lhs, self.rhs, self.out = ctx, lhs, rhs, out
+    self.batch, self.m, self.k = lhs.shape
+    self.n = rhs.shape[2]
+    self.partitions = ctx.partitions
+    self.m_tile = min(self.partitions, int(ctx.target_spec["matmul_stationary_free_max"]), self.m)
+    self.n_block = min(int(ctx.target_spec["matmul_moving_free_max"]),
+                       ctx.psum.bank_bytes // DType.F32.itemsize, self.n)
+    self.k_tiles = spans(self.k, self.partitions)
+    self.m_tiles = spans(self.m, self.m_tile)
+    sb, sm, sk = lhs.strides
+    self.lhs_direct = self.m_tile <= DMA_TRANSPOSE_MAX_ROWS or (sm == 1 and sk != 1)
+    # fp8 lhs rows are transposed two elements at a time, as bf16 pairs (half the TensorE
+    # transposes): K tile 2q + j then holds k = 2·partitions·q + 2p + j on partition p.
+    self.pair_tiles = (spans(self.k // 2, self.partitions)
+                       if (lhs.dtype.itemsize == 1 and not self.lhs_direct
+                           and self.k % (2 * self.partitions) == 0
+                           and not self._rhs_transposed()) else None)
+    self.queues = int(ctx.target_spec["dma_queues"])
+    self.panel_blocks = self._fit_panel()
+    self.batch_loop = self.panel_blocks > 0 and self._batch_loop_pays()
+
+  # --- buffers ------------------------------------------------------------------------------
+
+  def _sizes(self, blocks: int) -> list[int]:
+    """Bytes per partition of: rhs panel, 2 lhs^T buffers, 2 staging buffers, output tiles."""
+    ls, rs, os_ = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize, self.out.dtype.itemsize
+    kt = len(self.k_tiles)
+    stage = 0 if self.lhs_direct and not self._rhs_transposed() else self.k * max(ls, rs)
+    return [kt * blocks * self.n_block * rs, kt * self.m_tile * ls, stage,
+            self.n_block * os_]
+
+  def _fit_panel(self) -> int:
+    """The most n-blocks (≤ MAX_PANEL_BLOCKS, ≤ the PSUM banks left by transposes) whose
+    panel fits in SBUF with the streaming buffers; 0 if not even one does."""
+    n_blocks = math.ceil(self.n / self.n_block)
+    most = min(MAX_PANEL_BLOCKS, self.ctx.psum.count - TRANSPOSE_BANKS, n_blocks)
+    # Equal panels: the fewest panels of at most `most` blocks.
+    for blocks in range(math.ceil(n_blocks / math.ceil(n_blocks / most)), 0, -1):
+      panel, lhs_t, stage, output = self._sizes(blocks)
+      if panel + 2 * lhs_t + 2 * stage + 2 * blocks * output <= self.ctx.sbuf.arena_bytes:
+        return blocks
+    return 0
+
+  def _batch_loop_pays(self) -> bool:
+    """Whether to loop over pairs of batches (each a whole batch: its panel, every m-tile)
+    rather than over m-tiles inside each batch: when the rhs fits one panel twice (the next
+    batch's loads while this one multiplies) and the body of two batches (four with the
+    peeled copy) is smaller than every batch's own m-tile loop (about 8 steps a batch)."""
+    tiles = len(self.m_tiles)
+    if (self.batch // STEPS_PER_PERIOD < MIN_PERIODS
+        or self.panel_blocks * self.n_block < self.n
+        or 4 * tiles + self.batch % 2 * tiles >= self.batch * min(tiles, 8)):
+      return False
+    return self._panel_fits_twice()
+
+  def _panel_fits_twice(self) -> bool:
+    panel, lhs_t, stage, output = self._sizes(self.panel_blocks)
+    return (2 * panel + 2 * lhs_t + 2 * stage + 2 * self.panel_blocks * output
+            <= self.ctx.sbuf.arena_bytes)
+
+  def _rhs_transposed(self) -> bool:
+    """An rhs stored as [N, K] (K contiguous): loaded row-major and transposed on TensorE."""
+    _, sk, sn = self.rhs.strides
+    return sk == 1 and sn != 1 and min(self.n_block, self.n) > DMA_TRANSPOSE_MAX_ROWS
+
+  def _carve(self) -> None:
+    ctx = self.ctx
+    blocks = self.panel_blocks
+    panel, lhs_t, stage, output = self._sizes(blocks)
+    start = ctx.sbuf.take_arena()
+    # Two rhs panels when they fit and more than one is loaded: the next one loads while this
+    # one multiplies (segments alternate them).
+    segments = self.batch * math.ceil(self.n / (blocks * self.n_block))
+    two = self.batch_loop or (segments > 1 and self._panel_fits_twice())
+    self.rhs_panels = [start + i * panel for i in range(2 if two else 1)]
+    self._segments_before = 0
+    self.rhs_panel = self.rhs_panels[0]
+    start += len(self.rhs_panels) * panel
+    self.lhs_t = [start, start + lhs_t]
+    start += 2 * lhs_t
+    self.staging = [start, start + stage]
+    start += 2 * stage
+    self.output_ring = [start + i * output for i in range(2 * blocks)]
+    banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
+    self.accumulators = banks[:max(blocks, 2)]
+    # The other banks take transposes in rotation, as many as keep a loop body's fills (two
+    # steps', or two batches') a whole number of rotations, so a fill rarely waits on a copy.
+    fills = 0 if self.lhs_direct else len(self._transpose_groups(*self._lhs_transpose_units()))
+    if self.batch_loop:
+      fills = fills * len(self.m_tiles) + (
+          math.ceil(self.n / self.partitions) * len(self._transpose_groups(self.rhs.dtype,
+                                                                          self.k_tiles))
+          if self._rhs_transposed() else 0)
+    left = len(banks) - len(self.accumulators)
+    rotation = max(r for r in range(1, left + 1) if 2 * fills % r == 0)
+    self.transposes = banks[len(self.accumulators):len(self.accumulators) + rotation]
+    self._blocks = blocks
+    self._transpose_fill = 0
+    self._periodic = False  # whether the step being emitted is one of a loop's periods
+    # Steps of the earlier batches and panels: consecutive steps, across them too, alternate
+    # buffers, so a batch's first m-tile does not wait on the previous batch's last.
+    self._steps_before = 0
+    self._panel_follows = False  # whether another batch or N panel comes after this one
+    # In a loop over pairs of batches: per operand, the elements its HBM offsets move per
+    # iteration (two batches).
+    self._batch_move = None
+
+  def _sbuf(self, dtype: DType, partitions: int, offset, free) -> TileAP:
+    return TileAP(Memory.SBUF, dtype, 0, partitions, offset, tuple(free))
+
+  # --- the rhs panel ------------------------------------------------------------------------
+
+  def _load_panel(self, b: int, cols: Span) -> None:
+    """rhs[b, :, cols] as one [K_t, panel] tile per K tile."""
+    rhs, size = self.rhs, self.rhs.dtype.itemsize
+    sb, sk, sn = rhs.strides
+    pitch = self.panel_blocks * self.n_block
+    if self._rhs_transposed():
+      for i, rows in enumerate(spans(cols.count, self.partitions)):
+        stage = self.staging[i % 2]
+        self._dma(self.queues - 1, self._sbuf(rhs.dtype, rows.count, stage, ((1, self.k),)),
+                  HbmAP(rhs.tensor, rhs.offset + b * sb + (cols.start + rows.start) * sn,
+                        ((sn, rows.count), (sk, self.k))), "src", 0, "rhs")
+        self._transpose(rows.count, stage, self.rhs_panel + rows.start * size, pitch, rhs.dtype,
+                        self.k_tiles)
+      return
+    # One queue: its rows arrive one after the other, in the order the first m-tile reads them
+    # (on many queues they would share the bandwidth and all arrive at the end); one row needs
+    # no order, and the round robin spreads the panels of small matmuls.
+    for i, kt in enumerate(self.k_tiles):
+      first, apart = self._k_rows(i)
+      self._dma(self.queues - 1,
+                self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size,
+                           ((1, cols.count),)),
+                HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
+                      ((apart * sk, kt.count), (sn, cols.count))), "src", 0, "rhs",
+                fixed=len(self.k_tiles) > 1)
+
+  def _k_rows(self, i: int) -> tuple[int, int]:
+    """(first k, k apart) of the K elements on the partitions of K tile i."""
+    if self.pair_tiles is None:
+      return self.k_tiles[i].start, 1
+    q, j = divmod(i, 2)
+    return 2 * self.partitions * q + j, 2
+
+  def _lhs_transpose_units(self) -> tuple[DType, list[Span]]:
+    """The dtype and K tiles a staged lhs tile is transposed in."""
+    if self.pair_tiles is None:
+      return self.lhs.dtype, self.k_tiles
+    return DType.BF16, self.pair_tiles
+
+  def _transpose_lhs(self, t: int) -> None:
+    """m-tile t's staged rows into its lhs^T buffer (per K tile [K_t, rows], m_tile apart)."""
+    dtype, tiles = self._lhs_transpose_units()
+    self._transpose(self.m_tiles[t].count, self.staging[self._parity(t)],
+                    self.lhs_t[self._parity(t)], self.m_tile, dtype, tiles)
+
+  def _transpose_groups(self, dtype: DType, tiles: list[Span]) -> list[tuple[int, int]]:
+    """(first K tile, count) of the runs of equal-height K tiles that share one PSUM bank."""
+    per_bank = self.ctx.psum.bank_bytes // (self.partitions * dtype.itemsize)
+    groups, i = [], 0
+    while i < len(tiles):
+      group = 1
+      while (group < per_bank and i + group < len(tiles)
+             and tiles[i + group].count == tiles[i].count):
+        group += 1
+      groups.append((i, group))
+      i += group
+    return groups
+
+  def _transpose(self, rows: int, stage, dst, pitch: int, dtype: DType,
+                 tiles: list[Span]) -> None:
+    """Transposes a staged [rows, K] tile (`tiles`: its K tiles) into per-K-tile [K_t, rows]
+    tiles `pitch` elements apart from `dst`: tiles of equal height share a PSUM bank and one
+    copy out of it."""
+    b, debug, size = self.ctx.builder, self.ctx.debug_id, dtype.itemsize
+    for i, group in self._transpose_groups(dtype, tiles):
+      height = tiles[i].count
+      bank = self.transposes[self._transpose_fill % len(self.transposes)]
+      self._transpose_fill += 1
+      for j in range(group):
+        src = self._sbuf(dtype, rows, stage + (i + j) * self.partitions * size,
+                         ((1, tiles[i + j].count),))
+        b.transpose(TileAP(Memory.PSUM, dtype, 0, height, bank + j * self.partitions * size,
+                           ((1, rows),)), src, debug=debug)
+      b.tensor_copy(self._sbuf(dtype, height, dst + i * pitch * size, ((pitch, group), (1, rows))),
+                    TileAP(Memory.PSUM, dtype, 0, height, bank,
+                           ((self.partitions, group), (1, rows))), debug=debug)
+
+  # --- the steps ----------------------------------------------------------------------------
+
+  def _lhs_sources(self, b: int, s: int) -> list[int]:
+    """HBM offsets of m-tile s's lhs loads: one staged [rows, K] load, or one lhs^T load per K
+    tile (direct)."""
+    sb, sm, sk = self.lhs.strides
+    corner = self.lhs.offset + b * sb + self.m_tiles[s].start * sm
+    if self.lhs_direct:
+      return [corner + kt.start * sk for kt in self.k_tiles]
+    return [corner]
+
+  def _stage_lhs(self, s: int, offsets: list[int], steps) -> None:
+    lhs, rows = self.lhs, self.m_tiles[s].count
+    sb, sm, sk = lhs.strides
+    size = lhs.dtype.itemsize
+    queue = self._parity(s)
+    if self.lhs_direct:
+      for i, (kt, offset) in enumerate(zip(self.k_tiles, offsets)):
+        dst = self._sbuf(lhs.dtype, kt.count, self.lhs_t[self._parity(s)] + i * self.m_tile * size,
+                         ((1, rows),))
+        self._dma(queue, dst, HbmAP(lhs.tensor, offset, ((sk, kt.count), (sm, rows))), "src",
+                  next(steps), "lhs")
+      return
+    self._dma(queue, self._sbuf(lhs.dtype, rows, self.staging[self._parity(s)], ((1, self.k),)),
+              HbmAP(lhs.tensor, offsets[0], ((sm, rows), (sk, self.k))), "src", next(steps),
+              "lhs")
+
+  def _store_targets(self, b: int, s: int, blocks: list[Span]) -> list[int]:
+    ob, om, on = self.out.strides
+    corner = self.out.offset + b * ob + self.m_tiles[s].start * om
+    return [corner + block.start * on for block in blocks]
+
+  def _dma(self, queue: int, dst, src, moving: str, step: int, operand: str,
+           fixed: bool = False) -> None:
+    """A DMA of `operand` ("lhs", "rhs" or "out"): on `queue` in the periodic steps (a loop's,
+    or their unrolled form) or when `fixed`, on the back end's round robin elsewhere (spread
+    over every queue: a short matmul is latency-bound)."""
+    if self._batch_move is not None:
+      step = self._batch_move[operand]
+    if not (self._periodic or fixed):
+      self.ctx.dma(dst, src)
+      return
+    self.ctx.builder.dma_copy(queue % self.queues, dst, src, debug=self.ctx.debug_id,
+                              steps={moving: step} if step else None)
+
+  def _multiply(self, b: int, s: int, blocks: list[Span], targets: list[int], steps) -> None:
+    """m-tile s times the panel, one PSUM bank per n-block, each accumulating its K tiles in
+    order. A panel's first m-tile goes K tile by K tile over every bank (its matmuls follow
+    the panel's rows as they arrive), and so does its last when another panel follows (its rows
+    are freed one by one, so the next panel's loads overlap it); the others go bank by bank (a
+    bank is evicted while the next accumulates)."""
+    builder, debug = self.ctx.builder, self.ctx.debug_id
+    rows = self.m_tiles[s].count
+    rsize = self.rhs.dtype.itemsize
+    pitch = self.panel_blocks * self.n_block
+    last = len(self.k_tiles) - 1
+    # Two or more n-blocks use their own banks in every step; one alternates two.
+    banks = [self.accumulators[j if len(blocks) > 1 else self._parity(s)]
+             for j in range(len(blocks))]
+    dsts = [TileAP(Memory.PSUM, DType.F32, 0, rows, bank, ((1, block.count),))
+            for bank, block in zip(banks, blocks)]
+
+    def product(i: int, j: int) -> None:
+      kt = self.k_tiles[i]
+      stationary = self._stationary(s, i, rows)
+      moving = self._sbuf(self.rhs.dtype, kt.count,
+                          self.rhs_panel + (i * pitch + j * self.n_block) * rsize,
+                          ((1, blocks[j].count),))
+      builder.matmul(dsts[j], stationary, moving, start=i == 0, stop=i == last, debug=debug)
+
+    follows_rows = s == 0 or (s == len(self.m_tiles) - 1 and self._panel_follows)
+    order = [(i, j) for i in range(last + 1) for j in range(len(blocks))] if follows_rows else \
+        [(i, j) for j in range(len(blocks)) for i in range(last + 1)]
+    for i, j in order:
+      product(i, j)
+      if i == last:
+        self._evict(s, j, blocks[j], dsts[j], targets[j], next(steps))
+
+  def _stationary(self, s: int, i: int, rows: int) -> TileAP:
+    """K tile i of m-tile s's lhs^T: [K_t, rows] (pairs: every other element of a bf16 pair
+    transpose's [K_t, rows · 2])."""
+    base = self.lhs_t[self._parity(s)]
+    if self.pair_tiles is None:
+      return self._sbuf(self.lhs.dtype, self.k_tiles[i].count,
+                        base + i * self.m_tile * self.lhs.dtype.itemsize, ((1, rows),))
+    q, j = divmod(i, 2)
+    return self._sbuf(self.lhs.dtype, self.partitions, base + q * 2 * self.m_tile + j,
+                      ((2, rows),))
+
+  def _evict(self, s: int, j: int, block: Span, bank: TileAP, target: int, step: int) -> None:
+    """VectorE copies n-block j's bank into an output tile (the output dtype); a DMA stores it."""
+    rows = self.m_tiles[s].count
+    _, om, on = self.out.strides
+    tile = self._sbuf(self.out.dtype, rows, self.output_ring[self._parity(s) * self._blocks + j],
+                      ((1, block.count),))
+    self.ctx.builder.tensor_copy(tile, bank, debug=self.ctx.debug_id)
+    self._dma(LOAD_QUEUES + self._parity(s) * self._blocks + j,
+              HbmAP(self.out.tensor, target, ((om, rows), (on, block.count))), tile, "dst", step,
+              "out")
+
+  def _step(self, b: int, s: int, blocks: list[Span], steps=None) -> None:
+    """m-tile s+2's load, m-tile s+1's transposes, m-tile s's matmuls and stores."""
+    steps = _moves(steps)
+    ahead = self._ahead()
+    if s + ahead < len(self.m_tiles):
+      self._stage_lhs(s + ahead, self._lhs_sources(b, s + ahead), steps)
+    if not self.lhs_direct and s + 1 < len(self.m_tiles):
+      self._transpose_lhs(s + 1)
+    self._multiply(b, s, blocks, self._store_targets(b, s, blocks), steps)
+
+  def _parity(self, s: int) -> int:
+    """Which of two buffers (banks, queues) m-tile s of this panel uses."""
+    return (self._steps_before + s) % 2
+
+  def _ahead(self) -> int:
+    """How many m-tiles ahead of its matmuls a tile is loaded: staged rows are transposed a
+    step before their matmuls and loaded a step before that."""
+    return 1 if self.lhs_direct else 2
+
+  def _step_key(self, b: int, s: int, blocks: list[Span]):
+    """(what must repeat, HBM offsets that may move) of step s, in `_step`'s DMA order."""
+    ahead = self._ahead()
+    loads = self._lhs_sources(b, s + ahead) if s + ahead < len(self.m_tiles) else []
+    shape = tuple(self.m_tiles[t].count if t < len(self.m_tiles) else 0
+                  for t in range(s, s + ahead + 1))
+    return shape, tuple(loads + self._store_targets(b, s, blocks))
+
+  # --- emission -----------------------------------------------------------------------------
+
+  def emit(self) -> None:
+    self._carve()
+    if not self.batch_loop:
+      for b in range(self.batch):
+        self._emit_batch(b, loop_m_tiles=True)
+      return
+    # A loop over pairs of batches: every DMA on its own queue, offsets moving by two batches.
+    pairs = self.batch // STEPS_PER_PERIOD
+    first = 0
+    self._periodic = True
+    if loops_enabled():
+      self._batch_move = {name: STEPS_PER_PERIOD * place.strides[0]
+                          for name, place in (("lhs", self.lhs), ("rhs", self.rhs),
+                                              ("out", self.out))}
+      with self.ctx.builder.loop(pairs):
+        for b in range(STEPS_PER_PERIOD):
+          self._emit_batch(b, loop_m_tiles=False)
+      self._batch_move = None
+      first = STEPS_PER_PERIOD * pairs
+    for b in range(first, self.batch):
+      self._periodic = b < STEPS_PER_PERIOD * pairs
+      self._emit_batch(b, loop_m_tiles=False)
+    self._periodic = False
+
+  def _emit_batch(self, b: int, loop_m_tiles: bool) -> None:
+    """Batch b: per N panel, its load and its m-tiles' steps (as a loop over m-tiles when
+    `loop_m_tiles`, else plain, every DMA periodic as `_periodic` says)."""
+    pitch = self.panel_blocks * self.n_block
+    panels = spans(self.n, pitch)
+    in_batch_loop = not loop_m_tiles and self._periodic
+    for p, cols in enumerate(panels):
+      self.rhs_panel = self.rhs_panels[self._segments_before % len(self.rhs_panels)]
+      self._segments_before += 1
+      self._panel_follows = in_batch_loop or b + 1 < self.batch or p + 1 < len(panels)
+      self._load_panel(b, cols)
+      blocks = spans(cols.count, self.n_block)
+      blocks = [Span(cols.start + blk.start, blk.count) for blk in blocks]
+      self._blocks = len(blocks)
+      if loop_m_tiles:
+        self._periodic = False
+      self._prologue(b)
+      self._step(b, 0, blocks)  # the first m-tile's matmul order is its own (_multiply)
+      # Steps 1 … 1 + periodic − 1 repeat with period 2: the loop's body is steps 1 and 2.
+      keys = [self._step_key(b, s, blocks) for s in range(1, len(self.m_tiles))]
+      periods = periodic_prefix(keys, STEPS_PER_PERIOD) if loop_m_tiles else 0
+      periodic = periods * STEPS_PER_PERIOD if periods >= MIN_PERIODS else 0
+      first = 1
+      if periodic and loops_enabled():
+        self._periodic = True
+        with self.ctx.builder.loop(periods):
+          for s, steps in enumerate(offset_steps(keys, STEPS_PER_PERIOD), start=1):
+            self._step(b, s, blocks, steps)
+        first += periodic
+      for s in range(first, len(self.m_tiles)):
+        if loop_m_tiles:
+          self._periodic = s <= periodic
+        self._step(b, s, blocks)
+      if loop_m_tiles:
+        self._periodic = False
+      self._steps_before += len(self.m_tiles)
+
+  def _prologue(self, b: int) -> None:
+    """The loads (and transposes) the first step expects done."""
+    steps = _moves(None)
+    for t in range(min(self._ahead(), len(self.m_tiles))):
+      self._stage_lhs(t, self._lhs_sources(b, t), steps)
+    if not self.lhs_direct:
+      self._transpose_lhs(0)
