@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from typing import NamedTuple
 
 from hlo_lowering.errors import CompileError
 from hlo_lowering.ir import Op, Value
@@ -48,6 +49,37 @@ ROW_SLOTS = 10
 CELL_BYTES = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
+
+
+class RowSpace(NamedTuple):
+  """The rows of a row fusion: row values of `shape`, whose last `reduced` dims are a row."""
+  shape: tuple[int, ...]
+  reduced: int
+
+  @property
+  def kept(self) -> tuple[int, ...]:
+    return self.shape[:len(self.shape) - self.reduced]
+
+  @property
+  def columns(self) -> int:
+    return math.prod(self.shape[len(self.kept):])
+
+  def is_stat(self, shape: tuple[int, ...]) -> bool:
+    """A statistic: one element per row (row r = element r in row-major order)."""
+    return math.prod(shape) == math.prod(self.kept) and tuple(shape) != self.shape
+
+  def stat_view(self, op: Op) -> bool:
+    """A reshape or broadcast_in_dim that keeps a statistic's element order (to a statistic), or
+    broadcasts it over each row's elements (to the rows)."""
+    source, result = op.operands[0].shape, op.result.shape
+    if not self.is_stat(source) or not (self.is_stat(result) or result == self.shape):
+      return False
+    if op.name == "stablehlo.reshape":
+      return self.is_stat(result)
+    dims = list(op.attrs["broadcast_dimensions"])
+    kept = [d for d, n in zip(dims, source) if n != 1]
+    in_order = kept == sorted(kept)
+    return in_order and (self.is_stat(result) or all(d < len(self.kept) for d in kept))
 
 
 def _tile_bytes(columns: int, itemsize: int) -> int:
@@ -85,10 +117,8 @@ class _RowFusion:
 
   def __init__(self, ctx: LoweringContext, op: Op):
     self.ctx = ctx
-    self.shape = tuple(op.attrs["row_shape"])
-    self.kept_rank = len(self.shape) - int(op.attrs["reduced_dims"])
-    self.kept = self.shape[:self.kept_rank]
-    self.columns = math.prod(self.shape[self.kept_rank:])
+    self.space = RowSpace(tuple(op.attrs["row_shape"]), int(op.attrs["reduced_dims"]))
+    self.shape, self.kept, self.columns = self.space.shape, self.space.kept, self.space.columns
     self.alias: dict[Value, Value] = {}
     self.kind: dict[Value, str] = {}
     self.steps: list[tuple[Op, int]] = []    # (compute op, its debug id), program order
@@ -141,10 +171,10 @@ class _RowFusion:
           self.alias[result] = self._canon(value)
       elif inner.name == "stablehlo.constant":
         find_rule(inner, self.ctx).fn(self.ctx, inner)
-      elif inner.name in _VIEWS and inner.operands[0].shape not in (self.shape, *self._stats()):
-        find_rule(inner, self.ctx).fn(self.ctx, inner)  # a view of an outside value over rows
-      elif inner.name in _VIEWS:
+      elif inner.name in _VIEWS and self.space.stat_view(inner):
         self.alias[inner.result] = self._canon(inner.operands[0])  # the same tile or cell
+      elif inner.name in _VIEWS:
+        find_rule(inner, self.ctx).fn(self.ctx, inner)  # a view of an outside value over rows
       else:
         debug = self.ctx.builder.debug(op=inner.name, name=inner.loc.name,
                                        location=inner.loc.position, lowering="fused",
@@ -156,16 +186,13 @@ class _RowFusion:
         self.kind[inner.result] = (STAT if inner.name == "stablehlo.reduce" or ROW not in kinds
                                    else ROW)
 
-  def _stats(self) -> tuple[tuple[int, ...], ...]:
-    return self.kept, self.kept + (1,) * (len(self.shape) - self.kept_rank)
-
   # --- the SBUF layout and the blocks --------------------------------------------------------
 
   def emit(self) -> None:
     ctx = self.ctx
     saved_debug = ctx.debug_id
-    views = {v: _View(ctx.place(v), self.kept_rank) for v in self.loaded}
-    out_views = [_View(ctx.new_result(r), self.kept_rank) for _, r in self.stored]
+    views = {v: self._view(ctx.place(v), v) for v in self.loaded}
+    out_views = [self._view(ctx.new_result(r), r) for _, r in self.stored]
     persistent = [v for v in self.loaded if self.kind[v] == ROW
                   and all(s == 0 for s in views[v].row_strides)]
     per_block = [v for v in self.loaded if v not in persistent]
@@ -214,6 +241,14 @@ class _RowFusion:
     for j, block in rest:
       emit(j, block)
     ctx.debug_id = saved_debug
+
+  def _view(self, place: Place, value: Value) -> _View:
+    """A row value's place, or a statistic's viewed over the kept dims (copied to a dense
+    temporary first when its strides cannot be reshaped)."""
+    if value.shape == self.shape:
+      return _View(place, len(self.kept))
+    kept = place.reshaped(self.kept) or self.ctx.dense_place(value).reshaped(self.kept)
+    return _View(kept, len(self.kept))
 
   def _blocks(self, views: list[_View]) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
     """(rows, HBM offset per view, partition stride per view) of each block of ≤ P rows."""

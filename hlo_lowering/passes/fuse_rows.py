@@ -8,16 +8,18 @@ row fusion's lowering (lowering/row_fusion.py) instead loads a block of ≤ 128 
 computes the statistics in SBUF ([P, 1] tiles), applies the consumers with the statistic as a
 per-partition scalar, and stores only the values used outside.
 
-The row space of a reduce over the last k dims of an operand of shape S: row values have shape
-S, statistics the kept shape T = S[:-k] or T + [1] * k (keepdims). Members, grown from each
-reduce along producer→consumer edges:
+The row space of a reduce over the last k dims of an operand of shape S (`row_fusion.RowSpace`):
+row values have shape S; statistics are values with one element per row, of any shape with
+prod(S[:-k]) elements (the reduce's S[:-k], keepdims S[:-k] + [1] * k, a reshape of either), row
+r being element r in row-major order. Members, grown from each reduce along producer→consumer
+edges:
 - reduces of a row value over the same k last dims (reducer add, max or min, one operand);
 - elementwise ops (fuse-elementwise's compute ops) whose operands and result are all row values
   or all statistics, and the trn.fusion clusters fuse-elementwise made of them (their results all
-  row values or all statistics; every broadcast inside reads an outside value, or a statistic with
-  its dims kept in order);
-- broadcast_in_dim and reshape ops from a statistic to a statistic or to the rows (dims kept in
-  order).
+  row values or all statistics; every broadcast inside reads an outside value, or a statistic or
+  row value as `RowSpace.stat_view` allows);
+- reshapes and broadcast_in_dims from a statistic to a statistic or over the rows' reduced dims,
+  element order kept (`RowSpace.stat_view`).
 Other values are operands (loaded by the lowering; broadcast rows such as a layernorm's scale
 are viewed with stride 0). Merging follows fuse-elementwise's rule (no cycles through outside
 ops, side-effecting ops keep their order) and stops where the rows no longer fit SBUF
@@ -38,33 +40,15 @@ Runs after: fuse-elementwise.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 from hlo_lowering.ir import Block, Module, Op, control_flow_blocks
 from hlo_lowering.lowering import reduce as reduce_lowering
-from hlo_lowering.lowering.row_fusion import rows_fit
+from hlo_lowering.lowering.row_fusion import RowSpace, rows_fit
 from hlo_lowering.passes.fuse_elementwise import (FUSION, ClusterGraph, fused_op, is_compute,
                                                   replace_uses)
 
 ROW_FUSION = "trn.row_fusion"
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
-
-
-class RowSpace(NamedTuple):
-  shape: tuple[int, ...]      # S: the rows
-  reduced: int                # k: the last k dims are reduced
-
-  @property
-  def kept(self) -> tuple[int, ...]:
-    return self.shape[:len(self.shape) - self.reduced]
-
-  @property
-  def stat_shapes(self) -> tuple[tuple[int, ...], ...]:
-    return self.kept, self.kept + (1,) * self.reduced
-
-  @property
-  def columns(self) -> int:
-    return math.prod(self.shape[len(self.kept):])
 
 
 def row_space(op: Op) -> RowSpace | None:
@@ -80,33 +64,22 @@ def row_space(op: Op) -> RowSpace | None:
   return space if space.columns >= 2 and math.prod(space.kept) >= 1 else None
 
 
-def _stat_view(op: Op, space: RowSpace) -> bool:
-  """A broadcast/reshape of a statistic to a statistic or over the rows, dims in order."""
-  source, result = op.operands[0].shape, op.result.shape
-  if source not in space.stat_shapes or result not in (*space.stat_shapes, space.shape):
-    return False
-  if op.name == "stablehlo.reshape":
-    return result in space.stat_shapes
-  dims = list(op.attrs["broadcast_dimensions"])
-  return dims == list(range(len(source)))
-
-
 def _compute_member(op: Op, space: RowSpace) -> bool:
   shape = op.result.shape
-  return (shape in (space.shape, *space.stat_shapes)
+  return ((shape == space.shape or space.is_stat(shape))
           and all(v.shape == shape for v in op.operands))
 
 
 def _cluster_member(op: Op, space: RowSpace) -> bool:
   shapes = {r.shape for r in op.results}
-  if not (shapes == {space.shape} or shapes <= set(space.stat_shapes)):
+  if not (shapes == {space.shape} or all(space.is_stat(s) for s in shapes)):
     return False
   for inner in op.regions[0].block.ops[:-1]:
     if inner.name == "stablehlo.constant":
       continue
     if inner.name == "stablehlo.broadcast_in_dim":
       source = inner.operands[0].shape
-      if source in (*space.stat_shapes, space.shape) and not _stat_view(inner, space):
+      if (source == space.shape or space.is_stat(source)) and not space.stat_view(inner):
         return False  # a row or statistic read some other way than per row
     elif not _compute_member(inner, space):
       return False
@@ -120,7 +93,7 @@ def is_member(op: Op, space: RowSpace) -> bool:
   if op.name == FUSION:
     return _cluster_member(op, space)
   if op.name in _VIEWS:
-    return _stat_view(op, space)
+    return space.stat_view(op)
   return is_compute(op) and _compute_member(op, space)
 
 
@@ -139,7 +112,7 @@ def _row_values(ops: list[Op], space: RowSpace) -> tuple[int, int]:
     for inner in nested:
       rows = [r for r in inner.results if r.shape == space.shape]
       if inner.name == "stablehlo.broadcast_in_dim" and op.name == FUSION:
-        if inner.operands[0].shape not in space.stat_shapes:
+        if not space.is_stat(inner.operands[0].shape):
           loaded.update(rows)
       elif inner.name not in _VIEWS and inner.name != "stablehlo.constant":
         produced.update(rows)
