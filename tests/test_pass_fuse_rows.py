@@ -12,6 +12,7 @@ import pytest
 import compiler_harness as harness
 from hlo_lowering import importer, pipeline
 from hlo_lowering.passes.fuse_rows import ROW_FUSION
+from hlo_lowering.program import disassemble
 from jax_trn import compilation
 
 
@@ -165,3 +166,10 @@ def test_program_size_does_not_grow_with_rows():
     harness.compile_fn(_softmax, _data((rows, 256), np.float32, 0))
     counts.append(sum(compilation.last_report().instructions_per_stream.values()))
   assert counts[1] == counts[0], counts
+
+
+def test_an_op_written_twice_is_computed_once():
+  """JAX's layernorm computes `x - mean` for the variance and again for the result."""
+  text = disassemble(harness.compile_fn(_layer_norm, *_args([(33, 130), (130,), (130,)], _F32)))
+  subtracts = [line for line in text.splitlines() if "# stablehlo.subtract" in line]
+  assert len(subtracts) == 1, subtracts

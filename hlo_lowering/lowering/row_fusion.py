@@ -124,6 +124,7 @@ class _RowFusion:
     self.steps: list[tuple[Op, int]] = []    # (compute op, its debug id), program order
     self.loaded: list[Value] = []            # outside values the group reads
     self.first_reader: dict[Value, int] = {}
+    self._computed: dict[tuple, Value] = {}        # (op, operands, attrs, type) -> its result
     self._rule = ctx.builder.debug_entries[ctx.debug_id].rule  # the members' debug entries
     block = op.regions[0].block
     self._bind(block.args, op.operands)
@@ -175,6 +176,8 @@ class _RowFusion:
         self.alias[inner.result] = self._canon(inner.operands[0])  # the same tile or cell
       elif inner.name in _VIEWS:
         find_rule(inner, self.ctx).fn(self.ctx, inner)  # a view of an outside value over rows
+      elif self._same_as_earlier(inner):
+        continue
       else:
         debug = self.ctx.builder.debug(op=inner.name, name=inner.loc.name,
                                        location=inner.loc.position, lowering="fused",
@@ -185,6 +188,18 @@ class _RowFusion:
                  if i != immediate and not (inner.name == "stablehlo.reduce" and i == 1)]
         self.kind[inner.result] = (STAT if inner.name == "stablehlo.reduce" or ROW not in kinds
                                    else ROW)
+
+  def _same_as_earlier(self, inner: Op) -> bool:
+    """Whether an earlier member computes the same op of the same values (JAX's layernorm writes
+    `x - mean` twice): then its result stands for this one (the same bits)."""
+    operands = tuple((v.type, repr(self.ctx.splat(v))) if self.ctx.splat(v) is not None
+                     else self._canon(v) for v in inner.operands)
+    key = (inner.name, operands, repr(sorted(inner.attrs.items())), inner.result.type)
+    earlier = self._computed.setdefault(key, inner.result)
+    if earlier is inner.result:
+      return False
+    self.alias[inner.result] = earlier
+    return True
 
   # --- the SBUF layout and the blocks --------------------------------------------------------
 
