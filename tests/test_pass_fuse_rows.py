@@ -54,6 +54,25 @@ def _norm_over_last_two(x):
   return (x - m) / (jnp.abs(x).max(axis=(2, 3), keepdims=True) + 1.0)
 
 
+def _masked_softmax(x):
+  return jax.nn.softmax(jnp.where(x > -0.5, x, -1e9), axis=-1)
+
+
+def _select_and_clamp_by_stats(x):
+  """select and clamp read a statistic over the rows (a stride-0 view, not a scalar operand)."""
+  high = jnp.where(x > x.mean(-1, keepdims=True), x.max(-1, keepdims=True), x)
+  return jnp.clip(high, x.min(-1, keepdims=True) * 0.5, x.max(-1, keepdims=True) * 0.5)
+
+
+def _integer_rows(x):
+  a = (x * 20).astype(jnp.int32)
+  return a - a.max(-1, keepdims=True) + a.sum(-1, keepdims=True)
+
+
+def _statistic_returned_over_rows(x):
+  return jax.nn.log_softmax(x, axis=-1), jnp.broadcast_to(x.sum(-1, keepdims=True), x.shape)
+
+
 _F32, _BF16 = np.float32, ml_dtypes.bfloat16
 
 # (name, f, shapes, dtype, CPU tolerance scale): rows not a multiple of 128, short and long
@@ -71,6 +90,10 @@ CASES = [
     ("layer_norm_grad", _layer_norm_grad, [(70, 160), (160,), (160,)], _F32, 100),
     ("centered_sums", _centered_sums, [(150, 33)], _F32, 10),
     ("norm_over_last_two", _norm_over_last_two, [(4, 5, 6, 7)], _F32, 10),
+    ("masked_softmax", _masked_softmax, [(130, 70)], _F32, 4),
+    ("select_and_clamp_by_stats", _select_and_clamp_by_stats, [(130, 70)], _BF16, 4),
+    ("integer_rows", _integer_rows, [(130, 70)], _F32, 1),
+    ("statistic_returned_over_rows", _statistic_returned_over_rows, [(130, 70)], _F32, 10),
 ]
 
 
