@@ -196,3 +196,15 @@ def test_an_op_written_twice_is_computed_once():
   text = disassemble(harness.compile_fn(_layer_norm, *_args([(33, 130), (130,), (130,)], _F32)))
   subtracts = [line for line in text.splitlines() if "# stablehlo.subtract" in line]
   assert len(subtracts) == 1, subtracts
+
+
+@pytest.mark.parametrize("dtype,folded", [(_F32, True), (_BF16, False)])
+def test_softmax_exp_reads_the_row_minus_max_on_scalar_engine(dtype, folded):
+  """fp32 exp(x - max) is one ScalarE activation with the negated max as its per-partition bias
+  (the same fp32 sum); in bf16 the difference rounds to bf16 first, so it stays on VectorE."""
+  text = disassemble(harness.compile_fn(_softmax, _data((100, 64), dtype, 0)))
+  exps = [line for line in text.splitlines()
+          if line.split()[1:2] == ["activation"] and "func=exp" in line]
+  subtracts = [line for line in text.splitlines() if "# stablehlo.subtract" in line]
+  assert len(exps) == 1 and ("bias=SBUF" in exps[0]) == folded
+  assert len(subtracts) == (0 if folded else 1)

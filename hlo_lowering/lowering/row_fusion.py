@@ -24,6 +24,7 @@ row value of a block within ROW_SLOTS slots); longer rows keep the unfused lower
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -33,13 +34,13 @@ from hlo_lowering.errors import CompileError
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.elementwise import _alu, _compute, _splat_operand
+from hlo_lowering.lowering.elementwise import SCALAR_ENGINE, _alu, _compute, _splat_operand
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
-from hlo_lowering.program import DType, HbmAP, Memory, TileAP
+from hlo_lowering.program import Alu, DType, HbmAP, Memory, TileAP
 
 ROW_FUSION = "trn.row_fusion"
 FUSION = "trn.fusion"
@@ -130,6 +131,8 @@ class _RowFusion:
     self._bind(block.args, op.operands)
     self._plan(block.ops[:-1])
     self.stored = [(self._canon(v), r) for v, r in zip(block.terminator.operands, op.results)]
+    self.folded = self._fold_into_activations()
+    self.skipped = {add for add, _ in self.folded.values()}
 
   # --- the plan (compile time) ---------------------------------------------------------------
 
@@ -200,6 +203,37 @@ class _RowFusion:
       return False
     self.alias[inner.result] = earlier
     return True
+
+  def _stat_index(self, inner: Op) -> int | None:
+    """Of a binary op of a row tile and a statistic (no immediate): the statistic's operand."""
+    if self.kind[inner.result] != ROW or len(inner.operands) != 2:
+      return None
+    kinds = [self.kind[self._canon(v)] for v in inner.operands]
+    return kinds.index(STAT) if sorted(kinds) == [ROW, STAT] else None
+
+  def _fold_into_activations(self) -> dict[Op, tuple[Op, int]]:
+    """ScalarE functions of an fp32 `row ± statistic` used by nothing else (softmax's
+    exp(x - max)): {the function: (the add/subtract, its statistic's operand)}. ScalarE computes
+    func(x · scale + bias) in fp32, so x · ±1 + ±statistic is the same fp32 sum VectorE would
+    round, and one VectorE pass per element goes."""
+    uses = collections.Counter(self._canon(v) for inner, _ in self.steps for v in inner.operands)
+    uses.update(v for v, _ in self.stored)
+    producer = {inner.result: inner for inner, _ in self.steps}
+    folded = {}
+    for inner, _ in self.steps:
+      if inner.name in ("stablehlo.reduce", "stablehlo.convert") or self.kind[inner.result] != ROW:
+        continue
+      alu = _alu(inner)
+      source = self._canon(inner.operands[0])
+      add = producer.get(source)
+      if (alu.arity != 1 or alu not in SCALAR_ENGINE or add is None or uses[source] != 1
+          or source.dtype != DType.F32 or add.name not in ("stablehlo.add", "stablehlo.subtract")
+          or self._immediate_index(add) is not None):
+        continue
+      index = self._stat_index(add)
+      if index is not None:
+        folded[inner] = (add, index)
+    return folded
 
   # --- the SBUF layout and the blocks --------------------------------------------------------
 
@@ -313,6 +347,11 @@ class _RowFusion:
               steps={"src": steps[k]} if steps else None)
     for inner, debug in self.steps:
       ctx.debug_id = debug
+      if inner in self.skipped:
+        continue  # folded into the ScalarE function that reads it
+      if inner in self.folded:
+        self._activation_of_sum(inner, new(inner.result), tiles, cell)
+        continue
       if inner.name == "stablehlo.reduce":
         self._reduce(inner, as_row(self._canon(inner.operands[0])), cell, tiles)
         continue
@@ -338,6 +377,24 @@ class _RowFusion:
       src = as_row(v) if result.shape == self.shape else tiles[v]
       ctx.dma(view.ap(offsets[k], strides[k], p), src,
               steps={"dst": steps[k]} if steps else None)
+
+  def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell) -> None:
+    """func(row + s), func(s + row), func(s - row): activation(row · ±1 + s); func(row - s):
+    activation(row + (-s)), the negated statistic (exact) made once per block."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    add, index = self.folded[inner]
+    operands = [self._canon(v) for v in add.operands]
+    row, stat = tiles[operands[1 - index]], operands[index]
+    bias = tiles[stat]
+    subtract = add.name == "stablehlo.subtract"
+    if subtract and index == 1:
+      negated = (stat, Alu.NEG)
+      if negated not in tiles:
+        tiles[negated] = cell(stat.dtype)
+        b.tensor_unary(Alu.NEG, tiles[negated], bias, debug=debug)
+      bias = tiles[negated]
+    scale = -1.0 if subtract and index == 0 else 1.0
+    b.activation(_alu(inner), dst, row, scale=scale, bias=bias, debug=debug)
 
   def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP]) -> None:
     """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial, the
