@@ -3,6 +3,8 @@ become one pass over whole rows in SBUF; outputs match the JAX CPU backend, are 
 the program without the pass, move each tensor across HBM once, and fall back to the unfused
 lowering where the pattern does not hold."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -208,3 +210,12 @@ def test_softmax_exp_reads_the_row_minus_max_on_scalar_engine(dtype, folded):
   subtracts = [line for line in text.splitlines() if "# stablehlo.subtract" in line]
   assert len(exps) == 1 and ("bias=SBUF" in exps[0]) == folded
   assert len(subtracts) == (0 if folded else 1)
+
+
+def test_bf16_means_reduce_the_bf16_rows():
+  """JAX's mean of bf16 converts the rows to fp32 for the reduce: tensor_reduce widens its
+  source into the fp32 partial itself, so it reads the bf16 tile and the convert's pass goes."""
+  text = disassemble(harness.compile_fn(_layer_norm, *_args([(33, 130), (130,), (130,)], _BF16)))
+  reduces = [line for line in text.splitlines() if line.split()[1:2] == ["tensor_reduce"]]
+  assert len(reduces) == 2 and all(re.search(r"src=\S+:bf16\[", line) for line in reduces)
+  assert "# stablehlo.convert" not in " ".join(l for l in text.splitlines() if "f32[1x130]" in l)

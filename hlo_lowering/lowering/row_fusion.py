@@ -131,8 +131,12 @@ class _RowFusion:
     self._bind(block.args, op.operands)
     self._plan(block.ops[:-1])
     self.stored = [(self._canon(v), r) for v, r in zip(block.terminator.operands, op.results)]
-    self.folded = self._fold_into_activations()
-    self.skipped = {add for add, _ in self.folded.values()}
+    uses = collections.Counter(self._canon(v) for inner, _ in self.steps for v in inner.operands)
+    uses.update(v for v, _ in self.stored)
+    self.folded = self._fold_into_activations(uses)
+    self.widened = self._widenings_into_reduces(uses)
+    self.skipped = ({add for add, _ in self.folded.values()}
+                    | {inner for inner, _ in self.steps if inner.result in self.widened})
 
   # --- the plan (compile time) ---------------------------------------------------------------
 
@@ -211,13 +215,28 @@ class _RowFusion:
     kinds = [self.kind[self._canon(v)] for v in inner.operands]
     return kinds.index(STAT) if sorted(kinds) == [ROW, STAT] else None
 
-  def _fold_into_activations(self) -> dict[Op, tuple[Op, int]]:
+  def _widenings_into_reduces(self, uses: collections.Counter) -> dict[Value, Value]:
+    """Converts of a narrower float row to fp32 read only by reduces (JAX's mean of bf16):
+    {the fp32 row: the narrow one}. `tensor_reduce` widens its source exactly into the fp32
+    partial itself, so the reduce reads the narrow tile (half a VectorE pass for bf16 add and
+    max) and the convert's pass goes."""
+    reduced = collections.Counter(self._canon(inner.operands[0]) for inner, _ in self.steps
+                                  if inner.name == "stablehlo.reduce")
+    widened = {}
+    for inner, _ in self.steps:
+      if inner.name != "stablehlo.convert" or self.kind[inner.result] != ROW:
+        continue
+      source = self._canon(inner.operands[0])
+      if (inner.result.dtype == DType.F32 and source.dtype.is_float and source.dtype.itemsize < 4
+          and self.kind[source] == ROW and uses[inner.result] == reduced[inner.result]):
+        widened[inner.result] = source
+    return widened
+
+  def _fold_into_activations(self, uses: collections.Counter) -> dict[Op, tuple[Op, int]]:
     """ScalarE functions of an fp32 `row ± statistic` used by nothing else (softmax's
     exp(x - max)): {the function: (the add/subtract, its statistic's operand)}. ScalarE computes
     func(x · scale + bias) in fp32, so x · ±1 + ±statistic is the same fp32 sum VectorE would
     round, and one VectorE pass per element goes."""
-    uses = collections.Counter(self._canon(v) for inner, _ in self.steps for v in inner.operands)
-    uses.update(v for v, _ in self.stored)
     producer = {inner.result: inner for inner, _ in self.steps}
     folded = {}
     for inner, _ in self.steps:
@@ -348,12 +367,13 @@ class _RowFusion:
     for inner, debug in self.steps:
       ctx.debug_id = debug
       if inner in self.skipped:
-        continue  # folded into the ScalarE function that reads it
+        continue  # folded into the ScalarE function or the reduces that read it
       if inner in self.folded:
         self._activation_of_sum(inner, new(inner.result), tiles, cell)
         continue
       if inner.name == "stablehlo.reduce":
-        self._reduce(inner, as_row(self._canon(inner.operands[0])), cell, tiles)
+        source = self._canon(inner.operands[0])
+        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles)
         continue
       immediate_index = self._immediate_index(inner)
       srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
