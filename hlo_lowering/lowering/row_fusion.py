@@ -14,6 +14,10 @@ Per block of p ≤ 128 rows (rows on partitions, each row whole on the free axis
   materialized: a binary op reads it as the per-partition scalar of `tensor_scalar`
   (reverse when it is the first operand), select and clamp as a stride-0 tile view;
 - only the values used outside are stored.
+Three rewrites keep the bits and save VectorE passes: an op computed twice on the same values
+runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
+per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
+convert read only by reduces is the reduce's own exact widening of its source.
 Blocks take one of two banks of tiles in turn (double-buffered: block b + 1's loads overlap block
 b's compute) and regular runs of blocks are a counted loop (tile_loops.py), so the program does
 not grow with the rows.
