@@ -28,7 +28,7 @@ from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_suppo
                                  decompose_rng_bit_generator, decompose_triangular_solve,
                                  expand_index_broadcasts, expand_total_order_compare,
                                  expand_truth_reduce,
-                                 fold_transpose_into_dot, fuse_elementwise, inline_calls,
+                                 fold_transpose_into_dot, fuse_elementwise, fuse_rows, inline_calls,
                                  narrow_float64_scalars, normalize_dot_general,
                                  simplify_unit_reduce, strip_single_device_sharding,
                                  unroll_static_loops)
@@ -70,6 +70,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("simplify-unit-reduce", simplify_unit_reduce.run),
     Pass("expand-index-broadcasts", expand_index_broadcasts.run),
     Pass("fuse-elementwise", fuse_elementwise.run),
+    Pass("fuse-rows", fuse_rows.run),
     Pass("check-supported", check_supported.run),
 )
 

@@ -14,6 +14,8 @@ import collections
 import dataclasses
 
 FUSION = "trn.fusion"
+# Ops whose region is lowered as one by their rule (the fusion passes' ops).
+FUSED_OPS = frozenset({FUSION, "trn.row_fusion"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,15 +56,18 @@ class CompileReport:
   def add_op(self, op, kind: str, instructions: int) -> None:
     """Records how codegen lowered `op` (an ir.Op); a trn.fusion also records each op of its
     region, lowered natively inside the fusion, so per-op coverage stays visible."""
-    if op.name != FUSION:
+    if op.name not in FUSED_OPS:
       self.add(LoweredOp(op.name, kind, op.loc.position, op.loc.name, instructions))
       return
     inner = op.regions[0].block.ops[:-1]
     self.add(LoweredOp(op.name, kind, op.loc.position, op.loc.name, instructions,
                        fused_ops=len(inner)))
     for member in inner:
-      self.add(LoweredOp(member.name, kind, member.loc.position, member.loc.name, 0,
-                         fused=True))
+      if member.name in FUSED_OPS:  # a trn.fusion inside a trn.row_fusion: its ops
+        self.add_op(member, kind, 0)
+      else:
+        self.add(LoweredOp(member.name, kind, member.loc.position, member.loc.name, 0,
+                           fused=True))
 
   def summary(self) -> dict[str, dict[str, int]]:
     """{op name: {kind: count}}."""
@@ -80,7 +85,7 @@ class CompileReport:
     for op, kinds in self.summary().items():
       counts = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
       entries = [e for e in self.ops if e.op == op]
-      if op == FUSION:
+      if op in FUSED_OPS:
         counts += f" ({sum(e.fused_ops for e in entries)} ops)"
       elif any(e.fused for e in entries):
         counts += f" ({sum(e.fused for e in entries)} fused)"

@@ -21,6 +21,7 @@ from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_
 from hlo_lowering.lowering import registry
 from hlo_lowering.passes.check_supported import float64_scalar_arguments, lowered_ops, uses_float64
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
+from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.passes.simplify_unit_reduce import is_unit_reduce
 from hlo_lowering.program import DType
@@ -155,6 +156,9 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "simplify-unit-reduce": lambda module: _first(_all_ops(module), is_unit_reduce,
                                                   "reduces only dims of size one"),
     "normalize-dot-general": _batch_matmuls,
+    "fuse-rows": lambda module: _first(
+        _all_ops(module), lambda op: op.name == ROW_FUSION and not holds_only_members(op),
+        "holds an op that is not a member of its row space"),
     "check-supported": _supported,
 }
 

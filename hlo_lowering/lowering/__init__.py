@@ -5,4 +5,4 @@ Importing this package imports every rule module so the registry is complete.
 
 from hlo_lowering.lowering import (barrier, collectives, constants,  # noqa: F401
                                    control_flow, convolution, elementwise, fusion, gpsimd,
-                                   host_callback, kernel_call, matmul, reduce, views)
+                                   host_callback, kernel_call, matmul, reduce, row_fusion, views)

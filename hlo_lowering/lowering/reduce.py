@@ -59,6 +59,24 @@ def accepts(op: Op) -> bool:
           and op.operands[0].dtype != DType.F64)
 
 
+def finish_partial(ctx: LoweringContext, reducer: str, init, acc: TileAP,
+                   scratch: TileAP | None) -> TileAP:
+  """acc combined with the reduce's init value (an IR value) when that is not the reducer's
+  identity; `scratch` (acc's shape) receives a non-splat init from HBM."""
+  b, debug, alu = ctx.builder, ctx.debug_id, REDUCERS[reducer]
+  splat = ctx.splat(init)
+  if splat is not None:
+    if float(splat) != float(identity(reducer, init.dtype)) or np.isnan(splat):
+      value = float(splat) if init.dtype.is_float else int(splat)
+      b.tensor_scalar(alu, acc, acc, Scalar(acc.dtype, value), debug=debug)
+    return acc
+  place = ctx.place(init)
+  free = math.prod(c for _, c in acc.free)
+  ctx.dma(scratch, HbmAP(place.tensor, place.offset, ((0, acc.partition_count), (0, free))))
+  b.tensor_tensor(alu, acc, acc, scratch, debug=debug)
+  return acc
+
+
 @dataclasses.dataclass(frozen=True)
 class _Dim:
   """One collapsed dim of the operand view: element count and strides (operand, result)."""
@@ -164,21 +182,12 @@ class _Reduction:
 
   def _finish(self, acc: TileAP) -> TileAP:
     """acc combined with the init value when that is not the reducer's identity."""
-    b, debug = self.ctx.builder, self.ctx.debug_id
-    splat = self.ctx.splat(self.init)
-    if splat is not None:
-      if float(splat) != float(identity(self.reducer, self.init.dtype)) or np.isnan(splat):
-        value = float(splat) if self.init.dtype.is_float else int(splat)
-        b.tensor_scalar(self.alu, acc, acc, Scalar(acc.dtype, value), debug=debug)
-      return acc
+    if self.ctx.splat(self.init) is not None:
+      return finish_partial(self.ctx, self.reducer, self.init, acc, None)
     free = math.prod(c for _, c in acc.free)
-    init = (self._cell(acc.partition_count, self.scratch) if free == 1 else
-            self._tile(acc.dtype, acc.partition_count, free, self.data.take()))
-    place = self.ctx.place(self.init)
-    self.ctx.dma(init, HbmAP(place.tensor, place.offset,
-                             ((0, acc.partition_count), (0, free))))
-    b.tensor_tensor(self.alu, acc, acc, init, debug=debug)
-    return acc
+    scratch = (self._cell(acc.partition_count, self.scratch) if free == 1 else
+               self._tile(acc.dtype, acc.partition_count, free, self.data.take()))
+    return finish_partial(self.ctx, self.reducer, self.init, acc, scratch)
 
   # --- layouts ------------------------------------------------------------------------------
 

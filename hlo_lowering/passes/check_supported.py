@@ -16,7 +16,7 @@ from hlo_lowering import lowering  # noqa: F401  (registers every rule)
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
 from hlo_lowering.lowering import registry
-from hlo_lowering.passes.fuse_elementwise import FUSION
+from hlo_lowering.report import FUSED_OPS
 from hlo_lowering.program import DType
 
 
@@ -36,7 +36,7 @@ def float64_scalar_arguments(module: Module) -> set[Value]:
 def uses_float64(op: Op, scalar_arguments: set[Value]) -> bool:
   """Whether `op` computes with float64 (a convert of a kept f64 argument only loads it; a
   fusion's float64 is that of an op inside it, which is the one to name)."""
-  if op.name == FUSION:
+  if op.name in FUSED_OPS:
     return False
   if op.name == "stablehlo.convert" and op.operands[0] in scalar_arguments:
     return op.result.dtype == DType.F64

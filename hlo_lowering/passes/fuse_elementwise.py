@@ -25,7 +25,7 @@ lowerings and stay untouched.
 Requires: calls inlined, canonicalized (dead ops removed, constants folded), dots normalized.
 Ensures: the above; every other op is unchanged; ops may be reordered only where a fusion's
 users must follow it (a valid topological order; side-effecting ops keep their relative order).
-Runs after: normalize-dot-general (last before check-supported).
+Runs after: normalize-dot-general (before fuse-rows, the last before check-supported).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ _SIDE_EFFECTS = frozenset({"stablehlo.custom_call", "stablehlo.outfeed", "stable
                            "stablehlo.recv", "stablehlo.infeed"})
 
 
-def _is_compute(op: Op) -> bool:
+def is_compute(op: Op) -> bool:
   return (len(op.results) == 1 and not op.regions and op.result.type.size > 0
           and is_fusible(op))
 
@@ -60,7 +60,7 @@ def _uses(op: Op) -> list[Value]:
   return used
 
 
-class _Graph:
+class ClusterGraph:
   """The block's ops contracted into clusters, kept in a valid topological order."""
 
   def __init__(self, ops: list[Op], returned: list[Value]):
@@ -124,21 +124,21 @@ class _Graph:
     self.members[c] = sorted(self.members[c] + [op_index])
 
 
-def _tile_values(graph: _Graph, members: list[int]) -> int:
+def _tile_values(graph: ClusterGraph, members: list[int]) -> int:
   """Tiles one tile step needs: the compute ops' results plus the operands they load."""
-  compute = [graph.ops[m] for m in members if _is_compute(graph.ops[m])]
+  compute = [graph.ops[m] for m in members if is_compute(graph.ops[m])]
   produced = {op.result for op in compute}
   loaded = {v for op in compute for v in op.operands if v not in produced}
   return len(compute) + len(loaded)
 
 
-def _cluster(graph: _Graph) -> None:
+def _cluster(graph: ClusterGraph) -> None:
   for i, op in enumerate(graph.ops):
-    if not _is_compute(op):
+    if not is_compute(op):
       continue
     for v in op.operands:
       j = graph.producer.get(v)
-      if j is None or not _is_compute(graph.ops[j]) or graph.ops[j].result.shape != op.result.shape:
+      if j is None or not is_compute(graph.ops[j]) or graph.ops[j].result.shape != op.result.shape:
         continue
       a, b = graph.cluster[j], graph.cluster[i]
       if a == b:
@@ -148,7 +148,7 @@ def _cluster(graph: _Graph) -> None:
       graph.try_merge(a, b)
 
 
-def _absorb_views(graph: _Graph, c: int) -> None:
+def _absorb_views(graph: ClusterGraph, c: int) -> None:
   shape = graph.ops[graph.members[c][-1]].results[0].shape
   changed = True
   while changed:
@@ -171,7 +171,10 @@ def _absorb_views(graph: _Graph, c: int) -> None:
           changed = True
 
 
-def _fusion_op(graph: _Graph, members: list[int]) -> tuple[Op, dict[Value, Value]]:
+def fused_op(graph: ClusterGraph, members: list[int],
+             name: str = FUSION) -> tuple[Op, dict[Value, Value]]:
+  """The op `name` whose region holds `members` (see the module docstring), and the map from
+  each escaping value to the op's result that replaces it outside."""
   ops = [graph.ops[m] for m in members]
   inside = set(members)
   defined = {r for op in ops for r in op.results}
@@ -187,17 +190,17 @@ def _fusion_op(graph: _Graph, members: list[int]) -> tuple[Op, dict[Value, Value
   for op in ops:
     op.operands = [to_arg.get(v, v) for v in op.operands]
   ret = Op("stablehlo.return", escaping, [], loc=ops[-1].loc)
-  fused = Op(FUSION, operands, [v.type for v in escaping],
+  fused = Op(name, operands, [v.type for v in escaping],
              {"fused_ops": len(ops)}, [Region(Block(args, ops + [ret]))], ops[-1].loc)
   return fused, dict(zip(escaping, fused.results))
 
 
 def _fuse_block(block: Block) -> None:
   body, terminator = block.ops[:-1], block.ops[-1:]
-  graph = _Graph(body, block.terminator.operands)
+  graph = ClusterGraph(body, block.terminator.operands)
   _cluster(graph)
   fused_clusters = [c for c in graph.order if c is not None
-                    and sum(_is_compute(graph.ops[m]) for m in graph.members[c]) >= 2]
+                    and sum(is_compute(graph.ops[m]) for m in graph.members[c]) >= 2]
   for c in fused_clusters:
     _absorb_views(graph, c)
   fused_set = set(fused_clusters)
@@ -206,7 +209,7 @@ def _fuse_block(block: Block) -> None:
     if c is None:
       continue
     if c in fused_set:
-      fused, results = _fusion_op(graph, graph.members[c])
+      fused, results = fused_op(graph, graph.members[c])
       new_ops.append(fused)
       mapping.update(results)
     else:
@@ -215,16 +218,19 @@ def _fuse_block(block: Block) -> None:
   block.ops = new_ops + terminator
   if mapping:
     for op in block.ops:
-      _replace_uses(op, mapping)
+      replace_uses(op, mapping)
 
 
-def _replace_uses(op: Op, mapping: dict[Value, Value]) -> None:
+def replace_uses(op: Op, mapping: dict[Value, Value]) -> None:
+  """Replaces `mapping`'s values in `op`'s operands and in its regions, except inside fused ops
+  (they carry `fused_ops`): there the cluster's own values stay, outside values are block
+  arguments."""
   op.operands = [mapping.get(v, v) for v in op.operands]
-  if op.name == FUSION:
-    return  # inside, the cluster's own values stay; outside values are block arguments
+  if "fused_ops" in op.attrs:
+    return
   for region in op.regions:
     for nested in region.block.ops:
-      _replace_uses(nested, mapping)
+      replace_uses(nested, mapping)
 
 
 def run(module: Module) -> None:

@@ -1,0 +1,441 @@
+"""trn.row_fusion (passes/fuse_rows.py): row reductions and the elementwise ops around them over
+blocks of whole rows resident in SBUF.
+
+Per block of p ≤ 128 rows (rows on partitions, each row whole on the free axis):
+- each row operand from outside is loaded once as a [p, C] tile (C: the row's elements); one
+  whose rows are all the same (a layernorm's scale, broadcast with stride 0) is loaded once
+  before the blocks instead; statistics from outside are loaded as [p, 1] tiles;
+- the members run in program order (nested trn.fusion clusters inline): elementwise ops over
+  rows on [p, C] tiles with elementwise.py's per-op compute, each in its own result dtype as it
+  runs alone; a reduce is one VectorE `tensor_reduce` of the row tile into an fp32 [p, 1]
+  partial (integers: their own dtype), combined with the init value and rounded to the result
+  dtype exactly as reduce.py's rows layout does, so results are bit-identical to the unfused
+  program; ops over statistics run on [p, 1] tiles; a statistic broadcast over the rows is not
+  materialized: a binary op reads it as the per-partition scalar of `tensor_scalar`
+  (reverse when it is the first operand), select and clamp as a stride-0 tile view;
+- only the values used outside are stored.
+Three rewrites keep the bits and save VectorE passes: an op computed twice on the same values
+runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
+per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
+convert read only by reduces is the reduce's own exact widening of its source.
+Blocks take one of two banks of tiles in turn (double-buffered: block b + 1's loads overlap block
+b's compute) and regular runs of blocks are a counted loop (tile_loops.py), so the program does
+not grow with the rows.
+
+Rows must fit: fuse-rows only forms a group when `rows_fit` (≤ one SBUF slot per row and every
+row value of a block within ROW_SLOTS slots); longer rows keep the unfused lowering.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import math
+from typing import NamedTuple
+
+from hlo_lowering.errors import CompileError
+from hlo_lowering.ir import Op, Value
+from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.elementwise import SCALAR_ENGINE, _alu, _compute, _splat_operand
+from hlo_lowering.lowering.places import Place, collapse_dims
+from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
+from hlo_lowering.lowering.registry import find_rule, register_lowering
+from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
+                                              periodic_prefix, tile_period)
+from hlo_lowering.program import Alu, DType, HbmAP, Memory, TileAP
+
+ROW_FUSION = "trn.row_fusion"
+FUSION = "trn.fusion"
+# Row tiles of one block (both banks fit when they can); one more slot holds [p, 1] cells. Every
+# target has at least ROW_SLOTS + 1 slots.
+ROW_SLOTS = 10
+CELL_BYTES = 8
+_VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
+ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
+
+
+class RowSpace(NamedTuple):
+  """The rows of a row fusion: row values of `shape`, whose last `reduced` dims are a row."""
+  shape: tuple[int, ...]
+  reduced: int
+
+  @property
+  def kept(self) -> tuple[int, ...]:
+    return self.shape[:len(self.shape) - self.reduced]
+
+  @property
+  def columns(self) -> int:
+    return math.prod(self.shape[len(self.kept):])
+
+  def is_stat(self, shape: tuple[int, ...]) -> bool:
+    """A statistic: one element per row (row r = element r in row-major order)."""
+    return math.prod(shape) == math.prod(self.kept) and tuple(shape) != self.shape
+
+  def stat_view(self, op: Op) -> bool:
+    """A reshape or broadcast_in_dim that keeps a statistic's element order (to a statistic), or
+    broadcasts it over each row's elements (to the rows)."""
+    source, result = op.operands[0].shape, op.result.shape
+    if not self.is_stat(source) or not (self.is_stat(result) or result == self.shape):
+      return False
+    if op.name == "stablehlo.reshape":
+      return self.is_stat(result)
+    dims = list(op.attrs["broadcast_dimensions"])
+    kept = [d for d, n in zip(dims, source) if n != 1]
+    in_order = kept == sorted(kept)
+    return in_order and (self.is_stat(result) or all(d < len(self.kept) for d in kept))
+
+
+def _tile_bytes(columns: int, itemsize: int) -> int:
+  return -(-columns * itemsize // 64) * 64
+
+
+def rows_fit(columns: int, itemsize: int, row_values: int) -> bool:
+  """Whether whole rows of `columns` elements fit: one slot per row tile and `row_values` tiles
+  per block within ROW_SLOTS slots."""
+  tile = _tile_bytes(columns, itemsize)
+  return columns * itemsize <= SBUF_SLOT_BYTES and row_values * tile <= ROW_SLOTS * SBUF_SLOT_BYTES
+
+
+class _View:
+  """An HBM place over the rows (row values) or the kept dims (statistics): its kept dims'
+  strides and its columns as access-pattern dims."""
+
+  def __init__(self, place: Place, kept_rank: int):
+    self.place = place
+    self.row_strides = place.strides[:kept_rank]
+    columns = place.shape[kept_rank:]
+    if any(c != 1 for c in columns):
+      shape, (strides,) = collapse_dims(columns, place.strides[kept_rank:])
+      self.columns = tuple(zip(strides, shape))
+    else:
+      self.columns = ((1, 1),)
+
+  def ap(self, offset: int, partition_stride: int, partitions: int) -> HbmAP:
+    return HbmAP(self.place.tensor, offset, ((partition_stride, partitions),) + self.columns)
+
+
+class _RowFusion:
+  """One trn.row_fusion: the plan (which value is a row tile, which a cell, what is loaded and
+  stored), the SBUF layout and the emission of each block."""
+
+  def __init__(self, ctx: LoweringContext, op: Op):
+    self.ctx = ctx
+    self.space = RowSpace(tuple(op.attrs["row_shape"]), int(op.attrs["reduced_dims"]))
+    self.shape, self.kept, self.columns = self.space.shape, self.space.kept, self.space.columns
+    self.alias: dict[Value, Value] = {}
+    self.kind: dict[Value, str] = {}
+    self.steps: list[tuple[Op, int]] = []    # (compute op, its debug id), program order
+    self.loaded: list[Value] = []            # outside values the group reads
+    self.first_reader: dict[Value, int] = {}
+    self._computed: dict[tuple, Value] = {}        # (op, operands, attrs, type) -> its result
+    self._rule = ctx.builder.debug_entries[ctx.debug_id].rule  # the members' debug entries
+    block = op.regions[0].block
+    self._bind(block.args, op.operands)
+    self._plan(block.ops[:-1])
+    self.stored = [(self._canon(v), r) for v, r in zip(block.terminator.operands, op.results)]
+    uses = collections.Counter(self._canon(v) for inner, _ in self.steps for v in inner.operands)
+    uses.update(v for v, _ in self.stored)
+    self.folded = self._fold_into_activations(uses)
+    self.widened = self._widenings_into_reduces(uses)
+    self.skipped = ({add for add, _ in self.folded.values()}
+                    | {inner for inner, _ in self.steps if inner.result in self.widened})
+
+  # --- the plan (compile time) ---------------------------------------------------------------
+
+  def _canon(self, v: Value) -> Value:
+    while v in self.alias:
+      v = self.alias[v]
+    return v
+
+  def _bind(self, args: list[Value], values: list[Value]) -> None:
+    for arg, value in zip(args, values):
+      value = self._canon(value)
+      self.alias[arg] = value
+      if self.ctx.has_place(value):  # for the view rules of values read other than per row
+        place = self.ctx.place(value)
+        place = place if place.shape == arg.shape else place.reshaped(arg.shape)
+        if place is not None:
+          self.ctx.set_place(arg, place)
+      if self.ctx.splat(value) is not None:
+        self.ctx.set_splat(arg, self.ctx.splat(value))
+
+  def _read(self, v: Value, debug: int) -> str:
+    """The kind of a value the group reads; an outside value becomes a loaded operand."""
+    v = self._canon(v)
+    if v not in self.kind:
+      self.kind[v] = ROW if v.shape == self.shape else STAT
+      self.loaded.append(v)
+      self.first_reader[v] = debug
+    return self.kind[v]
+
+  def _immediate_index(self, inner: Op) -> int | None:
+    return None if inner.name == "stablehlo.convert" else _splat_operand(self.ctx, inner)
+
+  def _plan(self, ops: list[Op]) -> None:
+    for inner in ops:
+      if inner.name == FUSION:
+        block = inner.regions[0].block
+        self._bind(block.args, inner.operands)
+        self._plan(block.ops[:-1])
+        for result, value in zip(inner.results, block.terminator.operands):
+          self.alias[result] = self._canon(value)
+      elif inner.name == "stablehlo.constant":
+        find_rule(inner, self.ctx).fn(self.ctx, inner)
+      elif inner.name in _VIEWS and self.space.stat_view(inner):
+        self.alias[inner.result] = self._canon(inner.operands[0])  # the same tile or cell
+      elif inner.name in _VIEWS:
+        find_rule(inner, self.ctx).fn(self.ctx, inner)  # a view of an outside value over rows
+      elif self._same_as_earlier(inner):
+        continue
+      else:
+        debug = self.ctx.builder.debug(op=inner.name, name=inner.loc.name,
+                                       location=inner.loc.position, lowering="fused",
+                                       rule=self._rule)
+        self.steps.append((inner, debug))
+        immediate = self._immediate_index(inner)
+        kinds = [self._read(v, debug) for i, v in enumerate(inner.operands)
+                 if i != immediate and not (inner.name == "stablehlo.reduce" and i == 1)]
+        self.kind[inner.result] = (STAT if inner.name == "stablehlo.reduce" or ROW not in kinds
+                                   else ROW)
+
+  def _same_as_earlier(self, inner: Op) -> bool:
+    """Whether an earlier member computes the same op of the same values (JAX's layernorm writes
+    `x - mean` twice): then its result stands for this one (the same bits)."""
+    operands = tuple((v.type, repr(self.ctx.splat(v))) if self.ctx.splat(v) is not None
+                     else self._canon(v) for v in inner.operands)
+    key = (inner.name, operands, repr(sorted(inner.attrs.items())), inner.result.type)
+    earlier = self._computed.setdefault(key, inner.result)
+    if earlier is inner.result:
+      return False
+    self.alias[inner.result] = earlier
+    return True
+
+  def _stat_index(self, inner: Op) -> int | None:
+    """Of a binary op of a row tile and a statistic (no immediate): the statistic's operand."""
+    if self.kind[inner.result] != ROW or len(inner.operands) != 2:
+      return None
+    kinds = [self.kind[self._canon(v)] for v in inner.operands]
+    return kinds.index(STAT) if sorted(kinds) == [ROW, STAT] else None
+
+  def _widenings_into_reduces(self, uses: collections.Counter) -> dict[Value, Value]:
+    """Converts of a narrower float row to fp32 read only by reduces (JAX's mean of bf16):
+    {the fp32 row: the narrow one}. `tensor_reduce` widens its source exactly into the fp32
+    partial itself, so the reduce reads the narrow tile (half a VectorE pass for bf16 add and
+    max) and the convert's pass goes."""
+    reduced = collections.Counter(self._canon(inner.operands[0]) for inner, _ in self.steps
+                                  if inner.name == "stablehlo.reduce")
+    widened = {}
+    for inner, _ in self.steps:
+      if inner.name != "stablehlo.convert" or self.kind[inner.result] != ROW:
+        continue
+      source = self._canon(inner.operands[0])
+      if (inner.result.dtype == DType.F32 and source.dtype.is_float and source.dtype.itemsize < 4
+          and self.kind[source] == ROW and uses[inner.result] == reduced[inner.result]):
+        widened[inner.result] = source
+    return widened
+
+  def _fold_into_activations(self, uses: collections.Counter) -> dict[Op, tuple[Op, int]]:
+    """ScalarE functions of an fp32 `row ± statistic` used by nothing else (softmax's
+    exp(x - max)): {the function: (the add/subtract, its statistic's operand)}. ScalarE computes
+    func(x · scale + bias) in fp32, so x · ±1 + ±statistic is the same fp32 sum VectorE would
+    round, and one VectorE pass per element goes."""
+    producer = {inner.result: inner for inner, _ in self.steps}
+    folded = {}
+    for inner, _ in self.steps:
+      if inner.name in ("stablehlo.reduce", "stablehlo.convert") or self.kind[inner.result] != ROW:
+        continue
+      alu = _alu(inner)
+      source = self._canon(inner.operands[0])
+      add = producer.get(source)
+      if (alu.arity != 1 or alu not in SCALAR_ENGINE or add is None or uses[source] != 1
+          or source.dtype != DType.F32 or add.name not in ("stablehlo.add", "stablehlo.subtract")
+          or self._immediate_index(add) is not None):
+        continue
+      index = self._stat_index(add)
+      if index is not None:
+        folded[inner] = (add, index)
+    return folded
+
+  # --- the SBUF layout and the blocks --------------------------------------------------------
+
+  def emit(self) -> None:
+    ctx = self.ctx
+    saved_debug = ctx.debug_id
+    views = {v: self._view(ctx.place(v), v) for v in self.loaded}
+    out_views = [self._view(ctx.new_result(r), r) for _, r in self.stored]
+    persistent = [v for v in self.loaded if self.kind[v] == ROW
+                  and all(s == 0 for s in views[v].row_strides)]
+    per_block = [v for v in self.loaded if v not in persistent]
+    block_views = [views[v] for v in per_block] + out_views
+    computed_rows = [v for v, k in self.kind.items() if k == ROW and v not in self.loaded]
+    row_count = len(computed_rows) + sum(self.kind[v] == ROW for v in per_block)
+    widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
+    tile = _tile_bytes(self.columns, widest)
+    budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
+    banks = 2 if 2 * row_count * tile <= budget else 1
+    if row_count * tile > budget:
+      raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
+                         f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
+    arena = ctx.sbuf.take_arena()
+    self._cells_base = arena
+    self._cells_per_bank = SBUF_SLOT_BYTES // 2 // CELL_BYTES
+    rows_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
+    self._row_offsets = [[rows_base + (b * row_count + i) * tile for i in range(row_count)]
+                         for b in range(banks)]
+    blocks = self._blocks(block_views)
+    partitions = max(p for p, _, _ in blocks)
+    resident = {}
+    for i, v in enumerate(persistent):
+      ctx.debug_id = self.first_reader[v]
+      full = self._tile(v.dtype, partitions, arena + SBUF_SLOT_BYTES + i * tile)
+      ctx.dma(full, views[v].ap(views[v].place.offset, 0, partitions))
+      resident[v] = arena + SBUF_SLOT_BYTES + i * tile
+
+    def emit(index, block, steps=None):
+      p, offsets, strides = block
+      self._emit_block(index % banks, p, offsets, strides, steps, per_block, views, resident,
+                       out_views)
+
+    init_loads = sum(op.name == "stablehlo.reduce" and ctx.splat(op.operands[1]) is None
+                     for op, _ in self.steps)
+    period = tile_period([(1, banks)], len(block_views) + init_loads,
+                         int(ctx.target_spec["dma_queues"]))
+    shapes = [((p, strides), offsets) for p, offsets, strides in blocks]
+    periods = periodic_prefix(shapes, period) if loops_enabled() else 0
+    rest = list(enumerate(blocks))
+    if periods >= MIN_PERIODS:
+      with ctx.builder.loop(periods):
+        for j, (block, steps) in enumerate(zip(blocks, offset_steps(shapes, period))):
+          emit(j, block, steps)
+      rest = rest[periods * period:]
+    for j, block in rest:
+      emit(j, block)
+    ctx.debug_id = saved_debug
+
+  def _view(self, place: Place, value: Value) -> _View:
+    """A row value's place, or a statistic's viewed over the kept dims (copied to a dense
+    temporary first when its strides cannot be reshaped)."""
+    if value.shape == self.shape:
+      return _View(place, len(self.kept))
+    kept = place.reshaped(self.kept) or self.ctx.dense_place(value).reshaped(self.kept)
+    return _View(kept, len(self.kept))
+
+  def _blocks(self, views: list[_View]) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """(rows, HBM offset per view, partition stride per view) of each block of ≤ P rows."""
+    shape, strides = collapse_dims(self.kept, *(v.row_strides for v in views))
+    bases = [v.place.offset for v in views]
+    blocks = []
+    for outer in itertools.product(*(range(c) for c in shape[:-1])):
+      outer_bases = [b + sum(i * s[d] for d, i in enumerate(outer)) for b, s in zip(bases, strides)]
+      for start in range(0, shape[-1], self.ctx.partitions):
+        p = min(self.ctx.partitions, shape[-1] - start)
+        blocks.append((p, tuple(b + start * s[-1] for b, s in zip(outer_bases, strides)),
+                       tuple(s[-1] for s in strides)))
+    return blocks
+
+  # --- one block ------------------------------------------------------------------------------
+
+  def _tile(self, dtype: DType, partitions: int, address) -> TileAP:
+    return TileAP(Memory.SBUF, dtype, 0, partitions, address, ((1, self.columns),))
+
+  def _emit_block(self, bank, p, offsets, strides, steps, per_block, views, resident,
+                  out_views) -> None:
+    ctx, b = self.ctx, self.ctx.builder
+    tiles: dict[Value, TileAP] = {v: self._tile(v.dtype, p, a) for v, a in resident.items()}
+    rows = iter(self._row_offsets[bank])
+    cells = itertools.count()
+
+    def cell(dtype: DType) -> TileAP:
+      k = next(cells)
+      if k >= self._cells_per_bank:
+        raise CompileError(f"row fusion of rows {list(self.shape)} needs more than "
+                           f"{self._cells_per_bank} statistics per block")
+      address = self._cells_base + (bank * self._cells_per_bank + k) * CELL_BYTES
+      return TileAP(Memory.SBUF, dtype, 0, p, address, ((1, 1),))
+
+    def new(v: Value) -> TileAP:
+      tiles[v] = self._tile(v.dtype, p, next(rows)) if self.kind[v] == ROW else cell(v.dtype)
+      return tiles[v]
+
+    def as_row(v: Value) -> TileAP:
+      """A row tile, or a statistic viewed over the row (stride 0)."""
+      t = tiles[v]
+      return t if self.kind[v] == ROW else dataclasses.replace(t, free=((0, self.columns),))
+
+    for k, v in enumerate(per_block):
+      ctx.debug_id = self.first_reader[v]
+      ctx.dma(new(v), views[v].ap(offsets[k], strides[k], p),
+              steps={"src": steps[k]} if steps else None)
+    for inner, debug in self.steps:
+      ctx.debug_id = debug
+      if inner in self.skipped:
+        continue  # folded into the ScalarE function or the reduces that read it
+      if inner in self.folded:
+        self._activation_of_sum(inner, new(inner.result), tiles, cell)
+        continue
+      if inner.name == "stablehlo.reduce":
+        source = self._canon(inner.operands[0])
+        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles)
+        continue
+      immediate_index = self._immediate_index(inner)
+      srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
+      dst = new(inner.result)
+      if inner.name == "stablehlo.convert":
+        b.tensor_copy(dst, as_row(srcs[0]) if self.kind[inner.result] == ROW else tiles[srcs[0]],
+                      debug=debug)
+        continue
+      stat_operand = [i for i, v in enumerate(srcs) if self.kind[v] == STAT]
+      if self.kind[inner.result] == ROW and len(srcs) == 2 and len(stat_operand) == 1:
+        (i,) = stat_operand
+        b.tensor_scalar(_alu(inner), dst, tiles[srcs[1 - i]], tiles[srcs[i]], reverse=i == 0,
+                        debug=debug)
+        continue
+      operands = [as_row(v) if self.kind[inner.result] == ROW else tiles[v] for v in srcs]
+      immediate = (None if immediate_index is None
+                   else ctx.splat_scalar(inner.operands[immediate_index]))
+      _compute(ctx, _alu(inner), dst, operands, immediate, reverse=immediate_index == 0)
+    first_store = len(per_block)
+    for k, ((v, result), view) in enumerate(zip(self.stored, out_views), start=first_store):
+      src = as_row(v) if result.shape == self.shape else tiles[v]
+      ctx.dma(view.ap(offsets[k], strides[k], p), src,
+              steps={"dst": steps[k]} if steps else None)
+
+  def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell) -> None:
+    """func(row + s), func(s + row), func(s - row): activation(row · ±1 + s); func(row - s):
+    activation(row + (-s)), the negated statistic (exact) made once per block."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    add, index = self.folded[inner]
+    operands = [self._canon(v) for v in add.operands]
+    row, stat = tiles[operands[1 - index]], operands[index]
+    bias = tiles[stat]
+    subtract = add.name == "stablehlo.subtract"
+    if subtract and index == 1:
+      negated = (stat, Alu.NEG)
+      if negated not in tiles:
+        tiles[negated] = cell(stat.dtype)
+        b.tensor_unary(Alu.NEG, tiles[negated], bias, debug=debug)
+      bias = tiles[negated]
+    scale = -1.0 if subtract and index == 0 else 1.0
+    b.activation(_alu(inner), dst, row, scale=scale, bias=bias, debug=debug)
+
+  def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP]) -> None:
+    """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial, the
+    init value, the result dtype."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    operand, init = inner.operands
+    partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
+    b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
+    scratch = None if self.ctx.splat(init) is not None else cell(partial.dtype)
+    finish_partial(self.ctx, inner.attrs["reducer"], init, partial, scratch)
+    if inner.result.dtype == partial.dtype:
+      tiles[inner.result] = partial
+      return
+    tiles[inner.result] = cell(inner.result.dtype)
+    b.tensor_copy(tiles[inner.result], partial, debug=debug)
+
+
+@register_lowering(ROW_FUSION, kind="native")
+def lower_row_fusion(ctx: LoweringContext, op: Op) -> None:
+  _RowFusion(ctx, op).emit()

@@ -1,0 +1,221 @@
+"""fuse-rows and the trn.row_fusion lowering: softmax, layernorm, RMSnorm and their gradients
+become one pass over whole rows in SBUF; outputs match the JAX CPU backend, are bit-identical to
+the program without the pass, move each tensor across HBM once, and fall back to the unfused
+lowering where the pattern does not hold."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import compiler_harness as harness
+from hlo_lowering import importer, pipeline
+from hlo_lowering.passes.fuse_rows import ROW_FUSION
+from hlo_lowering.program import disassemble
+from jax_trn import compilation
+
+
+def _data(shape, dtype, seed):
+  return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _layer_norm(x, g, b):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return (x - mean) * jax.lax.rsqrt(var + 1e-5) * g + b
+
+
+def _rms_norm(x, g):
+  return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * g
+
+
+def _softmax(x):
+  return jax.nn.softmax(x, axis=-1)
+
+
+def _softmax_grad(x):
+  return jax.grad(lambda x: jnp.sum(jax.nn.softmax(x, axis=-1) ** 2))(x)
+
+
+def _layer_norm_grad(x, g, b):
+  return jax.grad(lambda x, g, b: jnp.sum(_layer_norm(x, g, b) ** 2), argnums=(0, 1, 2))(x, g, b)
+
+
+def _centered_sums(x):
+  """A reduce without keepdims, its statistic read back through a reshape and returned too."""
+  s = jnp.sum(x, axis=-1)
+  return x - s[:, None] / x.shape[-1], s
+
+
+def _norm_over_last_two(x):
+  """Rows of two reduced dims ([4, 5, 6, 7] reduced over 6 × 7)."""
+  m = x.mean(axis=(2, 3), keepdims=True)
+  return (x - m) / (jnp.abs(x).max(axis=(2, 3), keepdims=True) + 1.0)
+
+
+def _masked_softmax(x):
+  return jax.nn.softmax(jnp.where(x > -0.5, x, -1e9), axis=-1)
+
+
+def _select_and_clamp_by_stats(x):
+  """select and clamp read a statistic over the rows (a stride-0 view, not a scalar operand)."""
+  high = jnp.where(x > x.mean(-1, keepdims=True), x.max(-1, keepdims=True), x)
+  return jnp.clip(high, x.min(-1, keepdims=True) * 0.5, x.max(-1, keepdims=True) * 0.5)
+
+
+def _integer_rows(x):
+  a = (x * 20).astype(jnp.int32)
+  return a - a.max(-1, keepdims=True) + a.sum(-1, keepdims=True)
+
+
+def _statistic_returned_over_rows(x):
+  return jax.nn.log_softmax(x, axis=-1), jnp.broadcast_to(x.sum(-1, keepdims=True), x.shape)
+
+
+_F32, _BF16 = np.float32, ml_dtypes.bfloat16
+
+# (name, f, shapes, dtype, CPU tolerance scale): rows not a multiple of 128, short and long
+# rows (4096 fp32 elements: a whole 16 KiB slot), bf16 and fp32, keepdims and not.
+CASES = [
+    ("softmax", _softmax, [(300, 200)], _F32, 4),
+    ("softmax", _softmax, [(7, 3, 130)], _BF16, 4),
+    ("softmax", _softmax, [(129, 4096)], _F32, 4),
+    ("softmax", _softmax, [(5, 17)], _BF16, 4),
+    ("layer_norm", _layer_norm, [(33, 130), (130,), (130,)], _F32, 30),
+    ("layer_norm", _layer_norm, [(200, 1024), (1024,), (1024,)], _BF16, 30),
+    ("rms_norm", _rms_norm, [(130, 257), (257,)], _F32, 30),
+    ("rms_norm", _rms_norm, [(257, 64), (64,)], _BF16, 30),
+    ("softmax_grad", _softmax_grad, [(129, 96)], _F32, 30),
+    ("layer_norm_grad", _layer_norm_grad, [(70, 160), (160,), (160,)], _F32, 100),
+    ("centered_sums", _centered_sums, [(150, 33)], _F32, 10),
+    ("norm_over_last_two", _norm_over_last_two, [(4, 5, 6, 7)], _F32, 10),
+    ("masked_softmax", _masked_softmax, [(130, 70)], _F32, 4),
+    ("select_and_clamp_by_stats", _select_and_clamp_by_stats, [(130, 70)], _BF16, 4),
+    ("integer_rows", _integer_rows, [(130, 70)], _F32, 1),
+    ("statistic_returned_over_rows", _statistic_returned_over_rows, [(130, 70)], _F32, 10),
+]
+
+
+def _args(shapes, dtype):
+  return [_data(s, dtype, i) for i, s in enumerate(shapes)]
+
+
+def _summary():
+  return compilation.last_report().summary()
+
+
+@pytest.mark.parametrize("name,f,shapes,dtype,scale", CASES,
+                         ids=[f"{c[0]}-{'x'.join(map(str, c[2][0]))}-{np.dtype(c[3]).name}"
+                              for c in CASES])
+def test_row_fusions_match_cpu(name, f, shapes, dtype, scale):
+  harness.check(f, *_args(shapes, dtype), scale=scale)
+  assert ROW_FUSION in _summary(), name
+
+
+def _run(f, args, monkeypatch=None, fused=True):
+  text = jax.jit(f).lower(*args).as_text()
+  if not fused:
+    monkeypatch.setattr(pipeline, "PASSES",
+                        tuple(p for p in pipeline.PASSES if p.name != "fuse-rows"))
+  try:
+    program = compilation.compile_text(text)
+  finally:
+    if monkeypatch is not None:
+      monkeypatch.undo()
+  summary = _summary()
+  outputs, profile = harness.native().run_program(program, [np.array(a) for a in args])
+  return outputs, profile, summary
+
+
+def _bits_equal(a, b):
+  a, b = np.asarray(a), np.asarray(b)
+  return a.dtype == b.dtype and np.array_equal(a.reshape(-1).view(np.uint8),
+                                               b.reshape(-1).view(np.uint8))
+
+
+@pytest.mark.parametrize("name,f,shapes,dtype,scale", CASES,
+                         ids=[f"{c[0]}-{'x'.join(map(str, c[2][0]))}-{np.dtype(c[3]).name}"
+                              for c in CASES])
+def test_row_fusions_are_bit_identical_to_unfused(name, f, shapes, dtype, scale, monkeypatch):
+  harness.native()
+  args = _args(shapes, dtype)
+  fused, _, fused_summary = _run(f, args)
+  unfused, _, unfused_summary = _run(f, args, monkeypatch, fused=False)
+  assert ROW_FUSION in fused_summary and ROW_FUSION not in unfused_summary
+  assert len(fused) == len(unfused)
+  for a, b in zip(fused, unfused):
+    assert _bits_equal(a, b), name
+
+
+@pytest.mark.parametrize("f,shape", [
+    (lambda x: jax.nn.softmax(x, axis=0), (64, 48)),         # rows along the strided axis
+    (_softmax, (16, 5000)),                                   # 20 KB fp32 rows: over a slot
+    (lambda x: x - jnp.sum(x, axis=(0, 1)), (6, 40)),        # a full reduction: no kept rows
+])
+def test_other_reductions_keep_the_unfused_lowering(f, shape):
+  harness.check(f, _data(shape, np.float32, 0), scale=4)
+  summary = _summary()
+  assert ROW_FUSION not in summary and "stablehlo.reduce" in summary
+
+
+def test_softmax_is_one_row_fusion_in_the_ir():
+  text = jax.jit(_softmax).lower(_data((300, 200), np.float32, 0)).as_text()
+  module = importer.import_program(text.encode(), "mlir")
+  upto = [p for p in pipeline.PASSES[:[p.name for p in pipeline.PASSES].index("fuse-rows") + 1]]
+  pipeline.run_pipeline(module, passes=tuple(upto))
+  names = [op.name for op in module.main.body.ops]
+  assert names.count(ROW_FUSION) == 1 and "stablehlo.reduce" not in names
+  (fused,) = [op for op in module.main.body.ops if op.name == ROW_FUSION]
+  assert fused.attrs["row_shape"] == [300, 200] and fused.attrs["reduced_dims"] == 1
+  inner = [op.name for op in fused.regions[0].block.ops]
+  assert inner.count("stablehlo.reduce") == 2 and "stablehlo.divide" in inner
+
+
+def test_each_tensor_crosses_hbm_once_and_time_drops(monkeypatch):
+  harness.native()
+  args = _args([(1024, 512), (512,), (512,)], np.float32)
+  _, fused, _ = _run(_layer_norm, args)
+  _, unfused, _ = _run(_layer_norm, args, monkeypatch, fused=False)
+  # x in, the result out, and the scale and offset rows once, broadcast to 128 partitions.
+  necessary = 2 * args[0].nbytes + 128 * (args[1].nbytes + args[2].nbytes)
+  assert fused["hbm_bytes"] <= necessary < unfused["hbm_bytes"]
+  assert fused["device_time_ns"] < 0.5 * unfused["device_time_ns"]
+
+
+def test_program_size_does_not_grow_with_rows():
+  counts = []
+  for rows in (4096, 32768):
+    harness.compile_fn(_softmax, _data((rows, 256), np.float32, 0))
+    counts.append(sum(compilation.last_report().instructions_per_stream.values()))
+  assert counts[1] == counts[0], counts
+
+
+def test_an_op_written_twice_is_computed_once():
+  """JAX's layernorm computes `x - mean` for the variance and again for the result."""
+  text = disassemble(harness.compile_fn(_layer_norm, *_args([(33, 130), (130,), (130,)], _F32)))
+  subtracts = [line for line in text.splitlines() if "# stablehlo.subtract" in line]
+  assert len(subtracts) == 1, subtracts
+
+
+@pytest.mark.parametrize("dtype,folded", [(_F32, True), (_BF16, False)])
+def test_softmax_exp_reads_the_row_minus_max_on_scalar_engine(dtype, folded):
+  """fp32 exp(x - max) is one ScalarE activation with the negated max as its per-partition bias
+  (the same fp32 sum); in bf16 the difference rounds to bf16 first, so it stays on VectorE."""
+  text = disassemble(harness.compile_fn(_softmax, _data((100, 64), dtype, 0)))
+  exps = [line for line in text.splitlines()
+          if line.split()[1:2] == ["activation"] and "func=exp" in line]
+  subtracts = [line for line in text.splitlines() if "# stablehlo.subtract" in line]
+  assert len(exps) == 1 and ("bias=SBUF" in exps[0]) == folded
+  assert len(subtracts) == (0 if folded else 1)
+
+
+def test_bf16_means_reduce_the_bf16_rows():
+  """JAX's mean of bf16 converts the rows to fp32 for the reduce: tensor_reduce widens its
+  source into the fp32 partial itself, so it reads the bf16 tile and the convert's pass goes."""
+  text = disassemble(harness.compile_fn(_layer_norm, *_args([(33, 130), (130,), (130,)], _BF16)))
+  reduces = [line for line in text.splitlines() if line.split()[1:2] == ["tensor_reduce"]]
+  assert len(reduces) == 2 and all(re.search(r"src=\S+:bf16\[", line) for line in reduces)
+  assert "# stablehlo.convert" not in " ".join(l for l in text.splitlines() if "f32[1x130]" in l)
