@@ -60,6 +60,13 @@ def _masked_softmax(x):
   return jax.nn.softmax(jnp.where(x > -0.5, x, -1e9), axis=-1)
 
 
+def _causal_softmax(x):
+  """The mask is iota-derived (computed on chip by the elementwise rule): its cluster stays out
+  of the row fusion, which reads the masked scores."""
+  t = x.shape[-1]
+  return jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((t, t), bool)), x, -1e9), axis=-1)
+
+
 def _select_and_clamp_by_stats(x):
   """select and clamp read a statistic over the rows (a stride-0 view, not a scalar operand)."""
   high = jnp.where(x > x.mean(-1, keepdims=True), x.max(-1, keepdims=True), x)
@@ -93,6 +100,7 @@ CASES = [
     ("centered_sums", _centered_sums, [(150, 33)], _F32, 10),
     ("norm_over_last_two", _norm_over_last_two, [(4, 5, 6, 7)], _F32, 10),
     ("masked_softmax", _masked_softmax, [(130, 70)], _F32, 4),
+    ("causal_softmax", _causal_softmax, [(3, 130, 130)], _F32, 4),
     ("select_and_clamp_by_stats", _select_and_clamp_by_stats, [(130, 70)], _BF16, 4),
     ("integer_rows", _integer_rows, [(130, 70)], _F32, 1),
     ("statistic_returned_over_rows", _statistic_returned_over_rows, [(130, 70)], _F32, 10),

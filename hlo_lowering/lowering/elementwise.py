@@ -63,7 +63,7 @@ SCALAR_ENGINE = frozenset({Alu.EXP, Alu.EXPM1, Alu.LOG, Alu.LOG1P, Alu.TANH, Alu
                            Alu.SQRT, Alu.RSQRT, Alu.CBRT, Alu.SIN, Alu.COS, Alu.TAN, Alu.ERF})
 
 
-def _alu(op: Op) -> Alu:
+def alu_of(op: Op) -> Alu:
   if op.name == "stablehlo.compare":
     return COMPARE[op.attrs["comparison_direction"]]
   return {**UNARY, **BINARY, **TERNARY}[op.name]
@@ -77,12 +77,12 @@ def _data_dtype(op: Op) -> DType:
 def _alu_accepts(op: Op) -> bool:
   if op.name == "stablehlo.compare" and op.attrs.get("compare_type") == "TOTALORDER":
     return False  # total order (-NaN < -Inf ... NaN) is not an ALU compare
-  alu = _alu(op)
+  alu = alu_of(op)
   floating = _data_dtype(op).is_float
   return not ((floating and alu.is_integer_only) or (not floating and alu.is_float_only))
 
 
-def _splat_operand(ctx: LoweringContext, op: Op) -> int | None:
+def splat_operand_index(ctx: LoweringContext, op: Op) -> int | None:
   """Index of the operand of a binary op to pass as an immediate, if one is a splat."""
   if len(op.operands) != 2:
     return None
@@ -106,8 +106,8 @@ def _exact_reciprocal(immediate) -> Scalar | None:
   return Scalar(immediate.dtype, reciprocal)
 
 
-def _compute(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
-             immediate: Scalar | TileAP | None, reverse: bool) -> None:
+def emit_alu_op(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
+                immediate: Scalar | TileAP | None, reverse: bool) -> None:
   """`immediate`: the scalar operand of a binary op (an immediate or a [P, 1] tile), whose
   other operand is srcs[0]; `reverse`: the scalar is the op's first operand."""
   b, debug = ctx.builder, ctx.debug_id
@@ -207,7 +207,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       tiled = [op.operands[special[2]]] if special[0] == "select" else []
       affine_views.append(special[1].view)
     else:
-      immediate_index = None if op.name == "stablehlo.convert" else _splat_operand(ctx, op)
+      immediate_index = None if op.name == "stablehlo.convert" else splat_operand_index(ctx, op)
       tiled = [v for i, v in enumerate(op.operands) if i != immediate_index]
     immediate = None if immediate_index is None else ctx.splat_scalar(op.operands[immediate_index])
     for v in tiled:
@@ -264,10 +264,10 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       elif op.name == "stablehlo.convert":
         ctx.builder.tensor_copy(dst, srcs[0], debug=ctx.debug_id)  # converts as DMA does
       elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
-        _compute(ctx, _alu(op), dst, [srcs[1 - scalar_index]], per_row[tiled[scalar_index]],
+        emit_alu_op(ctx, alu_of(op), dst, [srcs[1 - scalar_index]], per_row[tiled[scalar_index]],
                  reverse=scalar_index == 0)
       else:
-        _compute(ctx, _alu(op), dst, srcs, immediate, reverse=immediate_index == 0)
+        emit_alu_op(ctx, alu_of(op), dst, srcs, immediate, reverse=immediate_index == 0)
       sbuf[op.result] = dst
       if op.result in outputs:
         k = stored.index(op.result)

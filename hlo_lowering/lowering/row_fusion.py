@@ -38,7 +38,8 @@ from hlo_lowering.errors import CompileError
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.elementwise import SCALAR_ENGINE, _alu, _compute, _splat_operand
+from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_op,
+                                              splat_operand_index)
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
@@ -171,7 +172,7 @@ class _RowFusion:
     return self.kind[v]
 
   def _immediate_index(self, inner: Op) -> int | None:
-    return None if inner.name == "stablehlo.convert" else _splat_operand(self.ctx, inner)
+    return None if inner.name == "stablehlo.convert" else splat_operand_index(self.ctx, inner)
 
   def _plan(self, ops: list[Op]) -> None:
     for inner in ops:
@@ -246,7 +247,7 @@ class _RowFusion:
     for inner, _ in self.steps:
       if inner.name in ("stablehlo.reduce", "stablehlo.convert") or self.kind[inner.result] != ROW:
         continue
-      alu = _alu(inner)
+      alu = alu_of(inner)
       source = self._canon(inner.operands[0])
       add = producer.get(source)
       if (alu.arity != 1 or alu not in SCALAR_ENGINE or add is None or uses[source] != 1
@@ -389,13 +390,13 @@ class _RowFusion:
       stat_operand = [i for i, v in enumerate(srcs) if self.kind[v] == STAT]
       if self.kind[inner.result] == ROW and len(srcs) == 2 and len(stat_operand) == 1:
         (i,) = stat_operand
-        b.tensor_scalar(_alu(inner), dst, tiles[srcs[1 - i]], tiles[srcs[i]], reverse=i == 0,
+        b.tensor_scalar(alu_of(inner), dst, tiles[srcs[1 - i]], tiles[srcs[i]], reverse=i == 0,
                         debug=debug)
         continue
       operands = [as_row(v) if self.kind[inner.result] == ROW else tiles[v] for v in srcs]
       immediate = (None if immediate_index is None
                    else ctx.splat_scalar(inner.operands[immediate_index]))
-      _compute(ctx, _alu(inner), dst, operands, immediate, reverse=immediate_index == 0)
+      emit_alu_op(ctx, alu_of(inner), dst, operands, immediate, reverse=immediate_index == 0)
     first_store = len(per_block)
     for k, ((v, result), view) in enumerate(zip(self.stored, out_views), start=first_store):
       src = as_row(v) if result.shape == self.shape else tiles[v]
@@ -418,7 +419,7 @@ class _RowFusion:
         b.tensor_unary(Alu.NEG, tiles[negated], bias, debug=debug)
       bias = tiles[negated]
     scale = -1.0 if subtract and index == 0 else 1.0
-    b.activation(_alu(inner), dst, row, scale=scale, bias=bias, debug=debug)
+    b.activation(alu_of(inner), dst, row, scale=scale, bias=bias, debug=debug)
 
   def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP]) -> None:
     """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial, the

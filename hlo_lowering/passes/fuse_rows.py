@@ -65,6 +65,8 @@ def row_space(op: Op) -> RowSpace | None:
 
 
 def _compute_member(op: Op, space: RowSpace) -> bool:
+  if op.name == "stablehlo.iota":
+    return False  # computed from tile coordinates by the elementwise rule, not by row_fusion
   shape = op.result.shape
   return ((shape == space.shape or space.is_stat(shape))
           and all(v.shape == shape for v in op.operands))
