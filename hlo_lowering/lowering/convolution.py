@@ -35,7 +35,8 @@ import numpy as np
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.gpsimd.convolution import ConvForm
-from hlo_lowering.lowering.matmul import TENSOR_ENGINE_DTYPES, BufferRing, _spans
+from hlo_lowering.lowering.matmul import TENSOR_ENGINE_DTYPES, BufferRing
+from hlo_lowering.lowering.matmul_resident import spans
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.program import DType, HbmAP, Memory, TileAP
@@ -90,7 +91,7 @@ class _Plan:
 
   @property
   def cin_tiles(self):
-    return _spans(self.c, self.partitions)
+    return spans(self.c, self.partitions)
 
 
 def _plan(op: Op, target_spec: dict, sbuf_bytes: int) -> _Plan | None:
@@ -229,11 +230,11 @@ class _Convolution:
     p = self.plan
     self._load_weights()
     for n in range(p.n):
-      for rows in _spans(p.ho, p.rows):
+      for rows in spans(p.ho, p.rows):
         band = self.bands.take()
         self._load_band(n, rows.start, band)
-        for cols in _spans(p.wo, p.cols):
-          for ot in _spans(p.o, p.partitions):
+        for cols in spans(p.wo, p.cols):
+          for ot in spans(p.o, p.partitions):
             self._output_tile(n, rows, cols, ot, band)
 
   def _output_tile(self, n: int, rows, cols, ot, band: int) -> None:

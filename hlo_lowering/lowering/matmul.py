@@ -29,7 +29,6 @@ overlap the matmuls. Products and accumulation are fp32 (docs/numerics.md).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Callable, Sequence
 
@@ -37,7 +36,8 @@ import numpy as np
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.matmul_resident import DMA_TRANSPOSE_MAX_ROWS, ResidentRhsMatmul
+from hlo_lowering.lowering.matmul_resident import (DMA_TRANSPOSE_MAX_ROWS, MatmulTiling,
+                                                   ResidentRhsMatmul, Span, spans)
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
@@ -106,32 +106,12 @@ class _PanelCache:
     return offset
 
 
-@dataclasses.dataclass(frozen=True)
-class _Span:
-  """A contiguous range [start, start + count) of one dimension."""
-  start: int
-  count: int
-
-
-def _spans(total: int, size: int) -> list[_Span]:
-  return [_Span(s, min(size, total - s)) for s in range(0, total, size)]
-
-
-class _Matmul:
+class _Matmul(MatmulTiling):
   """The lowering of one batch matmul: its tiling, SBUF/PSUM buffers and emission."""
 
   def __init__(self, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
-    self.ctx, self.lhs, self.rhs, self.out = ctx, lhs, rhs, out
-    self.batch, self.m, self.k = lhs.shape
-    self.n = rhs.shape[2]
-    # K goes on partitions; an output tile's rows are PSUM partitions and stationary columns.
-    self.partitions = ctx.partitions
-    self.m_tile = min(self.partitions, int(ctx.target_spec["matmul_stationary_free_max"]), self.m)
-    moving_max = int(ctx.target_spec["matmul_moving_free_max"])
-    self.n_block = min(moving_max, ctx.psum.bank_bytes // DType.F32.itemsize, self.n)
-    self.k_tiles = _spans(self.k, self.partitions)
-    self.m_tiles = _spans(self.m, self.m_tile)
-    self.n_blocks = _spans(self.n, self.n_block)
+    super().__init__(ctx, lhs, rhs, out)
+    self.n_blocks = spans(self.n, self.n_block)
     self._plan_sbuf()
     banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
     self.accumulators = BufferRing(banks[:ACCUMULATION_BANKS])
@@ -186,13 +166,13 @@ class _Matmul:
                   ((sk, kt.count), (sn, block.count)))
       self.ctx.dma(dst, src)
 
-  def _load_rhs_transposed(self, b: int, block: _Span, chunk: list[_Span], offset: int) -> None:
+  def _load_rhs_transposed(self, b: int, block: Span, chunk: list[Span], offset: int) -> None:
     """An rhs stored as [N, K] (K contiguous): rows of ≤ 128 N each loaded row-major and
     transposed on TensorE into the panel's columns."""
     rhs, size = self.rhs, self.rhs.dtype.itemsize
     sb, sk, sn = rhs.strides
     columns = sum(kt.count for kt in chunk)
-    for rows in _spans(block.count, self.partitions):
+    for rows in spans(block.count, self.partitions):
       stage = self.staging.take()
       self.ctx.dma(self._sbuf(rhs.dtype, rows.count, stage, ((1, columns),)),
                    HbmAP(rhs.tensor, rhs.offset + b * sb + (block.start + rows.start) * sn
@@ -221,7 +201,7 @@ class _Matmul:
                        ((sm, rows.count), (sk, columns))))
     self._transpose_chunk(chunk, rows.count, stage, offset, self.m_tile, lhs.dtype)
 
-  def _transpose_chunk(self, chunk: list[_Span], rows: int, stage: int, dst_offset: int,
+  def _transpose_chunk(self, chunk: list[Span], rows: int, stage: int, dst_offset: int,
                        pitch: int, dtype: DType) -> None:
     """Transposes a staged [rows, K chunk] tile into per-K-tile [K_t, rows] tiles `pitch`
     elements apart from `dst_offset`."""
@@ -238,7 +218,7 @@ class _Matmul:
                             dst_offset + i * pitch * size, pitch, dtype)
       i += group
 
-  def _transpose_tiles(self, tiles: list[_Span], rows: int, src_offset: int,
+  def _transpose_tiles(self, tiles: list[Span], rows: int, src_offset: int,
                        dst_offset: int, pitch: int, dtype: DType) -> None:
     b, debug = self.ctx.builder, self.ctx.debug_id
     height = tiles[0].count
@@ -286,7 +266,7 @@ class _Matmul:
     for bank, mi in zip(banks, group):
       self._store(b, self.m_tiles[mi], block, bank)
 
-  def _store(self, b: int, rows: _Span, block: _Span, bank: int) -> None:
+  def _store(self, b: int, rows: Span, block: Span, bank: int) -> None:
     out = self.out
     tile = self._sbuf(out.dtype, rows.count, self.outputs.take(), ((1, block.count),))
     self.ctx.builder.tensor_copy(

@@ -67,14 +67,9 @@ def spans(total: int, size: int) -> list[Span]:
   return [Span(s, min(size, total - s)) for s in range(0, total, size)]
 
 
-class ResidentRhsMatmul:
-  """The lowering of one batch matmul whose full-K rhs panel of at least one n-block fits in
-  SBUF beside the streaming buffers (`plan` returns None otherwise)."""
-
-  @classmethod
-  def plan(cls, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
-    schedule = cls(ctx, lhs, rhs, out)
-    return schedule if schedule.panel_blocks else None
+class MatmulTiling:
+  """A batch matmul [B,M,K] x [B,K,N]'s tiles: K on partitions, output rows (stationary columns)
+  in m-tiles, output columns in n-blocks of one fp32 PSUM bank at most."""
 
   def __init__(self, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
     self.ctx, self.lhs, self.rhs, self.out = ctx, lhs, rhs, out
@@ -86,6 +81,19 @@ class ResidentRhsMatmul:
                        ctx.psum.bank_bytes // DType.F32.itemsize, self.n)
     self.k_tiles = spans(self.k, self.partitions)
     self.m_tiles = spans(self.m, self.m_tile)
+
+
+class ResidentRhsMatmul(MatmulTiling):
+  """The lowering of one batch matmul whose full-K rhs panel of at least one n-block fits in
+  SBUF beside the streaming buffers (`plan` returns None otherwise)."""
+
+  @classmethod
+  def plan(cls, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
+    schedule = cls(ctx, lhs, rhs, out)
+    return schedule if schedule.panel_blocks else None
+
+  def __init__(self, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
+    super().__init__(ctx, lhs, rhs, out)
     sb, sm, sk = lhs.strides
     self.lhs_direct = self.m_tile <= DMA_TRANSPOSE_MAX_ROWS or (sm == 1 and sk != 1)
     # fp8 lhs rows are transposed two elements at a time, as bf16 pairs (half the TensorE
