@@ -9,7 +9,8 @@ earlier wait of S (streams run in order), or by what a waited-for instruction it
 (it could not start before its own waits were met).
 
 Accesses are indexed by region so each new instruction looks only at the accesses that can
-overlap it: HBM by tensor, tiles by (memory, 32-partition quadrant, 2 KiB byte chunk), and inside
+overlap it: HBM by tensor, tiles by (memory, 2 KiB byte chunk) (not by partition: most tiles span
+all 128, and a quadrant index scanned each of them four times), and inside
 a chunk the narrow accesses (within one 64-byte slice) by slice. An access is forgotten once a
 later access covers it and conflicts with at least as much, which keeps the buckets short (independent of program length) when buffers are reused:
 - a read covers the same stream's reads;
@@ -29,7 +30,6 @@ conflict) or overlapped and already counted by it.
 
 from hlo_lowering.program.enums import NUM_STREAMS
 
-_QUADRANT = 32
 _CHUNK_BYTES = 2048
 # A tile access whose bytes lie in one such slice of a chunk is "narrow" (a column written or read
 # one at a time): indexed by slice, so a chunk full of them is not scanned whole per access.
@@ -37,14 +37,11 @@ _SLICE_BYTES = 64
 
 
 def bucket_keys(region):
-  """The index keys of the buckets a region lies in (HBM: its tensor; tiles: memory, quadrant,
-  chunk)."""
+  """The index keys of the buckets a region lies in (HBM: its tensor; tiles: memory, chunk)."""
   if region[0] == "hbm":
     return [region]
-  _, memory, p0, p1, b0, b1 = region
-  return [(memory, q, c)
-          for q in range(p0 // _QUADRANT, (p1 - 1) // _QUADRANT + 1)
-          for c in range(b0 // _CHUNK_BYTES, (b1 - 1) // _CHUNK_BYTES + 1)]
+  _, memory, _, _, b0, b1 = region
+  return [(memory, c) for c in range(b0 // _CHUNK_BYTES, (b1 - 1) // _CHUNK_BYTES + 1)]
 
 
 def _narrow_slice(region):
@@ -56,7 +53,7 @@ def _narrow_slice(region):
 
 def _slices(region, key):
   """The slice indices of chunk `key` that tile `region` touches."""
-  chunk = key[2] * _CHUNK_BYTES
+  chunk = key[1] * _CHUNK_BYTES
   lo = max(region[4], chunk) // _SLICE_BYTES
   hi = (min(region[5], chunk + _CHUNK_BYTES) - 1) // _SLICE_BYTES
   return range(lo, hi + 1)
