@@ -73,14 +73,29 @@ void Panels128(const float* w, const Rows& moving, const Rows& out, int64_t k, i
   MatmulPanels<4>(w, moving, out, k, m, n0, n1);
 }
 
+// The Fused kernels are the same loops compiled with contraction: each acc + w * x may become one
+// fused multiply-add. Only called where every product is exact (ProductsAreExact), so fused or
+// not, every sum rounds the same.
+#define TRN_FUSED [[gnu::optimize("fp-contract=fast")]]
+
 #if defined(__x86_64__)
 [[gnu::target("avx2")]] void Panels256(const float* w, const Rows& moving, const Rows& out, int64_t k, int64_t m,
                                        int64_t n0, int64_t n1) {
   MatmulPanels<8>(w, moving, out, k, m, n0, n1);
 }
 
+[[gnu::target("avx2,fma")]] TRN_FUSED void FusedPanels256(const float* w, const Rows& moving, const Rows& out,
+                                                          int64_t k, int64_t m, int64_t n0, int64_t n1) {
+  MatmulPanels<8>(w, moving, out, k, m, n0, n1);
+}
+
 [[gnu::target("avx512f")]] void Panels512(const float* w, const Rows& moving, const Rows& out, int64_t k,
                                           int64_t m, int64_t n0, int64_t n1) {
+  MatmulPanels<16>(w, moving, out, k, m, n0, n1);
+}
+
+[[gnu::target("avx512f")]] TRN_FUSED void FusedPanels512(const float* w, const Rows& moving, const Rows& out,
+                                                         int64_t k, int64_t m, int64_t n0, int64_t n1) {
   MatmulPanels<16>(w, moving, out, k, m, n0, n1);
 }
 #endif
@@ -103,12 +118,52 @@ int VectorBitsFromEnvironment() {
   return bits;
 }
 
-PanelKernel KernelFor(int bits) {
+bool HostHasFma() {
 #if defined(__x86_64__)
-  if (bits == 512) return Panels512;
-  if (bits == 256) return Panels256;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("fma");
+#else
+  return false;
 #endif
+}
+
+// The kernel of a vector width; `fused` picks the fused multiply-add one (none at 128 bits: the
+// SSE2 kernel is the reference every width is checked against).
+PanelKernel KernelFor(int bits, bool fused) {
+#if defined(__x86_64__)
+  static const bool has_fma = HostHasFma();
+  if (bits == 512) return fused ? FusedPanels512 : Panels512;
+  if (bits == 256) return fused && has_fma ? FusedPanels256 : Panels256;
+#endif
+  (void)fused;
   return Panels128;
+}
+
+// Whether every value of the rows x columns is 0 or a normal float of at most bf16's 8
+// significant bits (the low 16 bits of its pattern are 0: every bf16 and fp8 value is) with
+// magnitude in [2^-63, 2^64). Branch-free within a row, so it vectorizes at any width.
+bool NarrowAndModerate(const float* data, int64_t row_stride, int64_t rows, int64_t columns) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = data + r * row_stride;
+    int32_t refused = 0;
+    for (int64_t c = 0; c < columns; ++c) {
+      int32_t bits;
+      std::memcpy(&bits, row + c, 4);
+      const int32_t magnitude = bits & 0x7fffffff, exponent = magnitude >> 23;  // biased by 127
+      refused |= (bits & 0xffff) | ((magnitude != 0) & ((exponent < 127 - 63) | (exponent > 127 + 63)));
+    }
+    if (refused != 0) return false;
+  }
+  return true;
+}
+
+// Whether every product stationary[k][m] * moving[k][n] is exact in fp32: each has at most 16
+// significant bits and a magnitude in [2^-126, 2^128), fp32's normal range (NarrowAndModerate
+// of both operands). Then a multiply rounds nothing, and a fused multiply-add, rounding
+// (product + acc) once, gives the bits a multiply then an add gives.
+bool ProductsAreExact(const Rows& stationary, const Rows& moving, int64_t k_size, int64_t m_size, int64_t n_size) {
+  return NarrowAndModerate(stationary.data, stationary.row_stride, k_size, m_size) &&
+         NarrowAndModerate(moving.data, moving.row_stride, k_size, n_size);
 }
 
 // Below this many multiply-adds a matmul stays on one thread (a hand-off costs microseconds).
@@ -134,7 +189,8 @@ void MatmulAccumulate(const Rows& stationary, const Rows& moving, const Rows& ou
   }
   // Panels write disjoint columns of out, so they split across threads with no effect on the
   // result.
-  const PanelKernel kernel = KernelFor(bits);
+  const bool fused = bits > 128 && ProductsAreExact(stationary, moving, k_size, m_size, n_size);
+  const PanelKernel kernel = KernelFor(bits, fused);
   const int64_t panels = m_blocked > 0 ? n_blocked / width : 0;
   const auto run = [&](int64_t begin, int64_t end) {
     kernel(weights.data(), moving, out, k_size, m_blocked, begin * width, end * width);
