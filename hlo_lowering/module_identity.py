@@ -36,12 +36,14 @@ def identify(code: bytes, fmt: str) -> ModuleIdentity:
       return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    locations = []
+    # Ops of one source line share their location text: each distinct text is parsed once.
+    parsed = {}
     for text in raw:
-      loc = parse_location(text)
-      locations.append((loc.name, loc.position))
+      if text not in parsed:
+        loc = parse_location(text)
+        parsed[text] = (loc.name, loc.position)
     return ModuleIdentity(
         canonical=module.operation.get_asm(enable_debug_info=False).encode(),
-        locations=tuple(locations),
+        locations=tuple(parsed[text] for text in raw),
         source=module.operation.get_asm(enable_debug_info=True))
 

@@ -1,7 +1,8 @@
 """The simulator's results and modeled timelines do not depend on the host it runs on: the same
 program and inputs give the same output bits and the same per-instruction timeline with one host
 thread or several (TRN_SIM_THREADS: matmul panels and elementwise chunks spread over threads) and
-at every vector width of the matmul kernel (TRN_SIM_VECTOR_BITS caps it: SSE2, AVX2, AVX-512).
+at every vector width of the matmul kernel (TRN_SIM_VECTOR_BITS caps it: SSE2, AVX2, AVX-512; the
+wider ones fuse multiply-adds where every product is exact, SSE2 never does).
 The golden corpus pins the results of the default configuration; this pins the others to it."""
 
 import json
@@ -25,10 +26,17 @@ def _programs():
   rng = np.random.default_rng(7)
   f32 = lambda *shape: rng.standard_normal(shape, np.float32)
   bf16 = lambda *shape: f32(*shape).astype(jnp.bfloat16)
+  scaled = lambda x, factor: (x.astype(np.float32) * factor).astype(x.dtype)
   return {
       # Row and column edges past the register blocks, and tiles large enough to split.
       "matmul_fp32": (lambda a, b: a @ b, (f32(300, 200), f32(200, 1000))),
       "matmul_bf16": (lambda a, b: a @ b, (bf16(256, 384), bf16(384, 600))),
+      # Products in fp32's subnormal range (~1e-44) and past its largest (~1e39): a fused
+      # multiply-add would round these differently, so the wider kernels must not fuse them.
+      "matmul_bf16_subnormal_products": (lambda a, b: a @ b, (scaled(bf16(128, 256), 1e-22),
+                                                              scaled(bf16(256, 300), 1e-22))),
+      "matmul_bf16_overflowing_products": (lambda a, b: a @ b, (scaled(bf16(128, 256), 1e20),
+                                                                scaled(bf16(256, 300), 1e19))),
       "elementwise_chain": (lambda x, y: jnp.tanh(x * 1.5 + y) * x - jnp.exp(-jnp.abs(y)),
                             (f32(512, 1030), f32(512, 1030))),
       "layernorm": (_layernorm, (f32(384, 1000),)),

@@ -101,6 +101,20 @@ def _peaks(ranges: dict[Buffer, tuple[int, int]]) -> dict[Memory, int]:
   return peaks
 
 
+def _placed(tile, addresses: dict, target_spec: dict):
+  """`tile` at its absolute offset (itself when it already is absolute), checked against its
+  memory's capacity."""
+  if tile.buffer is not None:
+    tile = dataclasses.replace(tile, byte_offset=addresses[tile.buffer] + tile.byte_offset,
+                               buffer=None)
+  high = tile.byte_range()[1]
+  if high > capacity(tile.memory, target_spec):
+    raise MemoryPlanError(f"plan-memory: {tile} ends at byte {high}, past the "
+                          f"{capacity(tile.memory, target_spec)} bytes per partition of "
+                          f"{tile.memory.name}")
+  return tile
+
+
 def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> None:
   addresses = _place(builder.buffers, target_spec)
   for buffer, address in addresses.items():
@@ -110,17 +124,16 @@ def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> No
                             f"partition of {buffer.memory.name}")
   ranges = _live_ranges(builder)
   _check_overlaps(ranges, addresses)
+  # Equal tiles recur across instructions (a loop's body, a buffer read by many ops): each
+  # distinct one is placed and checked once.
+  placed = {}
   for inst in builder.instructions:
     for name, tile in list(_tiles(inst.operands)):
-      if tile.buffer is not None:
-        tile = dataclasses.replace(tile, byte_offset=addresses[tile.buffer] + tile.byte_offset,
-                                   buffer=None)
-        inst.operands[name] = tile
-      high = tile.byte_range()[1]
-      if high > capacity(tile.memory, target_spec):
-        raise MemoryPlanError(f"plan-memory: {tile} ends at byte {high}, past the "
-                              f"{capacity(tile.memory, target_spec)} bytes per partition of "
-                              f"{tile.memory.name}")
+      absolute = placed.get(tile)
+      if absolute is None:
+        absolute = placed[tile] = _placed(tile, addresses, target_spec)
+      if absolute is not tile:
+        inst.operands[name] = absolute
   builder.memory_plan = {b: (addresses[b], first, last) for b, (first, last) in ranges.items()}
   peaks = _peaks(ranges)
   report.sbuf_peak_bytes = peaks[Memory.SBUF]

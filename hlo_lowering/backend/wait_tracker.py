@@ -9,7 +9,8 @@ earlier wait of S (streams run in order), or by what a waited-for instruction it
 (it could not start before its own waits were met).
 
 Accesses are indexed by region so each new instruction looks only at the accesses that can
-overlap it: HBM by tensor, tiles by (memory, 32-partition quadrant, 2 KiB byte chunk), and inside
+overlap it: HBM by tensor, tiles by (memory, 2 KiB byte chunk) (not by partition: most tiles span
+all 128, and a quadrant index scanned each of them four times), and inside
 a chunk the narrow accesses (within one 64-byte slice) by slice. An access is forgotten once a
 later access covers it and conflicts with at least as much, which keeps the buckets short (independent of program length) when buffers are reused:
 - a read covers the same stream's reads;
@@ -18,50 +19,29 @@ later access covers it and conflicts with at least as much, which keeps the buck
   are transitively closed (if an instruction's known count of S is c, its known counts include
   those of S's instruction c), so any later instruction that would conflict with T's access
   conflicts with the write, and its wait on the write (or a stronger one it already has) implies
-  the wait on T's access: forgetting it changes no wait.
+  the wait on T's access: forgetting it changes no wait (nor does keeping it: a write keeps the
+  covered accesses it does not overlap, which only an empty region could be).
+
+`add` walks each bucket list once: it raises the instruction's latest conflicts from a list and
+then forgets what the new access covers in it. That is the same as finding every conflict before
+recording anything: what a region forgets was either of the instruction's own stream (never a
+conflict) or overlapped and already counted by it.
 """
 
 from hlo_lowering.program.enums import NUM_STREAMS
 
-_QUADRANT = 32
 _CHUNK_BYTES = 2048
 # A tile access whose bytes lie in one such slice of a chunk is "narrow" (a column written or read
 # one at a time): indexed by slice, so a chunk full of them is not scanned whole per access.
 _SLICE_BYTES = 64
 
 
-class _Access:
-  __slots__ = ("stream", "position", "is_write", "region")
-
-  def __init__(self, stream, position, is_write, region):
-    self.stream = stream
-    self.position = position
-    self.is_write = is_write
-    self.region = region
-
-
-def _overlaps(a, b) -> bool:
-  if a[0] == "hbm":
-    return a == b
-  return a[1] == b[1] and a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
-
-
-def _covers(outer, inner) -> bool:
-  if outer[0] == "hbm":
-    return outer == inner
-  return (outer[1] == inner[1] and outer[2] <= inner[2] and inner[3] <= outer[3]
-          and outer[4] <= inner[4] and inner[5] <= outer[5])
-
-
 def bucket_keys(region):
-  """The index keys of the buckets a region lies in (HBM: its tensor; tiles: memory, quadrant,
-  chunk)."""
+  """The index keys of the buckets a region lies in (HBM: its tensor; tiles: memory, chunk)."""
   if region[0] == "hbm":
     return [region]
-  _, memory, p0, p1, b0, b1 = region
-  return [(memory, q, c)
-          for q in range(p0 // _QUADRANT, (p1 - 1) // _QUADRANT + 1)
-          for c in range(b0 // _CHUNK_BYTES, (b1 - 1) // _CHUNK_BYTES + 1)]
+  _, memory, _, _, b0, b1 = region
+  return [(memory, c) for c in range(b0 // _CHUNK_BYTES, (b1 - 1) // _CHUNK_BYTES + 1)]
 
 
 def _narrow_slice(region):
@@ -73,35 +53,73 @@ def _narrow_slice(region):
 
 def _slices(region, key):
   """The slice indices of chunk `key` that tile `region` touches."""
-  chunk = key[2] * _CHUNK_BYTES
+  chunk = key[1] * _CHUNK_BYTES
   lo = max(region[4], chunk) // _SLICE_BYTES
   hi = (min(region[5], chunk + _CHUNK_BYTES) - 1) // _SLICE_BYTES
   return range(lo, hi + 1)
 
 
 class _Bucket:
-  """The accesses of one index key: `wide` in a list, narrow ones by slice."""
+  """The accesses of one index key: `wide` in a list, narrow ones by slice. An access is a tuple
+  (stream, position, is_write, region)."""
   __slots__ = ("wide", "narrow")
 
   def __init__(self):
     self.wide = []
     self.narrow = {}
 
-  def lists_touching(self, region, key):
-    """The lists holding every access of this bucket that can overlap `region`."""
-    lists = [self.wide]
-    if self.narrow:
-      slice_ = _narrow_slice(region)
-      if slice_ is not None:
-        if slice_ in self.narrow:
-          lists.append(self.narrow[slice_])
-      else:
-        span = _slices(region, key)
-        if len(span) < len(self.narrow):
-          lists.extend(self.narrow[i] for i in span if i in self.narrow)
-        else:
-          lists.extend(l for i, l in self.narrow.items() if i in span)
-    return lists
+  def lists_touching(self, slice_, span):
+    """The lists holding every access of this bucket that can overlap a region whose narrow
+    slice is `slice_` (None: a wide region touching the slices `span` of this bucket's chunk)."""
+    narrow = self.narrow
+    if not narrow:
+      return (self.wide,)
+    if slice_ is not None:
+      accesses = narrow.get(slice_)
+      return (self.wide,) if accesses is None else (self.wide, accesses)
+    if len(span) < len(narrow):
+      return [self.wide] + [narrow[i] for i in span if i in narrow]
+    return [self.wide] + [accesses for i, accesses in narrow.items() if i in span]
+
+
+# The scans below run once per (access, bucket list) pair, the compiler's innermost loop: the
+# overlap and cover tests are written out on the tuples. A bucket's accesses are all of its
+# key's memory (tiles) or of its key's tensor (HBM), so only the bounds are compared.
+
+def _raise_latest(accesses, stream, is_write, region, latest) -> None:
+  """Raises latest[t] to the position of every access of another stream t in `accesses` that
+  conflicts with an access of `region` (a write when `is_write`)."""
+  if region[0] == "hbm":
+    for s, position, was_write, _ in accesses:
+      if s != stream and (is_write or was_write) and position > latest.get(s, 0):
+        latest[s] = position
+    return
+  _, _, p0, p1, b0, b1 = region
+  for s, position, was_write, r in accesses:
+    if (s != stream and (is_write or was_write) and position > latest.get(s, 0)
+        and r[2] < p1 and p0 < r[3] and r[4] < b1 and b0 < r[5]):
+      latest[s] = position
+
+
+def _forget_covered(accesses, stream, is_write, region) -> None:
+  """Drops from `accesses` those a new access of `region` by `stream` covers (module docstring):
+  a write every covered access that it overlaps (so _raise_latest counted it first), a read the
+  covered reads of its own stream."""
+  if region[0] == "hbm":
+    if is_write:
+      accesses.clear()
+    else:
+      accesses[:] = [a for a in accesses if a[0] != stream or a[2]]
+    return
+  _, _, p0, p1, b0, b1 = region
+  if is_write:
+    accesses[:] = [a for a in accesses
+                   if not (p0 <= a[3][2] and a[3][3] <= p1 and b0 <= a[3][4] and a[3][5] <= b1
+                           and a[3][2] < a[3][3] and a[3][4] < a[3][5])]
+  else:
+    accesses[:] = [a for a in accesses
+                   if a[0] != stream or a[2]
+                   or not (p0 <= a[3][2] and a[3][3] <= p1 and b0 <= a[3][4] and a[3][5] <= b1)]
 
 
 class WaitTracker:
@@ -110,6 +128,9 @@ class WaitTracker:
   def __init__(self):
     self._length = [0] * NUM_STREAMS
     self._buckets = {}
+    # region -> (its narrow slice or None, ((bucket key, slices of that key's chunk it touches),
+    # ...)): tile regions recur (buffers are reused), so each is placed once.
+    self._placements = {}
     # known[s][p]: for instruction p (1-based) of stream s, the completed count of every stream
     # that is guaranteed once it has started; last_known[s]: that of s's latest instruction.
     self._known = [{} for _ in range(NUM_STREAMS)]
@@ -131,11 +152,24 @@ class WaitTracker:
 
   def add(self, stream: int, reads, writes) -> list:
     position = self._length[stream] + 1
-    latest = self.latest(stream, reads, writes)
-    waits = self._minimal_waits(stream, position, latest)
+    latest = {}
+    buckets = self._buckets
     for is_write, regions in ((False, reads), (True, writes)):
       for region in regions:
-        self._record(_Access(stream, position, is_write, region))
+        slice_, keys = self._placement(region)
+        access = (stream, position, is_write, region)
+        for key, span in keys:
+          bucket = buckets.get(key)
+          if bucket is None:
+            bucket = buckets[key] = _Bucket()
+          for accesses in bucket.lists_touching(slice_, span):
+            _raise_latest(accesses, stream, is_write, region, latest)
+            _forget_covered(accesses, stream, is_write, region)
+          if slice_ is None:
+            bucket.wide.append(access)
+          else:
+            bucket.narrow.setdefault(slice_, []).append(access)
+    waits = self._minimal_waits(stream, position, latest)
     self._length[stream] = position
     return waits
 
@@ -144,48 +178,37 @@ class WaitTracker:
     latest = {}
     for is_write, regions in ((False, reads), (True, writes)):
       for region in regions:
-        for key in bucket_keys(region):
+        slice_, keys = self._placement(region)
+        for key, span in keys:
           bucket = self._buckets.get(key)
-          if bucket is None:
-            continue
-          for accesses in bucket.lists_touching(region, key):
-            for access in accesses:
-              if (access.stream != stream and (is_write or access.is_write)
-                  and access.position > latest.get(access.stream, 0)
-                  and _overlaps(access.region, region)):
-                latest[access.stream] = access.position
+          if bucket is not None:
+            for accesses in bucket.lists_touching(slice_, span):
+              _raise_latest(accesses, stream, is_write, region, latest)
     return latest
 
+  def _placement(self, region):
+    placement = self._placements.get(region)
+    if placement is None:
+      slice_ = _narrow_slice(region)
+      wide_tile = region[0] != "hbm" and slice_ is None
+      placement = self._placements[region] = (
+          slice_, tuple((key, _slices(region, key) if wide_tile else None) for key in bucket_keys(region)))
+    return placement
+
   def _minimal_waits(self, stream, position, latest) -> list:
-    known = list(self._last_known[stream])
+    known = self._last_known[stream]
     candidates = {s: c for s, c in latest.items() if c > known[s]}
+    if not candidates:  # nothing new: it knows what its stream's previous instruction knew
+      self._known[stream][position] = known
+      return []
     implied = [0] * NUM_STREAMS
     for s, c in candidates.items():
-      for t, k in enumerate(self._known[s][c]):
-        if k > implied[t]:
-          implied[t] = k
+      implied = list(map(max, implied, self._known[s][c]))
     waits = sorted((s, c) for s, c in candidates.items() if c > implied[s])
+    known = list(map(max, known, implied))
     for s, c in candidates.items():
-      known[s] = max(known[s], c)
-    for t in range(NUM_STREAMS):
-      known[t] = max(known[t], implied[t])
+      if c > known[s]:
+        known[s] = c
     self._known[stream][position] = known
     self._last_known[stream] = known
     return waits
-
-  def _record(self, access):
-    region = access.region
-    slice_ = _narrow_slice(region)
-    for key in bucket_keys(region):
-      bucket = self._buckets.get(key)
-      if bucket is None:
-        bucket = self._buckets[key] = _Bucket()
-      for accesses in bucket.lists_touching(region, key):
-        accesses[:] = [old for old in accesses
-                       if not ((access.is_write
-                                or (old.stream == access.stream and not old.is_write))
-                               and _covers(region, old.region))]
-      if slice_ is None:
-        bucket.wide.append(access)
-      else:
-        bucket.narrow.setdefault(slice_, []).append(access)

@@ -70,9 +70,12 @@ class TileAP:
     if isinstance(self.byte_offset, Address):
       object.__setattr__(self, "buffer", self.byte_offset.buffer)
       object.__setattr__(self, "byte_offset", self.byte_offset.offset)
-    object.__setattr__(self, "memory", Memory(self.memory))
-    object.__setattr__(self, "dtype", DType(self.dtype))
-    object.__setattr__(self, "free", tuple((int(s), int(c)) for s, c in self.free))
+    # Tiles are built by the ten thousand: convert only what is not of its type yet.
+    if type(self.memory) is not Memory:
+      object.__setattr__(self, "memory", Memory(self.memory))
+    if type(self.dtype) is not DType:
+      object.__setattr__(self, "dtype", DType(self.dtype))
+    object.__setattr__(self, "free", tuple([(int(s), int(c)) for s, c in self.free]))
     if self.buffer is not None:
       if self.buffer.memory != self.memory:
         raise ValueError(f"a {self.memory.name} TileAP in {self.buffer.memory.name} buffer "
@@ -116,10 +119,20 @@ class TileAP:
 
   def byte_range(self) -> tuple:
     """[low, high) bytes addressed inside each partition."""
-    size = DType(self.dtype).itemsize
-    low = sum(s * (c - 1) for s, c in self.free if s < 0)
-    high = sum(s * (c - 1) for s, c in self.free if s > 0)
-    return self.byte_offset + low * size, self.byte_offset + (high + 1) * size
+    # Kept once computed (the fields are frozen): the back end asks for it per access.
+    known = self.__dict__.get("_byte_range")
+    if known is not None:
+      return known
+    low = high = 0
+    for s, c in self.free:
+      if s > 0:
+        high += s * (c - 1)
+      else:
+        low += s * (c - 1)
+    size = self.dtype.itemsize
+    known = (self.byte_offset + low * size, self.byte_offset + (high + 1) * size)
+    self.__dict__["_byte_range"] = known
+    return known
 
 
 
