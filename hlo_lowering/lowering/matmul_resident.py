@@ -49,6 +49,9 @@ MAX_PANEL_BLOCKS = 6
 STEPS_PER_PERIOD = 2
 # Queues: lhs loads alternate on queues 0 and 1; stores take 2 + parity · blocks + block.
 LOAD_QUEUES = 2
+# The rhs panel's K tiles go round robin over the last PANEL_QUEUES queues: in K order, yet
+# several in flight (one queue alone left TensorE waiting on it in weight-gradient matmuls).
+PANEL_QUEUES = 4
 
 
 def _moves(steps):
@@ -211,12 +214,12 @@ class ResidentRhsMatmul(MatmulTiling):
         self._transpose(rows.count, stage, self.rhs_panel + rows.start * size, pitch, rhs.dtype,
                         self.k_tiles)
       return
-    # One queue: its rows arrive one after the other, in the order the first m-tile reads them
-    # (on many queues they would share the bandwidth and all arrive at the end); one row needs
+    # PANEL_QUEUES queues in K order: the first m-tile's early K tiles arrive first, and a
+    # panel of short runs (a weight gradient's) is not held to one queue's rate; one row needs
     # no order, and the round robin spreads the panels of small matmuls.
     for i, kt in enumerate(self.k_tiles):
       first, apart = self._k_rows(i)
-      self._dma(self.queues - 1,
+      self._dma(self.queues - 1 - i % PANEL_QUEUES,
                 self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size,
                            ((1, cols.count),)),
                 HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
