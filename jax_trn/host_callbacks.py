@@ -27,10 +27,19 @@ asynchronously still finds its callable after JAX has freed the executable. A ke
 elsewhere: the compile cache never stores or serves one (jax_trn/compilation.py), and a program
 that reaches a key this process does not hold (a freed executable, a deserialized program) fails
 with an error saying so. docs/host-callbacks.md.
+
+Exit: Python ends any other thread that takes the GIL once the interpreter finalizes, and one
+ended inside jaxlib (JAX's callback wrappers create the CPU client with the GIL released) aborts
+the process. So an atexit hook (registered after JAX's, so it runs before them) stops the
+plugin's calls into Python and waits, the GIL released, for the runs queued with host callbacks
+to finish, as the CPU backend does: a pending print still prints; a run queued later gets its
+callbacks cancelled (pjrt_plugin/python_permit.h).
 """
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import dataclasses
 import itertools
 import os
@@ -41,7 +50,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from jax_trn import _jax_private
+from jax_trn import _jax_private, _libraries
 
 PLATFORM = "trn"
 # hlo_lowering.lowering.host_callback.HOST_CALLBACK_TARGET (read by the compiler).
@@ -234,8 +243,19 @@ def _trn_rule(cpu_rule: Callable) -> Callable:
   return rule
 
 
+def _stop_plugin_python_calls() -> None:
+  """The atexit hook (see the module docstring); nothing to do when JAX never loaded the plugin."""
+  try:
+    library = ctypes.CDLL(str(_libraries.PJRT_LIBRARY), mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
+  except OSError:
+    return
+  library.TrnStopPythonCalls()  # a ctypes call releases the GIL: the runs' callbacks take it
+
+
 def register() -> None:
-  """Lowerings of the callback primitives for "trn" (a known platform by now)."""
+  """Lowerings of the callback primitives for "trn" (a known platform by now), and the exit hook
+  that lets their runs finish before the interpreter finalizes."""
+  atexit.register(_stop_plugin_python_calls)
   for primitive in _jax_private.callback_primitives():
     _jax_private.register_uncacheable_lowering(
         primitive, _trn_rule(_jax_private.cpu_lowering_rule(primitive)), PLATFORM)

@@ -80,11 +80,11 @@ void CallWithKeys(const char* function, const std::vector<uint64_t>& keys) {
 
 }  // namespace
 
-Status RunHostCallbackInPython(const sim::HostCallbackCall& call) {
+Status RunHostCallbackInPython(const PythonPermit* permit, const sim::HostCallbackCall& call) {
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
     return FailedPrecondition("host callbacks call Python; this process has no Python interpreter");
   }
-  if (!PythonCallable()) {
+  if (permit == nullptr) {
     return Status(StatusCode::kCancelled, "the Python interpreter is exiting: the host callback was not run");
   }
   GilLock gil;
@@ -107,13 +107,15 @@ std::shared_ptr<HostCallbackLease> HostCallbackLease::ForProgram(const sim::Load
 }
 
 HostCallbackLease::HostCallbackLease(std::vector<uint64_t> keys) : keys_(std::move(keys)) {
-  if (!PythonCallable()) return;
+  const std::shared_ptr<PythonPermit> permit = PythonPermit::Acquire();
+  if (permit == nullptr || !PythonCallable()) return;
   GilLock gil;
   CallWithKeys("hold", keys_);
 }
 
 HostCallbackLease::~HostCallbackLease() {
-  if (!PythonCallable()) return;  // an exiting interpreter frees the registry itself
+  const std::shared_ptr<PythonPermit> permit = PythonPermit::Acquire();
+  if (permit == nullptr || !PythonCallable()) return;  // an exiting interpreter frees the registry itself
   GilLock gil;
   CallWithKeys("release", keys_);
 }

@@ -54,7 +54,10 @@ struct QueuedExecution {
   uint64_t interrupts = 0;  // InterruptCount() at submission: a later SIGINT cancels this run
   std::shared_ptr<sim::CollectiveSession> collectives;  // multi-core executions only
   int rank = 0;
-  std::shared_ptr<HostCallbackLease> host_callbacks;  // programs with host callbacks only
+  // Programs with host callbacks only: the registry's lease, and the permit to call Python
+  // (null when queued while the interpreter exits; jax_trn's exit hook waits for it otherwise).
+  std::shared_ptr<PythonPermit> python;
+  std::shared_ptr<HostCallbackLease> host_callbacks;
   std::shared_ptr<Completion> done;
 };
 
@@ -86,14 +89,18 @@ Status Simulate(const QueuedExecution& run) {
   };
   options.collectives = run.collectives;
   options.rank = run.rank;
-  options.host_callback = RunHostCallbackInPython;
+  options.host_callback = [&run](const sim::HostCallbackCall& call) {
+    return RunHostCallbackInPython(run.python.get(), call);
+  };
   auto profile = std::make_shared<sim::ExecutionProfile>();
   const int64_t host_start_ns = HostClockNs();  // where a jax.profiler trace places it
   const Status status = sim::Execute(program, input_data, output_data, options, profile.get());
-  if (status.code() == StatusCode::kCancelled) {
-    return Status(StatusCode::kCancelled,
-                  (queue->stopping() ? "the client was destroyed: " : "interrupted (SIGINT): ") +
-                      status.message());
+  // Cancelled by `options.cancelled` (named here), or by a host callback, whose message says why.
+  if (status.code() == StatusCode::kCancelled && queue->stopping()) {
+    return Status(StatusCode::kCancelled, "the client was destroyed: " + status.message());
+  }
+  if (status.code() == StatusCode::kCancelled && InterruptCount() != run.interrupts) {
+    return Status(StatusCode::kCancelled, "interrupted (SIGINT): " + status.message());
   }
   TRN_RETURN_IF_ERROR(status);
   profile->program = run.program;
@@ -185,6 +192,7 @@ StatusOr<PreparedRun> PrepareRun(const Executable& executable,
   QueuedExecution run;
   run.program = executable.shared_program();
   run.host_callbacks = host_callbacks;
+  if (host_callbacks != nullptr) run.python = PythonPermit::Acquire();
   run.device = device;
   for (size_t i = 0; i < num_arguments; ++i) {
     const Buffer* argument = Buffer::FromHandle(arguments[i]);

@@ -305,8 +305,9 @@ def test_the_runtime_alone_refuses_a_program_that_calls_the_host():
 
 
 def test_a_script_that_exits_with_results_pending_exits_cleanly():
-  # A queued run reaches its callback while the interpreter finalizes: it is cancelled, the
-  # process exits normally (no abort from the thread Python ends, no deadlock).
+  # The queued runs reach their callbacks while the interpreter exits: jax_trn's exit hook lets
+  # them finish before finalization (as on the CPU backend), so no thread is ended by Python
+  # inside jaxlib (an abort) and none deadlocks.
   result = fresh_process.run_python(textwrap.dedent("""
       from jax_trn import plugin
       plugin.initialize()
@@ -314,6 +315,7 @@ def test_a_script_that_exits_with_results_pending_exits_cleanly():
       import jax, jax.numpy as jnp
       def slow(a):
         time.sleep(0.3)
+        print("ran", flush=True)
         return a
       f = jax.jit(lambda v: jax.pure_callback(slow, jax.ShapeDtypeStruct(v.shape, v.dtype), v))
       x = jax.device_put(jnp.arange(3.0), jax.devices("trn")[0])
@@ -321,7 +323,32 @@ def test_a_script_that_exits_with_results_pending_exits_cleanly():
       print("exiting", flush=True)
       """), timeout=120)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert "exiting" in result.stdout
+  assert result.stdout.split() == ["exiting", "ran", "ran", "ran"]
+
+
+def test_a_run_queued_after_the_exit_hook_has_its_callback_cancelled():
+  # An atexit handler registered before jax_trn's runs after it: the plugin calls no Python any
+  # more, so the run's callback is cancelled with an error saying why (no abort, no deadlock).
+  result = fresh_process.run_python(textwrap.dedent("""
+      import atexit
+      import jax, jax.numpy as jnp
+      def late():
+        try:
+          print(f(x).block_until_ready())
+        except Exception as e:
+          print("late run failed:", e, flush=True)
+      atexit.register(late)
+      from jax_trn import plugin
+      plugin.initialize()
+      f = jax.jit(lambda v: jax.pure_callback(lambda a: a + 1, jax.ShapeDtypeStruct(v.shape, v.dtype), v))
+      x = jax.device_put(jnp.arange(3.0), jax.devices("trn")[0])
+      print(f(x), flush=True)
+      """), timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "[1. 2. 3.]" in result.stdout
+  assert "late run failed:" in result.stdout
+  assert "the Python interpreter is exiting: the host callback was not run" in result.stdout
+  assert "SIGINT" not in result.stdout
 
 
 def test_a_script_that_exits_with_a_print_in_flight_prints_and_exits():
