@@ -215,12 +215,20 @@ PROGRAMS: dict[str, list[str]] = {
     "stablehlo.bitcast_convert": [unary("stablehlo.bitcast_convert", F, I)],
     "stablehlo.slice": [module(f"%a: {F}", "tensor<2xf32>",
                                "%0 = stablehlo.slice %a [1:3] : (tensor<4xf32>) -> tensor<2xf32>"
-                               "\nreturn %0 : tensor<2xf32>")],
+                               "\nreturn %0 : tensor<2xf32>"),
+                        module("%a: tensor<4x256xf32>", "tensor<2x200xf32>",
+                               "%0 = stablehlo.slice %a [1:3, 8:208] : (tensor<4x256xf32>) -> "
+                               "tensor<2x200xf32>\nreturn %0 : tensor<2x200xf32>")],
     "stablehlo.reverse": [module(f"%a: {F}", F, f"%0 = stablehlo.reverse %a, dims = [0] : {F}\n"
                                  f"return %0 : {F}")],
     "stablehlo.concatenate": [module(f"%a: {F}, %b: {F}", "tensor<8xf32>",
                                      "%0 = stablehlo.concatenate %a, %b, dim = 0 : (tensor<4xf32>,"
-                                     " tensor<4xf32>) -> tensor<8xf32>\nreturn %0 : tensor<8xf32>")],
+                                     " tensor<4xf32>) -> tensor<8xf32>\nreturn %0 : tensor<8xf32>"),
+                              module("%a: tensor<2x128xf32>, %b: tensor<2x128xf32>",
+                                     "tensor<2x256xf32>",
+                                     "%0 = stablehlo.concatenate %a, %b, dim = 1 : "
+                                     "(tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<2x256xf32>"
+                                     "\nreturn %0 : tensor<2x256xf32>")],
     "stablehlo.pad": [module(f"%a: {F}, %v: tensor<f32>", "tensor<7xf32>",
                              "%0 = stablehlo.pad %a, %v, low = [1], high = [2], interior = [0] : "
                              "(tensor<4xf32>, tensor<f32>) -> tensor<7xf32>\n"

@@ -4,5 +4,6 @@ Importing this package imports every rule module so the registry is complete.
 """
 
 from hlo_lowering.lowering import (barrier, collectives, constants,  # noqa: F401
-                                   control_flow, convolution, elementwise, fusion, gpsimd,
-                                   host_callback, kernel_call, matmul, reduce, row_fusion, views)
+                                   control_flow, convolution, dma_copies, elementwise, fusion,
+                                   gpsimd, host_callback, kernel_call, matmul, reduce,
+                                   row_fusion, views)

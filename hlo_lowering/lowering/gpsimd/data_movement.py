@@ -1,4 +1,5 @@
-"""transpose, slice, reverse, concatenate and pad as gp_copy between strided HBM views.
+"""transpose, slice, reverse, concatenate and pad as gp_copy between strided HBM views (slice and
+concatenate in long contiguous runs are DMA copies instead: lowering/dma_copies.py).
 
 Each result is a fresh dense tensor; the source side is a Place view (permuted, offset, scaled
 or negated strides), so every op is one gp_copy per piece.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.dma_copies import concatenate_pieces, slice_source
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 
@@ -25,10 +27,7 @@ def lower_transpose(ctx: LoweringContext, op: Op) -> None:
 
 @register_lowering("stablehlo.slice", kind="gpsimd")
 def lower_slice(ctx: LoweringContext, op: Op) -> None:
-  out = ctx.new_result(op.result)
-  source = ctx.place(op.operands[0]).sliced(op.attrs["start_indices"], op.result.shape,
-                                            op.attrs["strides"])
-  _copy(ctx, out, source)
+  _copy(ctx, ctx.new_result(op.result), slice_source(ctx, op))
 
 
 @register_lowering("stablehlo.reverse", kind="gpsimd")
@@ -39,15 +38,8 @@ def lower_reverse(ctx: LoweringContext, op: Op) -> None:
 
 @register_lowering("stablehlo.concatenate", kind="gpsimd")
 def lower_concatenate(ctx: LoweringContext, op: Op) -> None:
-  out = ctx.new_result(op.result)
-  axis = op.attrs["dimension"]
-  start = 0
-  for operand in op.operands:
-    starts = [0] * op.result.type.rank
-    starts[axis] = start
-    piece = out.sliced(starts, operand.shape, [1] * len(starts))
-    _copy(ctx, piece, ctx.place(operand))
-    start += operand.shape[axis]
+  for slot, source in concatenate_pieces(ctx, op, ctx.new_result(op.result)):
+    _copy(ctx, slot, source)
 
 
 def _padded_range(size: int, low: int, interior: int, out_size: int) -> tuple[int, int, int]:

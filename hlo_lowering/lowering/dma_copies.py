@@ -1,0 +1,90 @@
+"""Native lowerings of concatenate and slice as DMA copies between HBM views.
+
+Both ops only move data: each result piece is a strided view of the result (a concatenate
+operand's slot) or of the operand (a slice), so the copy is one access pattern to another. A
+DMA moves long contiguous runs at the DMA engines' rate, so when the innermost dim is contiguous
+on both sides and its runs are at least `MIN_RUN_BYTES` long, the copy is split along its
+outermost dim into one DMA per queue (the back end's round robin spreads them), instead of one
+GpSimd gp_copy (gpsimd/data_movement.py), which moves a piece at about one DMA queue's rate.
+Shorter runs (a transposing or element-strided copy) stay on GpSimd: a DMA pays per run.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hlo_lowering.ir import Op
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.places import Place, collapse_dims
+from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.lowering.tiling import MIN_RUN_BYTES
+
+
+def _collapsed(dst: Place, src: Place) -> tuple[Place, Place]:
+  """`dst` and `src` with the dims merged that are contiguous in both (same elements, order)."""
+  shape, (dst_strides, src_strides) = collapse_dims(dst.shape, dst.strides, src.strides)
+  return (Place(dst.tensor, dst.offset, shape, dst_strides, dst.dtype),
+          Place(src.tensor, src.offset, shape, src_strides, src.dtype))
+
+
+def _long_runs(dst: Place, src: Place) -> bool:
+  if not dst.size:
+    return True
+  dst, src = _collapsed(dst, src)
+  return (dst.strides[-1] == 1 and src.strides[-1] == 1
+          and dst.shape[-1] * dst.dtype.itemsize >= MIN_RUN_BYTES)
+
+
+def _copy(ctx: LoweringContext, dst: Place, src: Place) -> None:
+  """dst ← src as one DMA per queue over chunks of the outermost collapsed dim."""
+  if not dst.size:
+    return
+  dst, src = _collapsed(dst, src)
+  outer, rank = dst.shape[0], len(dst.shape)
+  chunk = math.ceil(outer / int(ctx.target_spec["dma_queues"])) if rank > 1 else outer
+  for start in range(0, outer, chunk):
+    starts = [start] + [0] * (rank - 1)
+    counts = [min(chunk, outer - start), *dst.shape[1:]]
+    ones = [1] * rank
+    ctx.dma(dst.sliced(starts, counts, ones).ap(), src.sliced(starts, counts, ones).ap())
+
+
+def concatenate_pieces(ctx: LoweringContext, op: Op, out: Place):
+  """(result slot, operand place) per operand of a concatenate (also the GpSimd rule's pieces)."""
+  axis, start = op.attrs["dimension"], 0
+  for operand in op.operands:
+    starts = [0] * op.result.type.rank
+    starts[axis] = start
+    yield out.sliced(starts, operand.shape, [1] * len(starts)), ctx.place(operand)
+    start += operand.shape[axis]
+
+
+def slice_source(ctx: LoweringContext, op: Op) -> Place:
+  return ctx.place(op.operands[0]).sliced(op.attrs["start_indices"], op.result.shape,
+                                          op.attrs["strides"])
+
+
+def _concatenate_in_long_runs(ctx: LoweringContext, op: Op) -> bool:
+  out = Place.dense(0, op.result.shape, op.result.dtype)
+  return all(_long_runs(slot, src) for slot, src in concatenate_pieces(ctx, op, out))
+
+
+def _slice_in_long_runs(ctx: LoweringContext, op: Op) -> bool:
+  return _long_runs(Place.dense(0, op.result.shape, op.result.dtype), slice_source(ctx, op))
+
+
+_DESCRIBE = f"the innermost dim contiguous on both sides in runs of >= {MIN_RUN_BYTES} B"
+
+
+@register_lowering("stablehlo.concatenate", kind="native", when_placed=_concatenate_in_long_runs,
+                   describe=_DESCRIBE)
+def lower_concatenate(ctx: LoweringContext, op: Op) -> None:
+  out = ctx.new_result(op.result)
+  for slot, src in concatenate_pieces(ctx, op, out):
+    _copy(ctx, slot, src)
+
+
+@register_lowering("stablehlo.slice", kind="native", when_placed=_slice_in_long_runs,
+                   describe=_DESCRIBE)
+def lower_slice(ctx: LoweringContext, op: Op) -> None:
+  _copy(ctx, ctx.new_result(op.result), slice_source(ctx, op))
