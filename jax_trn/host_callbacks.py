@@ -33,13 +33,12 @@ ended inside jaxlib (JAX's callback wrappers create the CPU client with the GIL 
 the process. So an atexit hook (registered after JAX's, so it runs before them) stops the
 plugin's calls into Python and waits, the GIL released, for the runs queued with host callbacks
 to finish, as the CPU backend does: a pending print still prints; a run queued later gets its
-callbacks cancelled (pjrt_plugin/python_permit.h).
+callbacks cancelled (pjrt_plugin/sim/host_call_permit.h).
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import dataclasses
 import itertools
 import os
@@ -50,7 +49,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from jax_trn import _jax_private, _libraries
+from jax_trn import _jax_private
 
 PLATFORM = "trn"
 # hlo_lowering.lowering.host_callback.HOST_CALLBACK_TARGET (read by the compiler).
@@ -244,12 +243,9 @@ def _trn_rule(cpu_rule: Callable) -> Callable:
 
 
 def _stop_plugin_python_calls() -> None:
-  """The atexit hook (see the module docstring); nothing to do when JAX never loaded the plugin."""
-  try:
-    library = ctypes.CDLL(str(_libraries.PJRT_LIBRARY), mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
-  except OSError:
-    return
-  library.TrnStopPythonCalls()  # a ctypes call releases the GIL: the runs' callbacks take it
+  """The atexit hook (see the module docstring)."""
+  from jax_trn import _native
+  _native.stop_host_calls()  # releases the GIL: the runs' callbacks take it
 
 
 def register() -> None:

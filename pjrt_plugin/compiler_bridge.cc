@@ -1,7 +1,7 @@
 #include "python_calls.h"  // first: Python.h must precede the standard headers
 
 #include "compiler_bridge.h"
-#include "python_permit.h"
+#include "sim/host_call_permit.h"
 
 #include <dlfcn.h>
 
@@ -119,7 +119,7 @@ StatusOr<std::string> CompileInPython(std::string_view code, std::string_view fo
     return FailedPrecondition(
         "the trn compiler runs in-process in Python; load the plugin from a Python process");
   }
-  const std::shared_ptr<PythonPermit> permit = PythonPermit::Acquire();
+  const std::shared_ptr<sim::HostCallPermit> permit = sim::HostCallPermit::Acquire();
   if (permit == nullptr) return Status(StatusCode::kCancelled, "the Python interpreter is exiting: the program was not compiled");
   GilLock gil;
   return CallCompiler(code, format, options, target);

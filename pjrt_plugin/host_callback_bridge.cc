@@ -80,7 +80,7 @@ void CallWithKeys(const char* function, const std::vector<uint64_t>& keys) {
 
 }  // namespace
 
-Status RunHostCallbackInPython(const PythonPermit* permit, const sim::HostCallbackCall& call) {
+Status RunHostCallbackInPython(const sim::HostCallPermit* permit, const sim::HostCallbackCall& call) {
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
     return FailedPrecondition("host callbacks call Python; this process has no Python interpreter");
   }
@@ -107,14 +107,14 @@ std::shared_ptr<HostCallbackLease> HostCallbackLease::ForProgram(const sim::Load
 }
 
 HostCallbackLease::HostCallbackLease(std::vector<uint64_t> keys) : keys_(std::move(keys)) {
-  const std::shared_ptr<PythonPermit> permit = PythonPermit::Acquire();
+  const std::shared_ptr<sim::HostCallPermit> permit = sim::HostCallPermit::Acquire();
   if (permit == nullptr || !PythonCallable()) return;
   GilLock gil;
   CallWithKeys("hold", keys_);
 }
 
 HostCallbackLease::~HostCallbackLease() {
-  const std::shared_ptr<PythonPermit> permit = PythonPermit::Acquire();
+  const std::shared_ptr<sim::HostCallPermit> permit = sim::HostCallPermit::Acquire();
   if (permit == nullptr || !PythonCallable()) return;  // an exiting interpreter frees the registry itself
   GilLock gil;
   CallWithKeys("release", keys_);

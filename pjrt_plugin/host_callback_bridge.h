@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "python_permit.h"
+#include "sim/host_call_permit.h"
 #include "sim/runtime.h"
 
 namespace trn::pjrt {
@@ -16,12 +16,12 @@ namespace trn::pjrt {
 // Runs the Python callable registered under `call.callback`: its operands' bytes as read-only
 // memoryviews, its results' storage as writable ones (released after the call). An exception it
 // raises becomes kInternal "host callback raised <type>: <message>" with its traceback's end.
-// `permit` is the run's, acquired when it was queued (python_permit.h): null (the interpreter was
+// `permit` is the run's, acquired when it was queued (sim/host_call_permit.h): null (the interpreter was
 // exiting by then) gives kCancelled without calling Python.
-Status RunHostCallbackInPython(const PythonPermit* permit, const sim::HostCallbackCall& call);
+Status RunHostCallbackInPython(const sim::HostCallPermit* permit, const sim::HostCallbackCall& call);
 
 // Holds the program's callback keys in jax_trn.host_callbacks (hold(keys) now, release(keys)
-// when destroyed, each with the GIL and a PythonPermit; skipped once the interpreter is exiting), so a run queued before JAX frees its executable still
+// when destroyed, each with the GIL and a sim::HostCallPermit; skipped once the interpreter is exiting), so a run queued before JAX frees its executable still
 // finds them. Shared by the loaded executable and each of its queued runs.
 class HostCallbackLease {
  public:

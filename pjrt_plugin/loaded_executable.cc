@@ -56,7 +56,7 @@ struct QueuedExecution {
   int rank = 0;
   // Programs with host callbacks only: the registry's lease, and the permit to call Python
   // (null when queued while the interpreter exits; jax_trn's exit hook waits for it otherwise).
-  std::shared_ptr<PythonPermit> python;
+  std::shared_ptr<sim::HostCallPermit> python;
   std::shared_ptr<HostCallbackLease> host_callbacks;
   std::shared_ptr<Completion> done;
 };
@@ -192,7 +192,7 @@ StatusOr<PreparedRun> PrepareRun(const Executable& executable,
   QueuedExecution run;
   run.program = executable.shared_program();
   run.host_callbacks = host_callbacks;
-  if (host_callbacks != nullptr) run.python = PythonPermit::Acquire();
+  if (host_callbacks != nullptr) run.python = sim::HostCallPermit::Acquire();
   run.device = device;
   for (size_t i = 0; i < num_arguments; ++i) {
     const Buffer* argument = Buffer::FromHandle(arguments[i]);

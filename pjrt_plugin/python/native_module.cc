@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "sim/execution_index.h"
+#include "sim/host_call_permit.h"
 #include "sim/program.h"
 #include "sim/runtime.h"
 
@@ -279,6 +280,8 @@ NB_MODULE(_native, m) {
   m.def("run_program", &RunProgram, nb::arg("program"), nb::arg("inputs"), nb::arg("record_timeline") = false,
         "Loads and runs program bytes on one simulated NeuronCore; returns (outputs, profile).");
   m.def("program_info", &ProgramInfo, nb::arg("program"), "Validates program bytes and describes their tensors.");
+  m.def("stop_host_calls", &trn::sim::HostCallPermit::StopGranting, nb::call_guard<nb::gil_scoped_release>(),
+        "Stops the plugin's calls into Python and waits for those pending (jax_trn's atexit hook).");
   m.def("last_execution", &LastExecutionDict, nb::arg("device_id"), "The profile of a device's most recent execution, or None.");
   m.def("set_record_timeline", &SetRecordTimeline, nb::arg("on"),
         "Turns per-instruction timeline recording on (nested: each True needs a False) for the "

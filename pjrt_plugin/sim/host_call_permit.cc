@@ -1,9 +1,9 @@
-#include "python_permit.h"
+#include "host_call_permit.h"
 
 #include <condition_variable>
 #include <mutex>
 
-namespace trn::pjrt {
+namespace trn::sim {
 namespace {
 
 struct Permits {
@@ -21,25 +21,25 @@ Permits& permits() {
 
 }  // namespace
 
-std::shared_ptr<PythonPermit> PythonPermit::Acquire() {
+std::shared_ptr<HostCallPermit> HostCallPermit::Acquire() {
   Permits& p = permits();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.stopped) return nullptr;
   ++p.held;
-  return std::shared_ptr<PythonPermit>(new PythonPermit);
+  return std::shared_ptr<HostCallPermit>(new HostCallPermit);
 }
 
-PythonPermit::~PythonPermit() {
+void HostCallPermit::StopGranting() {
+  Permits& p = permits();
+  std::unique_lock<std::mutex> lock(p.mu);
+  p.stopped = true;
+  p.returned.wait(lock, [&p] { return p.held == 0; });
+}
+
+HostCallPermit::~HostCallPermit() {
   Permits& p = permits();
   std::lock_guard<std::mutex> lock(p.mu);
   if (--p.held == 0) p.returned.notify_all();
 }
 
-}  // namespace trn::pjrt
-
-void TrnStopPythonCalls() {
-  trn::pjrt::Permits& p = trn::pjrt::permits();
-  std::unique_lock<std::mutex> lock(p.mu);
-  p.stopped = true;
-  p.returned.wait(lock, [&p] { return p.held == 0; });
-}
+}  // namespace trn::sim
