@@ -3,9 +3,6 @@ docs/multi-device.md "Partitioned compute"): every case runs on 4 simulated core
 CPU backend over 4 host devices (tests/conftest.py) and must agree; the programs are checked for
 the collectives they need and nothing more."""
 
-import collections
-import re
-
 import numpy as np
 import pytest
 
@@ -13,39 +10,22 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-import compiler_harness as harness
-from hlo_lowering.program import disassemble
+import sharded_reference
 from jax_trn import compilation, profile
 
 CORES = 4
-# Partial sums are combined across cores in another order than one core sums them.
-RTOL, ATOL = 2e-5, 2e-6
-_KINDS = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_to_all": 3}
 
 
 def _devices(platform, n=CORES):
-  devices = jax.devices(platform)[:n]
-  assert len(devices) == n, f"needs {n} {platform} devices"
-  return devices
+  return sharded_reference.devices(platform, n)
 
 
 def _on_both(make, *args):
-  """make(devices) -> a jitted function; runs it on trn and cpu, compares, returns trn's."""
-  got = make(_devices("trn"))(*args)
-  want = make(_devices("cpu"))(*args)
-  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-    assert g.shape == w.shape and g.dtype == w.dtype and g.sharding.spec == w.sharding.spec
-    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=RTOL, atol=ATOL)
-  return got
+  return sharded_reference.on_both(make, *args, cores=CORES)
 
 
-def _collectives(make, *args) -> collections.Counter:
-  """How many collective instructions of each kind the partitioned program has."""
-  text = make(_devices("cpu")).lower(*args).as_text()
-  program = disassemble(harness.compile_code(text.encode(), num_partitions=CORES))
-  kinds = re.findall(r" collective (?:wait\[[^]]*\] )?kind=(\d+) ", program)
-  names = {v: k for k, v in _KINDS.items()}
-  return collections.Counter(names[int(k)] for k in kinds)
+def _collectives(make, *args):
+  return sharded_reference.collectives(make, *args, cores=CORES)
 
 
 def _mlp_step(params, x, y):

@@ -10,7 +10,7 @@ where the all_reduce's operand is at least MIN_BYTES (est.: there a piece's comp
 outweighs the issue). The all_reduce's group-order fold is the reduce_scatter's, and an
 elementwise op of pieces is the piece of the op, so results are bit-identical.
 
-The compute: the elementwise ops (partition/local_ops.ELEMENTWISE) of the all_reduce's result
+The compute: the elementwise ops (partition/propagation.ELEMENTWISE) of the all_reduce's result
 shape that read the result or compute already taken. Their other operands must be splats
 (rebuilt at the piece's shape) or values every core of the group holds alike — replicated
 arguments, constants, results of all_reduces and all_gathers over the same groups, and what is
@@ -34,7 +34,7 @@ import numpy as np
 
 from hlo_lowering.ir import Module, Op, TensorType, Value
 from hlo_lowering.passes.collectives.combine_all_reduces import walk_ops_of
-from hlo_lowering.passes.partition.local_ops import ELEMENTWISE
+from hlo_lowering.passes.partition.propagation import ELEMENTWISE
 from hlo_lowering.passes.partition.local_values import core_offset, splat_at, splat_scalar
 from hlo_lowering.program import DType
 

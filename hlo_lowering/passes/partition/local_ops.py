@@ -15,23 +15,14 @@ operands). Each rule returns whether it gave the result a local value.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from hlo_lowering.ir import Op, Region, TensorType, Value, clone_block
 from hlo_lowering.lowering.gpsimd.reduce import REDUCERS, identity
 from hlo_lowering.passes.canonicalize import reducer_of
 from hlo_lowering.passes.partition.local_values import LocalValues, Partial
+from hlo_lowering.passes.partition.propagation import ELEMENTWISE, SHARDING_OPS, reshape_sharding
 from hlo_lowering.passes.partition.sharding import Sharding
-
-# Ops that apply element by element to operands of the result's shape.
-ELEMENTWISE = frozenset("stablehlo." + name for name in (
-    "abs add and atan2 cbrt ceil compare convert cosine divide exponential exponential_minus_one "
-    "floor is_finite log log_plus_one logistic maximum minimum multiply negate not or popcnt "
-    "power remainder round_nearest_afz round_nearest_even rsqrt select shift_left "
-    "shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor").split())
-SHARDING_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard"})
 
 
 def _local_type(lv: LocalValues, value: Value, s: Sharding) -> TensorType:
@@ -59,10 +50,11 @@ def _set_partial(lv: LocalValues, op: Op, p: Partial, s: Sharding, operands: lis
 
 
 def cheapest(lv: LocalValues, values: list[Value], shape: tuple[int, ...],
-             allowed=lambda s: True) -> Sharding | None:
+             allowed=lambda s: True, wanted: Sharding | None = None) -> Sharding | None:
   """The sharding of `shape` that `values` reach with the fewest bytes moved (ties: the most
-  split), among those they are held under."""
-  candidates = [s for s in dict.fromkeys(s for v in values for s in lv.shardings(v))
+  split), among those they are held under and the one the result is `wanted` under."""
+  held = [s for v in values for s in lv.shardings(v)] + ([wanted] if wanted else [])
+  candidates = [s for s in dict.fromkeys(held)
                 if len(s.dims) == len(shape) and lv.divides(shape, s) and allowed(s)]
   if not candidates:
     return None
@@ -77,7 +69,7 @@ def elementwise(lv: LocalValues, op: Op) -> bool:
     return False
   if _linear_of_partial(lv, op):
     return True
-  t = cheapest(lv, op.operands, shape)
+  t = cheapest(lv, op.operands, shape, wanted=lv.hints.get(op.result))
   if t is None:
     return False
   return _set_local(lv, op, t, [lv.under(v, t, op.loc, op.describe()) for v in op.operands])
@@ -148,26 +140,6 @@ def _moved(lv: LocalValues, op: Op, result_sharding) -> bool:
 def transpose(lv: LocalValues, op: Op) -> bool:
   perm = op.attrs["permutation"]
   return _moved(lv, op, lambda s: Sharding(s.mesh_name, tuple(s.dims[p] for p in perm)))
-
-
-def reshape_sharding(lv: LocalValues, s: Sharding, before: tuple[int, ...],
-                     after: tuple[int, ...]) -> Sharding | None:
-  """The sharding of the reshaped value whose shards are the reshape of the shards under `s`:
-  each sharded dim must begin a result dim (the same number of row-major index combinations
-  before both) that its shard count divides. Between two such dims both shapes hold the same
-  elements, so each shard is the same contiguous block in both."""
-  mesh = lv.mesh(s, "reshape")
-  dims: list[tuple[str, ...]] = [() for _ in after]
-  result_dim_at = {math.prod(after[:e]): e for e in range(len(after)) if after[e] != 1}
-  for d, axes in enumerate(s.dims):
-    k = s.shards(mesh, d)
-    if k == 1:
-      continue
-    e = result_dim_at.get(math.prod(before[:d]))
-    if e is None or after[e] % k:
-      return None
-    dims[e] = axes
-  return Sharding(s.mesh_name, tuple(dims))
 
 
 def reshape(lv: LocalValues, op: Op) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
 from hlo_lowering.ir import Block, Op, Region, TensorType, Value, clone_block
 from hlo_lowering.passes.partition.mesh import Mesh
+from hlo_lowering.passes.partition.propagation import operand_shardings
 from hlo_lowering.passes.partition.sharding import Sharding
 from hlo_lowering.program import DType
 
@@ -81,6 +82,7 @@ class LocalValues:
     self.gathered: set[Value] = set()  # values whose whole was gathered from shards
     self.producers: dict[Value, Op] = {}  # the global program's ops, by result
     self.partition_id: Value | None = None
+    self.hints: dict[Value, Sharding] = {}  # the shardings values are wanted under (propagation)
 
   def mesh(self, s: Sharding, what: str) -> Mesh:
     try:
@@ -187,7 +189,8 @@ class LocalValues:
     if t in held:
       return held[t]
     if not self.is_sharded(v):
-      local = self.local_splat(v, t) or self.slice(self.whole(v, loc), t, loc, what)
+      local = (self.local_splat(v, t) or self.generated(v, t, loc) or
+               self.slice(self.whole(v, loc), t, loc, what))
       self.global_of.setdefault(v, v)
       self.local_of.setdefault(v, {})[t] = local
       return local
@@ -287,6 +290,57 @@ class LocalValues:
       local = self.gather_dim(local, mesh, d, axes, loc)
     assert local.shape == global_type.shape
     return local
+
+  # --- generating shards op by op -----------------------------------------------------------
+
+  def local_twin(self, op: Op, t: Sharding) -> Value | None:
+    """`op` applied to its operands' shards (propagation.operand_shardings): its result's
+    shard under `t`, or None where no rule gives one. An iota split along its counting dim
+    adds this core's offset."""
+    shardings = operand_shardings(self, op, t)
+    if shardings is None:
+      return None
+    what = op.describe()
+    operands = [self.under(v, s, op.loc, what) for v, s in zip(op.operands, shardings)]
+    mesh = self.mesh(t, what)
+    local_type = TensorType(t.local_shape(op.result.shape, mesh, what), op.result.dtype)
+    regions = [Region(clone_block(r.block, {})) for r in op.regions]
+    local = self.emit(op.name, operands, local_type, op.loc, regions, **op.attrs)
+    dim = op.attrs.get("iota_dimension")
+    if op.name == "stablehlo.iota" and t.dims[dim]:
+      n = local_type.shape[dim]
+      offsets = [mesh.index_along(p, list(t.dims[dim])) * n for p in range(self.num_cores)]
+      start = core_offset(self.emit, self.rank(op.loc), offsets, op.loc)
+      if local_type.dtype != DType.S32:
+        start = self.emit("stablehlo.convert", [start], TensorType((), local_type.dtype), op.loc)
+      start = self.emit("stablehlo.broadcast_in_dim", [start], local_type, op.loc,
+                        broadcast_dimensions=[])
+      local = self.emit("stablehlo.add", [local, start], local_type, op.loc)
+    return local
+
+  def generated(self, v: Value, t: Sharding, loc) -> Value | None:
+    """The shard under `t` of `v`, a value computed whole, made again op by op from its
+    producers' shards when that slices fewer bytes than slicing `v` (a causal mask from an
+    iota, a bias broadcast to the activations' shape); None otherwise."""
+    if t.is_replicated or self._generated_bytes(v, t, {}) >= self.local_bytes(v.type, t):
+      return None
+    return self.local_twin(self.producers[v], t)
+
+  def _generated_bytes(self, v: Value, t: Sharding, memo: dict) -> float:
+    """The bytes this core slices from whole values to make `v`'s shard under `t`, either
+    directly or by generating it from its producer's operands."""
+    key = (v, t)
+    if key not in memo:
+      memo[key] = direct = self.local_bytes(v.type, t)
+      producer = self.producers.get(v)
+      if t in self.local_of.get(v, {}) or t.is_replicated or self.is_splat(v):
+        memo[key] = 0.0
+      elif producer is not None and not any(map(self.is_sharded, producer.operands)):
+        shardings = operand_shardings(self, producer, t)
+        if shardings is not None:
+          memo[key] = min(direct, sum(self._generated_bytes(o, s, memo)
+                                      for o, s in zip(producer.operands, shardings)))
+    return memo[key]
 
   def rank(self, loc) -> Value:
     if self.partition_id is None:

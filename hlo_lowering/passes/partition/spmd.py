@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, TensorType, Value, replace_uses, walk_ops
-from hlo_lowering.passes.partition import gspmd, sharding as sharding_text
+from hlo_lowering.passes.partition import gspmd, propagation, sharding as sharding_text
 from hlo_lowering.passes.partition.dot_general import dot_general
 from hlo_lowering.passes.partition.local_ops import RULES
 from hlo_lowering.passes.partition.local_values import LocalValues
@@ -53,12 +53,26 @@ class _Partitioner(LocalValues):
     rule = dot_general if op.name == "stablehlo.dot_general" else RULES.get(op.name)
     if rule is not None and rule(self, op):
       return
+    if self.wanted_split(op):
+      return
     read = dict.fromkeys(v for inner in walk_ops(Block([], [op])) for v in inner.operands)
     wholes = {v: self.whole(v, op.loc) for v in read}
     if any(v in self.gathered for v in read):
       self.replicated.append(f"{op.name} at {op.loc}")
     replace_uses(Block([], [op]), {v: w for v, w in wholes.items() if w is not v})
     self.ops.append(op)
+
+  def wanted_split(self, op: Op) -> bool:
+    """An op of whole operands whose result every use wants split (propagation.hints) runs on
+    its operands' shards (sliced, or generated again from their producers)."""
+    t = self.hints.get(op.results[0]) if len(op.results) == 1 else None
+    if t is None or any(map(self.is_sharded, op.operands)):
+      return False
+    local = self.local_twin(op, t)
+    if local is None:
+      return False
+    self.local_of[op.result] = {t: local}
+    return True
 
   # --- the rewrite ------------------------------------------------------------------------
 
@@ -105,6 +119,11 @@ class _Partitioner(LocalValues):
       new_args.append(local)
       self.local_of[arg] = {s: local}
     body_ops = main.body.ops
+    returned = []
+    for value, attrs in zip(body_ops[-1].operands, main.result_attrs):
+      s = self.sharding_attr(attrs, "result", len(value.shape))
+      returned.append((value, None if s is None or s.is_replicated else s))
+    self.hints = propagation.hints(self, body_ops[:-1], returned)
     for op in body_ops[:-1]:
       op.operands = [self.pending.get(v, v) for v in op.operands]
       for inner in walk_ops(Block([], [op])):
