@@ -26,12 +26,14 @@ from __future__ import annotations
 
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, TensorType, Value, replace_uses, walk_ops
-from hlo_lowering.passes.partition import gspmd, propagation, sharding as sharding_text
+from hlo_lowering.passes.partition import (gspmd, local_ops, local_window_ops, propagation,
+                                           sharding as sharding_text)
 from hlo_lowering.passes.partition.dot_general import dot_general
-from hlo_lowering.passes.partition.local_ops import RULES
 from hlo_lowering.passes.partition.local_values import LocalValues
 from hlo_lowering.passes.partition.mesh import Mesh
 from hlo_lowering.passes.partition.sharding import Sharding
+
+_RULES = {**local_ops.RULES, **local_window_ops.RULES}
 
 # torch_xla's GSPMD annotations (custom calls in HLO).
 _GSPMD_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
@@ -50,7 +52,7 @@ class _Partitioner(LocalValues):
   def partition(self, op: Op) -> None:
     """`op`'s local twin where a rule gives one; else `op` itself on the whole values of its
     operands (gathered where they are held as shards)."""
-    rule = dot_general if op.name == "stablehlo.dot_general" else RULES.get(op.name)
+    rule = dot_general if op.name == "stablehlo.dot_general" else _RULES.get(op.name)
     if rule is not None and rule(self, op):
       return
     if self.wanted_split(op):
