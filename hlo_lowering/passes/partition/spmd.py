@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, TensorType, Value, replace_uses, walk_ops
-from hlo_lowering.passes.partition import (gspmd, local_ops, local_window_ops, propagation,
-                                           sharding as sharding_text)
+from hlo_lowering.passes.partition import (gspmd, local_gather, local_ops, local_window_ops,
+                                           propagation, sharding as sharding_text)
 from hlo_lowering.passes.partition.dot_general import dot_general
 from hlo_lowering.passes.partition.local_values import LocalValues
 from hlo_lowering.passes.partition.mesh import Mesh
 from hlo_lowering.passes.partition.sharding import Sharding
 
-_RULES = {**local_ops.RULES, **local_window_ops.RULES}
+_RULES = {**local_ops.RULES, **local_window_ops.RULES, **local_gather.RULES}
 
 # torch_xla's GSPMD annotations (custom calls in HLO).
 _GSPMD_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
