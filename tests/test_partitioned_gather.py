@@ -1,5 +1,5 @@
 """A gather runs on shards when its indices are split along batch dims and its operand along
-dims it takes whole (partition/local_gather.py): an embedding lookup of a batch-split token
+dims it takes whole (partition/local_indexing.py): an embedding lookup of a batch-split token
 array looks up each core's own rows; a table split along its looked-up rows is gathered first. Every case
 runs on trn and on JAX's CPU backend over as many devices."""
 
@@ -57,3 +57,25 @@ def test_a_lookup_in_a_table_split_along_its_rows_gathers_the_table_once():
   ref.on_both(make, *_inputs(), cores=4)
   assert not compilation.last_report().replicated_ops
   assert ref.collectives(make, *_inputs(), cores=4) == {"all_gather": 1}
+
+
+def _lookup_grad(table, ids, cotangent):
+  """The table's gradient of a lookup: a scatter-add of the cotangent rows into zeros."""
+  return jax.vjp(lambda t: _lookup(t, ids), table)[1](cotangent)[0]
+
+
+@pytest.mark.parametrize("cores", [2, 4])
+@pytest.mark.parametrize("table_spec", [(None, None), ("x", None)])
+def test_a_lookups_gradient_scatters_each_cores_rows_into_partial_sums(cores, table_spec):
+  """Replicated gradient: one all_reduce of the partial tables; split: one reduce_scatter."""
+  def make(devices):
+    mesh = Mesh(np.array(devices), ("x",))
+    named = lambda *spec: NamedSharding(mesh, P(*spec))
+    return jax.jit(_lookup_grad, in_shardings=(named(), named("x", None), named("x", None, None)),
+                   out_shardings=named(*table_spec))
+  table, ids = _inputs()
+  cotangent = np.random.default_rng(1).standard_normal((8, 4, _WIDTH)).astype(np.float32)
+  ref.on_both(make, table, ids, cotangent, cores=cores)
+  assert not compilation.last_report().replicated_ops
+  want = {"all_reduce": 1} if table_spec == (None, None) else {"reduce_scatter": 1}
+  assert ref.collectives(make, table, ids, cotangent, cores=cores) == want

@@ -62,17 +62,21 @@ def cheapest(lv: LocalValues, values: list[Value], shape: tuple[int, ...],
 
 
 def elementwise(lv: LocalValues, op: Op) -> bool:
+  """Operands of the result's shape under one sharding; scalars (clamp's bounds, select's
+  predicate) whole."""
   if op.name not in ELEMENTWISE or len(op.results) != 1 or op.regions:
     return False
   shape = op.result.shape
-  if any(v.shape != shape for v in op.operands) or not any(map(lv.is_sharded, op.operands)):
+  full = [v for v in op.operands if v.shape == shape]
+  if any(v.shape not in (shape, ()) for v in op.operands) or not any(map(lv.is_sharded, full)):
     return False
-  if _linear_of_partial(lv, op):
+  if len(full) == len(op.operands) and _linear_of_partial(lv, op):
     return True
-  t = cheapest(lv, op.operands, shape, wanted=lv.hints.get(op.result))
+  t = cheapest(lv, full, shape, wanted=lv.hints.get(op.result))
   if t is None:
     return False
-  return _set_local(lv, op, t, [lv.under(v, t, op.loc, op.describe()) for v in op.operands])
+  return _set_local(lv, op, t, [lv.under(v, t, op.loc, op.describe()) if v.shape == shape
+                                else lv.whole(v, op.loc) for v in op.operands])
 
 
 def _linear_of_partial(lv: LocalValues, op: Op) -> bool:

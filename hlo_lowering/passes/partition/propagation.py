@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # Ops whose operands all have the result's shape (or are scalars) and apply element by element.
 ELEMENTWISE = frozenset("stablehlo." + name for name in (
-    "abs add and atan2 cbrt ceil compare convert cosine divide exponential exponential_minus_one "
+    "abs add and atan2 cbrt ceil clamp compare convert cosine divide exponential exponential_minus_one "
     "floor is_finite log log_plus_one logistic maximum minimum multiply negate not or popcnt "
     "power remainder round_nearest_afz round_nearest_even rsqrt select shift_left "
     "shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor").split())
