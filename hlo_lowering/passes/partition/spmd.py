@@ -5,8 +5,8 @@ Every value is held as this core's shard under some sharding, as partial sums, o
 (local_values.py). A sharded argument arrives as this core's shard. Each op in turn gets a local
 twin computing its result's shard from its operands' shards where a rule gives one (dot_general
 in dot_general.py, pad / reduce_window / convolution / sort in local_window_ops.py, gather and
-scatter in local_indexing.py, the others in local_ops.py), its operands resharded with the fewest bytes
-moved. Shardings also flow backward (propagation.py): an op of whole operands whose result every
+scatter in local_indexing.py, while in local_loops.py, the others in local_ops.py), its operands
+resharded with the fewest bytes moved. Shardings also flow backward (propagation.py): an op of whole operands whose result every
 use wants split (by the results' shardings or a sharding constraint) runs on their shards, and a
 whole value read as a shard is generated again from its producers when that slices fewer bytes
 (an iota at the core's offset). Any other op runs replicated on its operands' whole values
@@ -31,28 +31,59 @@ from __future__ import annotations
 
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, TensorType, Value, replace_uses, walk_ops
-from hlo_lowering.passes.partition import (gspmd, local_indexing, local_ops, local_window_ops,
-                                           propagation, sharding as sharding_text)
+from hlo_lowering.passes.partition import (gspmd, local_indexing, local_loops, local_ops,
+                                           local_window_ops, propagation,
+                                           sharding as sharding_text)
 from hlo_lowering.passes.partition.dot_general import dot_general
 from hlo_lowering.passes.partition.local_values import LocalValues
 from hlo_lowering.passes.partition.mesh import Mesh
 from hlo_lowering.passes.partition.sharding import Sharding
 
-_RULES = {**local_ops.RULES, **local_window_ops.RULES, **local_indexing.RULES}
+_RULES = {**local_ops.RULES, **local_window_ops.RULES, **local_indexing.RULES,
+          **local_loops.RULES}
 
 # torch_xla's GSPMD annotations (custom calls in HLO).
 _GSPMD_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
 
 
+def _meshes(module: Module, num_cores: int) -> dict[str, Mesh]:
+  meshes = {name: Mesh.parse(text) for name, text in module.attrs.get("sdy.meshes", {}).items()}
+  for name, mesh in meshes.items():
+    if mesh.size not in (1, num_cores):
+      raise CompileError(f"mesh @{name} {mesh.describe()} has {mesh.size} devices but the "
+                         f"program runs on {num_cores} cores", INVALID_ARGUMENT)
+  return meshes
+
+
 class _Partitioner(LocalValues):
-  def __init__(self, module: Module, num_cores: int):
-    meshes = {name: Mesh.parse(text) for name, text in module.attrs.get("sdy.meshes", {}).items()}
-    for name, mesh in meshes.items():
-      if mesh.size not in (1, num_cores):
-        raise CompileError(f"mesh @{name} {mesh.describe()} has {mesh.size} devices but the "
-                           f"program runs on {num_cores} cores", INVALID_ARGUMENT)
+  def __init__(self, meshes: dict[str, Mesh], num_cores: int):
     super().__init__(meshes, num_cores)
     self.replicated: list[str] = []  # the ops run replicated on gathered operands
+    self.pending: dict[Value, Value] = {}  # identities (torch_xla's annotations): the value
+
+  def nested(self) -> "_Partitioner":
+    """A partitioner for a region's ops: it reads the values defined outside as this one holds
+    them, and what it adds (reshards of outer values included) stays inside the region."""
+    inner = _Partitioner(self.meshes, self.num_cores)
+    inner.local_of = {v: dict(held) for v, held in self.local_of.items()}
+    inner.partial_of, inner.global_of = dict(self.partial_of), dict(self.global_of)
+    inner.gathered, inner.producers = set(self.gathered), dict(self.producers)
+    inner.partition_id, inner.replicated, inner.pending = (self.partition_id, self.replicated,
+                                                           self.pending)
+    return inner
+
+  def partition_ops(self, ops: list[Op]) -> None:
+    for op in ops:
+      op.operands = [self.pending.get(v, v) for v in op.operands]
+      for inner in walk_ops(Block([], [op])):
+        inner.operands = [self.pending.get(v, v) for v in inner.operands]
+      if op.name == "sdy.manual_computation":
+        self.manual_computation(op)
+      elif op.name == "stablehlo.custom_call" and op.attrs.get("call_target_name") in _GSPMD_CALLS:
+        self.gspmd_call(op)
+      else:
+        self.producers.update((r, op) for r in op.results)
+        self.partition(op)
 
   def partition(self, op: Op) -> None:
     """`op`'s local twin where a rule gives one; else `op` itself on the whole values of its
@@ -114,7 +145,6 @@ class _Partitioner(LocalValues):
     main = module.main
     module.attrs["trn.global_signature"] = ([a.type for a in main.args], list(main.result_types))
     new_args, param_texts = [], []
-    self.pending: dict[Value, Value] = {}  # identities (torch_xla's annotations): the value
     for i, (arg, attrs) in enumerate(zip(main.args, main.arg_attrs)):
       s = self.sharding_attr(attrs, f"argument {i}", len(arg.shape))
       mesh = self.mesh(s, f"argument {i}") if s else None
@@ -131,17 +161,7 @@ class _Partitioner(LocalValues):
       s = self.sharding_attr(attrs, "result", len(value.shape))
       returned.append((value, None if s is None or s.is_replicated else s))
     self.hints = propagation.hints(self, body_ops[:-1], returned)
-    for op in body_ops[:-1]:
-      op.operands = [self.pending.get(v, v) for v in op.operands]
-      for inner in walk_ops(Block([], [op])):
-        inner.operands = [self.pending.get(v, v) for v in inner.operands]
-      if op.name == "sdy.manual_computation":
-        self.manual_computation(op)
-      elif op.name == "stablehlo.custom_call" and op.attrs.get("call_target_name") in _GSPMD_CALLS:
-        self.gspmd_call(op)
-      else:
-        self.producers.update((r, op) for r in op.results)
-        self.partition(op)
+    self.partition_ops(body_ops[:-1])
     ret = body_ops[-1]
     outputs, output_texts = [], []
     for i, (value, attrs) in enumerate(zip(ret.operands, main.result_attrs)):
@@ -187,7 +207,7 @@ def run(module: Module) -> None:
   if num_cores <= 1:
     _check_no_manual(module)
     return
-  _Partitioner(module, num_cores).run(module)
+  _Partitioner(_meshes(module, num_cores), num_cores).run(module)
 
 
 def _check_no_manual(module: Module) -> None:
