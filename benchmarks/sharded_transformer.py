@@ -1,7 +1,7 @@
-"""A Flax transformer layer's training step (causal self-attention, layer norms, MLP) with the
-batch sharded over 'data' and the attention heads and MLP hidden units over 'model' (FSDP-style
-data parallel times Megatron tensor parallel): per core, the modeled device time and matmul
-FLOPs, the collectives, and the ops the partitioner ran replicated (docs/compiler.md
+"""A Flax transformer layer's training step (token embedding, causal self-attention, layer norms,
+MLP) with the batch sharded over 'data' and the attention heads and MLP hidden units over
+'model' (data parallel times Megatron tensor parallel): per core, the modeled device time and
+matmul FLOPs, the collectives, and the ops the partitioner ran replicated (docs/multi-device.md
 "Partitioning"). The step is checked against JAX's CPU backend on as many host devices.
 
   python benchmarks/sharded_transformer.py --mesh 4 1 --mesh 2 2
@@ -27,18 +27,21 @@ sys.path.insert(0, os.path.dirname(__file__))
 from sharded_mlp import collectives  # noqa: E402
 
 
+VOCAB = 512
+
+
 class Layer(nn.Module):
   heads: int
-  d_hidden: int
+  d_model: int
 
   @nn.compact
-  def __call__(self, x):
-    seq = x.shape[1]
-    mask = nn.make_causal_mask(jnp.ones((x.shape[0], seq), jnp.int32))
+  def __call__(self, tokens):
+    x = nn.Embed(VOCAB, self.d_model)(tokens)
+    mask = nn.make_causal_mask(tokens)
     h = nn.LayerNorm()(x)
     x = x + nn.SelfAttention(num_heads=self.heads, deterministic=True)(h, mask=mask)
     h = nn.LayerNorm()(x)
-    return x + nn.Dense(x.shape[-1])(jax.nn.gelu(nn.Dense(self.d_hidden)(h)))
+    return x + nn.Dense(self.d_model)(jax.nn.gelu(nn.Dense(4 * self.d_model)(h)))
 
 
 def _param_spec(path, leaf) -> P:
@@ -73,15 +76,17 @@ def sharded_step(devices, mesh_shape, model: Layer, params):
 
 def measure(mesh_shape, batch: int, seq: int, d_model: int, heads: int) -> dict:
   from jax_trn import compilation, profile
-  model = Layer(heads=heads, d_hidden=4 * d_model)
+  model = Layer(heads=heads, d_model=d_model)
   rng = np.random.default_rng(0)
-  x = rng.standard_normal((batch, seq, d_model), np.float32)
+  x = rng.integers(0, VOCAB, (batch, seq)).astype(np.int32)
   y = rng.standard_normal((batch, seq, d_model), np.float32)
   params = model.init(jax.random.key(0), x)
   cores = int(np.prod(mesh_shape))
   devices = jax.devices("trn")[:cores]
-  got = jax.block_until_ready(sharded_step(devices, mesh_shape, model, params)(params, x, y))
+  # The report right after compiling (putting the inputs on the mesh compiles more programs).
+  step = sharded_step(devices, mesh_shape, model, params).lower(params, x, y).compile()
   report = compilation.last_report()
+  got = jax.block_until_ready(step(params, x, y))
   want = sharded_step(jax.devices("cpu")[:cores], mesh_shape, model, params)(params, x, y)
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
     np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-3, atol=2e-4)

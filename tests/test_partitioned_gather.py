@@ -1,7 +1,8 @@
-"""A gather runs on shards when its indices are split along batch dims and its operand along
-dims it takes whole (partition/local_indexing.py): an embedding lookup of a batch-split token
-array looks up each core's own rows; a table split along its looked-up rows is gathered first. Every case
-runs on trn and on JAX's CPU backend over as many devices."""
+"""A gather runs on shards when its indices are split along batch dims and its operand along dims
+it takes whole (partition/local_indexing.py): an embedding lookup of a batch-split token array
+looks up each core's own rows; a table split along its looked-up rows is gathered first. Its
+gradient, a scatter-add into zeros, scatters each core's rows into partial sums. Every case runs
+on trn and on JAX's CPU backend over as many devices."""
 
 import numpy as np
 import pytest
