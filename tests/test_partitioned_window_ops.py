@@ -1,6 +1,6 @@
 """pad, reduce_window, convolution and sort run on shards along the dims they treat element by
-element (partition/local_window_ops.py) and replicated, on gathered operands, when a dim they
-reach across is split; every case runs on trn and on JAX's CPU backend over as many devices,
+element (partition/local_window_ops.py); split across a dim they reach across, the split moves
+to another dim (pad, reduce_window, sort) or the op runs replicated (convolution); every case runs on trn and on JAX's CPU backend over as many devices,
 split on each dimension in turn."""
 
 import numpy as np
@@ -54,15 +54,22 @@ _OPS = {"reduce_window": (_max_pool, {2, 3}), "convolution": (_conv, {1, 2, 3}),
 @pytest.mark.parametrize("cores", [2, 4])
 @pytest.mark.parametrize("dim", [0, 1, 2, 3])
 @pytest.mark.parametrize("name", sorted(_OPS))
-def test_an_op_runs_on_shards_unless_it_reaches_across_the_split_dim(name, dim, cores):
+def test_an_op_split_across_a_dim_it_reaches_across_is_resplit_or_replicated(name, dim, cores):
+  """Along a dim it treats element by element: on shards, nothing moved. Across one: pad,
+  reduce_window and sort move the split to another dim (an all_to_all there and one back to
+  the result's sharding); convolution runs replicated on the gathered input."""
   f, reaching = _OPS[name]
   x = np.random.default_rng(dim).standard_normal((4, 4, 8, 8)).astype(np.float32)
   spec = tuple("x" if d == dim else None for d in range(4))
+  make = _jit(f, (cores,), spec)
   replicated = _run(f, x, (cores,), spec)
-  if dim in reaching:
-    assert [r.split()[0] for r in replicated] == [f"stablehlo.{name}"], replicated
+  collectives = ref.collectives(make, x, cores=cores)
+  if dim not in reaching:
+    assert not replicated and not collectives, (replicated, collectives)
+  elif name == "convolution":
+    assert [r.split()[0] for r in replicated] == ["stablehlo.convolution"], replicated
   else:
-    assert not replicated, replicated
+    assert not replicated and collectives == {"all_to_all": 2}, (replicated, collectives)
 
 
 @pytest.mark.parametrize("name", sorted(_OPS))

@@ -10,8 +10,11 @@ runs replicated on whole operands) when a dim it reaches across is split.
   along its feature dim;
 - sort: every operand under one sharding that leaves the sorted dim whole.
 
-Halo exchange (a split spatial dim whose windows cross shard edges, by collective_permute) is
-not done: such an op reads its operand whole."""
+An operand split along one dim the op reaches across by one mesh axis is resplit along another
+dim instead (one all_to_all, (k - 1)/k of the shard received, rather than gathering k - 1
+shards and computing whole) where the fewest bytes say so: pad, reduce_window and sort then
+still run on shards. Halo exchange (a split spatial dim whose windows cross shard edges, by
+collective_permute) is not done."""
 
 from __future__ import annotations
 
@@ -37,17 +40,39 @@ def _split_dims(s: Sharding) -> set[int]:
   return {d for d, axes in enumerate(s.dims) if axes}
 
 
+def _resplit(lv: LocalValues, values, allowed_dims: set[int], shapes) -> Sharding | None:
+  """The first held sharding of `values` that splits one dim outside `allowed_dims` by one axis,
+  with that axis moved to the largest allowed dim it divides in every one of `shapes` (the
+  all_to_all LocalValues.reshard emits)."""
+  for s in (s for v in values if lv.is_sharded(v) for s in lv.shardings(v)):
+    outside = [d for d in _split_dims(s) if d not in allowed_dims]
+    if len(outside) != 1 or len(s.dims[outside[0]]) != 1:
+      continue
+    d, = outside
+    axis = s.dims[d][0]
+    for e in sorted(allowed_dims, key=lambda e: -shapes[0][e]):
+      dims = list(s.dims)
+      dims[d], dims[e] = (), dims[e] + (axis,)
+      t = Sharding(s.mesh_name, tuple(dims))
+      if all(lv.divides(shape, t) for shape in shapes):
+        return t
+  return None
+
+
 def pad(lv: LocalValues, op: Op) -> bool:
   operand, value = op.operands
   if not lv.is_sharded(operand):
     return False
   padded = {d for d in range(operand.type.rank) if op.attrs["edge_padding_low"][d] or
             op.attrs["edge_padding_high"][d] or op.attrs["interior_padding"][d]}
-  for s in lv.shardings(operand):
-    if not _split_dims(s) & padded and lv.divides(op.result.shape, s):
-      local = lv.under(operand, s, op.loc, op.describe())
-      return _emit_local(lv, op, [local, lv.whole(value, op.loc)], [s])
-  return False
+  shapes = [operand.shape, op.result.shape]
+  t = cheapest(lv, [operand], operand.shape, lambda s: not _split_dims(s) & padded and
+               all(lv.divides(shape, s) for shape in shapes),
+               _resplit(lv, [operand], set(range(len(operand.shape))) - padded, shapes))
+  if t is None:
+    return False
+  local = lv.under(operand, t, op.loc, op.describe())
+  return _emit_local(lv, op, [local, lv.whole(value, op.loc)], [t])
 
 
 def _pointwise_window_dims(op: Op, rank: int) -> set[int]:
@@ -67,8 +92,9 @@ def reduce_window(lv: LocalValues, op: Op) -> bool:
   if not any(map(lv.is_sharded, inputs)):
     return False
   pointwise = _pointwise_window_dims(op, inputs[0].type.rank)
+  shapes = [inputs[0].shape] + [r.shape for r in op.results]
   t = cheapest(lv, inputs, inputs[0].shape, lambda s: _split_dims(s) <= pointwise and all(
-      lv.divides(r.shape, s) for r in op.results))
+      lv.divides(shape, s) for shape in shapes), _resplit(lv, inputs, pointwise, shapes))
   if t is None:
     return False
   operands = [lv.under(v, t, op.loc, op.describe()) for v in inputs]
@@ -104,7 +130,9 @@ def sort(lv: LocalValues, op: Op) -> bool:
   if not any(map(lv.is_sharded, op.operands)):
     return False
   dim = op.attrs["dimension"] % op.operands[0].type.rank
-  t = cheapest(lv, op.operands, op.operands[0].shape, lambda s: not s.dims[dim])
+  shape = op.operands[0].shape
+  t = cheapest(lv, op.operands, shape, lambda s: not s.dims[dim],
+               _resplit(lv, op.operands, set(range(len(shape))) - {dim}, [shape]))
   if t is None:
     return False
   operands = [lv.under(v, t, op.loc, op.describe()) for v in op.operands]
