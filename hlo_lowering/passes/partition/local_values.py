@@ -23,6 +23,9 @@ from hlo_lowering.passes.partition.sharding import Sharding
 from hlo_lowering.program import DType
 
 _I32 = TensorType((), DType.S32)
+# How many ops back a whole value read as a shard is generated from (a causal mask's iota,
+# broadcasts and compare are a few): bounds the search and the recursion.
+_GENERATED_DEPTH = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +86,7 @@ class LocalValues:
     self.producers: dict[Value, Op] = {}  # the global program's ops, by result
     self.partition_id: Value | None = None
     self.hints: dict[Value, Sharding] = {}  # the shardings values are wanted under (propagation)
+    self.generating = 0  # how many generated values' producers are being made at once
 
   def mesh(self, s: Sharding, what: str) -> Mesh:
     try:
@@ -322,23 +326,30 @@ class LocalValues:
     """The shard under `t` of `v`, a value computed whole, made again op by op from its
     producers' shards when that slices fewer bytes than slicing `v` (a causal mask from an
     iota, a bias broadcast to the activations' shape); None otherwise."""
-    if t.is_replicated or self._generated_bytes(v, t, {}) >= self.local_bytes(v.type, t):
+    depth = _GENERATED_DEPTH - self.generating
+    if t.is_replicated or depth <= 0 or \
+        self._generated_bytes(v, t, {}, depth) >= self.local_bytes(v.type, t):
       return None
-    return self.local_twin(self.producers[v], t)
+    self.generating += 1
+    try:
+      return self.local_twin(self.producers[v], t)
+    finally:
+      self.generating -= 1
 
-  def _generated_bytes(self, v: Value, t: Sharding, memo: dict) -> float:
+  def _generated_bytes(self, v: Value, t: Sharding, memo: dict, depth: int) -> float:
     """The bytes this core slices from whole values to make `v`'s shard under `t`, either
-    directly or by generating it from its producer's operands."""
+    directly or by generating it from its producer's operands (at most `depth` ops back)."""
     key = (v, t)
     if key not in memo:
       memo[key] = direct = self.local_bytes(v.type, t)
       producer = self.producers.get(v)
       if t in self.local_of.get(v, {}) or t.is_replicated or self.is_splat(v):
         memo[key] = 0.0
-      elif producer is not None and not any(map(self.is_sharded, producer.operands)):
+      elif depth > 0 and producer is not None and \
+          not any(map(self.is_sharded, producer.operands)):
         shardings = operand_shardings(self, producer, t)
         if shardings is not None:
-          memo[key] = min(direct, sum(self._generated_bytes(o, s, memo)
+          memo[key] = min(direct, sum(self._generated_bytes(o, s, memo, depth - 1)
                                       for o, s in zip(producer.operands, shardings)))
     return memo[key]
 
