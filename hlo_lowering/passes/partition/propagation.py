@@ -12,18 +12,16 @@ whole; an iota has no operands: its shard is generated from the core's offset). 
 over a program from its sharded uses back to its producers: a value is wanted under `t` only
 when every one of its uses wants it under `t`, so following a hint never reshards a value that
 something else reads whole or split another way (no hint, no conflict: the forward pass's
-fewest-bytes choice decides there)."""
+fewest-bytes choice decides there). `lv` is the partitioner's LocalValues (its meshes and
+divisibility; local_values.py imports this module, so it is not imported here)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from hlo_lowering.ir import Block, Op, Value, walk_ops
 from hlo_lowering.passes.partition.sharding import Sharding
-
-if TYPE_CHECKING:
-  from hlo_lowering.passes.partition.local_values import LocalValues
 
 # Ops whose operands all have the result's shape (or are scalars) and apply element by element.
 ELEMENTWISE = frozenset("stablehlo." + name for name in (
@@ -38,7 +36,7 @@ def replicated(mesh_name: str, rank: int) -> Sharding:
   return Sharding(mesh_name, tuple(() for _ in range(rank)))
 
 
-def reshape_sharding(lv: "LocalValues", s: Sharding, before: tuple[int, ...],
+def reshape_sharding(lv, s: Sharding, before: tuple[int, ...],
                      after: tuple[int, ...]) -> Sharding | None:
   """The sharding of the reshaped value whose shards are the reshape of the shards under `s`:
   each sharded dim must begin a result dim (the same number of row-major index combinations
@@ -58,7 +56,7 @@ def reshape_sharding(lv: "LocalValues", s: Sharding, before: tuple[int, ...],
   return Sharding(s.mesh_name, tuple(dims))
 
 
-def operand_shardings(lv: "LocalValues", op: Op, t: Sharding) -> list[Sharding] | None:
+def operand_shardings(lv, op: Op, t: Sharding) -> list[Sharding] | None:
   """The shardings of `op`'s operands whose shards `op` maps to its result's shard under `t`
   (None where no rule gives them, or a shard would not divide evenly)."""
   if len(op.results) != 1 or len(t.dims) != op.result.type.rank or \
@@ -121,7 +119,7 @@ _BACKWARD: dict[str, Callable] = {
 }
 
 
-def hints(lv: "LocalValues", ops: list[Op],
+def hints(lv, ops: list[Op],
           returned: list[tuple[Value, Sharding | None]]) -> dict[Value, Sharding]:
   """The sharding each value made by `ops` (one block's ops, in order, but its return) is wanted
   under by all of its uses; `returned` holds the return's operands with their result shardings
