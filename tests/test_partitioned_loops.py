@@ -1,6 +1,7 @@
-"""A while loop over split carried values runs on shards (partition/local_loops.py): each
+"""A while loop over split carried values runs on shards (partition/local_control_flow.py): each
 carried value keeps one sharding for the whole loop, the body's collectives run on every trip,
-the predicate is whole. Every case runs on trn and on JAX's CPU backend over as many devices."""
+the predicate is whole; a cond's branches reading split values run on shards too. Every case
+runs on trn and on JAX's CPU backend over as many devices."""
 
 import numpy as np
 import pytest
@@ -62,3 +63,21 @@ def test_a_scan_over_layers_of_a_batch_split_input_does_a_share_of_the_matmuls()
     flops.append([profile.last_execution(d).matmul_flops for d in devices])
   (one,), four = flops
   assert one > 0 and four == [one // 4] * 4, flops
+
+
+def _branchy(x, flag):
+  """A cond whose branches read the split x, one of them reducing over the split dim."""
+  return jax.lax.cond(flag > 0, lambda a: a * 2.0 + jnp.sum(a), lambda a: jnp.tanh(a) - 1.0, x)
+
+
+@pytest.mark.parametrize("flag", [1, -1])
+@pytest.mark.parametrize("spec", [("x", None), (None, "x")])
+def test_a_cond_over_split_values_runs_its_branches_on_shards(spec, flag):
+  def make(devices):
+    mesh = Mesh(np.array(devices), ("x",))
+    named = NamedSharding(mesh, P(*spec))
+    return jax.jit(_branchy, in_shardings=(named, NamedSharding(mesh, P())), out_shardings=named)
+  x = np.random.default_rng(2).standard_normal((8, 8)).astype(np.float32)
+  ref.on_both(make, x, np.int32(flag), cores=4)
+  assert not compilation.last_report().replicated_ops
+  assert set(ref.collectives(make, x, np.int32(flag), cores=4)) <= {"all_reduce"}

@@ -5,19 +5,19 @@ Every value is held as this core's shard under some sharding, as partial sums, o
 (local_values.py). A sharded argument arrives as this core's shard. Each op in turn gets a local
 twin computing its result's shard from its operands' shards where a rule gives one (dot_general
 in dot_general.py, pad / reduce_window / convolution / sort in local_window_ops.py, gather and
-scatter in local_indexing.py, while in local_loops.py, the others in local_ops.py), its operands
-resharded with the fewest bytes moved. Shardings also flow backward (propagation.py): an op of
-whole operands whose result every use wants split (by the results' shardings or a sharding
-constraint) runs on their shards, and a whole value read as a shard is generated again from its
-producers when that slices fewer bytes (an iota at the core's offset). Any other op runs
-replicated on its operands' whole values (all-gathered from their shards where needed, once) and
-is named in module.attrs["trn.replicated_ops"] when it read a sharded value. A sharded result is
-this core's shard (sliced locally from a whole value, or a reduce_scatter of partial sums); a
-replicated one the whole value. An sdy.manual_computation (shard_map, pmap) is inlined: each
-operand is this core's shard along the manual axes, the body runs on local values with its own
-collectives, and each result is held as the core's shard. Every shard is exact (an op on shards
-is the shard of the op); only the order floats are summed in changes where a partial sum or a
-reduce over a sharded dim is combined across cores.
+scatter in local_indexing.py, while and case in local_control_flow.py, the others in
+local_ops.py), its operands resharded with the fewest bytes moved. Shardings also flow backward
+(propagation.py): an op of whole operands whose result every use wants split (by the results'
+shardings or a sharding constraint) runs on their shards, and a whole value read as a shard is
+generated again from its producers when that slices fewer bytes (an iota at the core's offset).
+Any other op runs replicated on its operands' whole values (all-gathered from their shards where
+needed, once) and is named in module.attrs["trn.replicated_ops"] when it read a sharded value. A
+sharded result is this core's shard (sliced locally from a whole value, or a reduce_scatter of
+partial sums); a replicated one the whole value. An sdy.manual_computation (shard_map, pmap) is
+inlined: each operand is this core's shard along the manual axes, the body runs on local values
+with its own collectives, and each result is held as the core's shard. Every shard is exact (an
+op on shards is the shard of the op); only the order floats are summed in changes where a
+partial sum or a reduce over a sharded dim is combined across cores.
 
 Requires: calls inlined (inline-calls); module.attrs["mhlo.num_partitions"] the core count.
 Ensures: no sdy.manual_computation; main's arguments and results have their per-core shapes;
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, TensorType, Value, replace_uses, walk_ops
-from hlo_lowering.passes.partition import (gspmd, local_indexing, local_loops, local_ops,
+from hlo_lowering.passes.partition import (gspmd, local_indexing, local_control_flow, local_ops,
                                            local_window_ops, propagation,
                                            sharding as sharding_text)
 from hlo_lowering.passes.partition.dot_general import dot_general
@@ -40,7 +40,7 @@ from hlo_lowering.passes.partition.mesh import Mesh
 from hlo_lowering.passes.partition.sharding import Sharding
 
 _RULES = {**local_ops.RULES, **local_window_ops.RULES, **local_indexing.RULES,
-          **local_loops.RULES}
+          **local_control_flow.RULES}
 
 # torch_xla's GSPMD annotations (custom calls in HLO).
 _GSPMD_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
