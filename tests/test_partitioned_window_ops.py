@@ -89,3 +89,17 @@ def test_a_batch_split_convolution_does_a_share_of_the_matmul_work():
     flops.append([profile.last_execution(d).matmul_flops for d in devices])
   (one,), four = flops
   assert one > 0 and four == [one // 4] * 4, flops
+
+
+def test_a_convolution_with_its_kernel_split_by_output_features_splits_the_output_features():
+  def make(devices):
+    mesh = Mesh(np.array(devices), ("x",))
+    named = lambda *spec: NamedSharding(mesh, P(*spec))
+    return jax.jit(lambda x, k: jax.lax.conv_general_dilated(x, k, (1, 1), "SAME"),
+                   in_shardings=(named(), named("x")), out_shardings=named(None, "x"))
+  rng = np.random.default_rng(7)
+  x, kernel = (rng.standard_normal((2, 4, 8, 8)).astype(np.float32),
+               rng.standard_normal((8, 4, 3, 3)).astype(np.float32))
+  ref.on_both(make, x, kernel, cores=4)
+  assert not compilation.last_report().replicated_ops
+  assert ref.collectives(make, x, kernel, cores=4) == {}
