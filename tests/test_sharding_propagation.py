@@ -99,3 +99,19 @@ def test_a_causal_mask_is_generated_on_each_core_at_its_offset(mesh_shape, spec)
   make = _jit(_causal_scores, mesh_shape, [spec, (spec[0], None, None)], spec)
   ref.on_both(make, q, k, cores=cores)
   assert ref.collectives(make, q, k, cores=cores) == {}
+
+
+@pytest.mark.parametrize("spec", [("x", None), (None, "x")])
+def test_a_matmul_of_replicated_operands_into_a_split_result_divides_its_flops(spec):
+  rng = np.random.default_rng(5)
+  a, b = rng.standard_normal((2, 32, 64), np.float32)
+  make = lambda cores: _jit(lambda a, b: jnp.tanh(a @ b.T), (cores,), [(), ()], spec)
+  ref.on_both(make(4), a, b, cores=4)
+  assert ref.collectives(make(4), a, b, cores=4) == {}
+  flops = []
+  for cores in (1, 4):
+    devices = ref.devices("trn", cores)
+    jax.block_until_ready(make(cores)(devices)(a, b))
+    flops.append([profile.last_execution(d).matmul_flops for d in devices])
+  (one,), four = flops
+  assert one > 0 and four == [one // 4] * 4, flops

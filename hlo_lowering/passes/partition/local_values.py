@@ -26,6 +26,8 @@ _I32 = TensorType((), DType.S32)
 # How many ops back a whole value read as a shard is generated from (a causal mask's iota,
 # broadcasts and compare are a few): bounds the search and the recursion.
 _GENERATED_DEPTH = 16
+# Ops too costly to run again on a shard next to their whole value.
+_NOT_GENERATED = frozenset({"stablehlo.dot_general"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,7 +347,7 @@ class LocalValues:
       producer = self.producers.get(v)
       if t in self.local_of.get(v, {}) or t.is_replicated or self.is_splat(v):
         memo[key] = 0.0
-      elif depth > 0 and producer is not None and \
+      elif depth > 0 and producer is not None and producer.name not in _NOT_GENERATED and \
           not any(map(self.is_sharded, producer.operands)):
         shardings = operand_shardings(self, producer, t)
         if shardings is not None:

@@ -1,5 +1,5 @@
 """Shardings flowing backward, from where a value is wanted split to the ops producing it
-(docs/compiler.md "Partitioning"): the partitioner otherwise flows shardings forward only, from
+(docs/multi-device.md "Propagation"): the partitioner otherwise flows shardings forward only, from
 the arguments, so a program whose inputs are replicated and whose outputs (`out_shardings`,
 `with_sharding_constraint`, `sdy.sharding_constraint`) are sharded would compute every value
 whole and slice it at the end.
@@ -8,12 +8,13 @@ whole and slice it at the end.
 of its operands under which the op applied to their shards gives its result's shard under `t`
 (an elementwise op's operands alike, a transpose's permuted, a broadcast's on the dims it maps,
 a reshape's where its shards are the same contiguous blocks, a reduce's with the reduced dims
-whole; an iota has no operands: its shard is generated from the core's offset). `hints` runs it
-over a program from its sharded uses back to its producers: a value is wanted under `t` only
-when every one of its uses wants it under `t`, so following a hint never reshards a value that
-something else reads whole or split another way (no hint, no conflict: the forward pass's
-fewest-bytes choice decides there). `lv` is the partitioner's LocalValues (its meshes and
-divisibility; local_values.py imports this module, so it is not imported here)."""
+whole, a dot_general's on the batch and free dims the result's come from; an iota has no
+operands: its shard is generated from the core's offset). `hints` runs it over a program from
+its sharded uses back to its producers: a value is wanted under `t` only when every one of its
+uses wants it under `t`, so following a hint never reshards a value that something else reads
+whole or split another way (no hint, no conflict: the forward pass's fewest-bytes choice decides
+there). `lv` is the partitioner's LocalValues (its meshes and divisibility; local_values.py
+imports this module, so it is not imported here)."""
 
 from __future__ import annotations
 
@@ -112,10 +113,29 @@ def _reduce(lv, op: Op, t: Sharding):
   return [Sharding(t.mesh_name, operand), replicated(t.mesh_name, 0)]
 
 
+def _dot_general(lv, op: Op, t: Sharding):
+  """The result's dims are the batch dims, then lhs's free dims, then rhs's: each split lands on
+  the operand dims it comes from (both operands' for a batch dim); contracting dims whole."""
+  dn = op.attrs["dot_dimension_numbers"]
+  lhs, rhs = op.operands
+  batch = (dn["lhs_batching_dimensions"], dn["rhs_batching_dimensions"])
+  contracting = (dn["lhs_contracting_dimensions"], dn["rhs_contracting_dimensions"])
+  free = [[d for d in range(v.type.rank) if d not in batch[i] and d not in contracting[i]]
+          for i, v in enumerate((lhs, rhs))]
+  dims = [[() for _ in range(v.type.rank)] for v in (lhs, rhs)]
+  result = iter(t.dims)
+  for lhs_dim, rhs_dim in zip(*batch):
+    dims[0][lhs_dim] = dims[1][rhs_dim] = next(result)
+  for i in (0, 1):
+    for d in free[i]:
+      dims[i][d] = next(result)
+  return [Sharding(t.mesh_name, tuple(d)) for d in dims]
+
+
 _BACKWARD: dict[str, Callable] = {
     "stablehlo.transpose": _transpose, "stablehlo.broadcast_in_dim": _broadcast_in_dim,
     "stablehlo.reshape": _reshape, "stablehlo.reduce": _reduce,
-    "stablehlo.iota": lambda lv, op, t: [],
+    "stablehlo.iota": lambda lv, op, t: [], "stablehlo.dot_general": _dot_general,
 }
 
 
