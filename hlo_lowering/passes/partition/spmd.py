@@ -156,17 +156,17 @@ class _Partitioner(LocalValues):
       new_args.append(local)
       self.local_of[arg] = {s: local}
     body_ops = main.body.ops
-    returned = []
-    for value, attrs in zip(body_ops[-1].operands, main.result_attrs):
-      s = self.sharding_attr(attrs, "result", len(value.shape))
-      returned.append((value, None if s is None or s.is_replicated else s))
-    self.hints = propagation.hints(self, body_ops[:-1], returned)
+    result_shardings = [self.sharding_attr(attrs, f"result {i}", len(value.shape))
+                        for i, (value, attrs) in enumerate(zip(body_ops[-1].operands,
+                                                               main.result_attrs))]
+    self.hints = propagation.hints(self, body_ops[:-1], [
+        (v, None if s is None or s.is_replicated else s)
+        for v, s in zip(body_ops[-1].operands, result_shardings)])
     self.partition_ops(body_ops[:-1])
     ret = body_ops[-1]
     outputs, output_texts = [], []
-    for i, (value, attrs) in enumerate(zip(ret.operands, main.result_attrs)):
+    for i, (value, s) in enumerate(zip(ret.operands, result_shardings)):
       value = self.pending.get(value, value)
-      s = self.sharding_attr(attrs, f"result {i}", len(value.shape))
       if s is None or s.is_replicated:
         outputs.append(self.whole(value, ret.loc))
         output_texts.append("{replicated}")
