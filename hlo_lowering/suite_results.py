@@ -48,6 +48,9 @@ def _suite(record: dict) -> list[str]:
   for name, f in files.items():
     lines.append(f"| `{name}` | {_counts(f['trn'])} | {_counts(f['cpu'])} | "
                  f"{f['both_passed']} / {ran[name]} | {_percent(f['both_passed'], ran[name])} |")
+  if record["not_measured"]:
+    lines += ["", "Not measured (no test of the file ran on either device, or none is in the "
+                  "sample): " + ", ".join(f"`{name}`" for name in record["not_measured"]) + "."]
   if record["categories"]:
     lines += ["", "Tests that pass on the CPU and fail on trn, by reason (the suite's manifest, "
                   f"tests/suites/manifests/{record['suite']}.json):", "",

@@ -61,7 +61,8 @@ def test_report_counts_per_file_and_flags_failures_the_manifest_lacks(capsys):
   manifest = {"a.py::T::known": "float64", "a.py::T::fixed_meanwhile": "tolerance"}
   outcome = _outcome()
   outcome.trn["a.py::T::fixed_meanwhile"] = ("passed", "")
-  record = runner.report(suite, ["a.py"], outcome, manifest, sample=1)
+  record = runner.report(suite, ["a.py", "unrun.py"], outcome, manifest, sample=1)
+  assert record["not_measured"] == ["unrun.py"]
   assert record["files"]["a.py"] == {
       "trn": {"passed": 2, "failed": 4, "skipped": 1},
       "cpu": {"passed": 5, "failed": 1, "skipped": 1}, "both_passed": 1, "trn_failed": 2,
@@ -97,6 +98,7 @@ def test_committed_results_agree_with_their_manifests():
 
 def test_coverage_doc_section_renders_the_results(tmp_path):
   record = {"suite": "optax", "version": "0.2.8", "sample_one_in": 4, "new_failures": [],
+            "not_measured": ["optax/b_test.py"],
             "fixed": [], "categories": {"float64": 2},
             "files": {"optax/a_test.py": {"trn": {"passed": 8, "failed": 2, "skipped": 1},
                                           "cpu": {"passed": 11, "failed": 0, "skipped": 0},
@@ -109,4 +111,6 @@ def test_coverage_doc_section_renders_the_results(tmp_path):
   assert "1 skip themselves on trn (tests of CPU-only behaviour) and 0 are not" in text
   assert "| `optax/a_test.py` | 8 / 2 / 1 | 11 / 0 / 0 | 8 / 10 | 80.0 % |" in text
   assert "| float64 | 2 |" in text
+  assert "Not measured (no test of the file ran on either device, or none is in the sample): " \
+         "`optax/b_test.py`." in text
   assert suite_results.render(tmp_path / "absent") == []

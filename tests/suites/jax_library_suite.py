@@ -30,6 +30,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import tarfile
@@ -117,10 +118,19 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
   command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              "-p", "suite_pytest_plugin", f"--sample-one-in={sample}", file,
              f"--junitxml={report}"]
-  try:
-    subprocess.run(command, cwd=root, env=env, timeout=timeout, capture_output=True)
-  except subprocess.TimeoutExpired:
-    print(f"  {file} under JAX_PLATFORMS={platforms} ran past {timeout} s: not measured")
+  with subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL) as pytest:
+    try:
+      pytest.wait(timeout)
+    except subprocess.TimeoutExpired:
+      # Interrupted, pytest still writes the report of the tests it finished.
+      print(f"  {file} under JAX_PLATFORMS={platforms} ran past {timeout} s: stopped, the tests "
+            "not run by then count as not collected", flush=True)
+      pytest.send_signal(signal.SIGINT)
+      try:
+        pytest.wait(120)
+      except subprocess.TimeoutExpired:
+        pytest.kill()
   if not report.exists():
     return {}
   outcomes = {}
@@ -203,10 +213,14 @@ def report(suite: Suite, files: list[str], outcome: Outcome, manifest: dict[str,
            *, sample: int) -> dict:
   """Prints the summary; returns the results record (per-file figures and failure categories)."""
   record = {"suite": suite.name, "version": suite.version, "sample_one_in": sample, "files": {},
-            "categories": {}, "new_failures": [], "fixed": []}
+            "not_measured": [], "categories": {}, "new_failures": [], "fixed": []}
   categories = collections.Counter()
   for file in files:
     trn, cpu = outcome.counts(file, "trn"), outcome.counts(file, "cpu")
+    if not any(trn.values()) and not any(cpu.values()):
+      print(f"{file}: not measured (no test ran, or none is in the sample)")
+      record["not_measured"].append(file)
+      continue
     failing = outcome.on_trn(file, FAILED)
     both, skipped, absent = (len(outcome.on_trn(file, o)) for o in (PASSED, SKIPPED, ABSENT))
     share = 100 * both / max(both + len(failing), 1)
@@ -271,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
   if args.outcomes:
     saved = json.loads(pathlib.Path(args.outcomes).read_text())
     outcome = Outcome(*({t: tuple(o) for t, o in saved[d].items()} for d in ("trn", "cpu")))
-    files = args.files or sorted({t.split("::")[0] for t in outcome.cpu})
+    files = args.files or (suite.files(pathlib.Path(args.source)) if args.source else
+                           sorted({t.split("::")[0] for t in outcome.cpu}))
     args.sample = saved.get("sample_one_in", args.sample)
   else:
     with tempfile.TemporaryDirectory(prefix=f"{suite.name}_suite_") as tmp:
