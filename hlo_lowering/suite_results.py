@@ -38,8 +38,8 @@ def _suite(record: dict) -> list[str]:
       f"`{RUN} {record['suite']} --results`, {scope}: **trn passes {both} of the "
       f"{sum(ran.values())} tests that pass on the CPU and run on trn "
       f"({_percent(both, sum(ran.values()))}).** Of the other tests that pass on the CPU, "
-      f"{skipped} skip themselves on trn (tests of CPU-only behaviour) and {absent} are not "
-      "collected on trn (the file parametrizes over what the device supports).",
+      f"{skipped} skip themselves on trn (tests of CPU-only behaviour) and {absent} are absent "
+      "from trn's run (not collected there, or the file ran past the runner's time limit).",
       "",
       "| file | trn passed / failed / skipped | CPU passed / failed / skipped | trn passes, of "
       "CPU passes run on trn | share |",
@@ -49,7 +49,7 @@ def _suite(record: dict) -> list[str]:
     lines.append(f"| `{name}` | {_counts(f['trn'])} | {_counts(f['cpu'])} | "
                  f"{f['both_passed']} / {ran[name]} | {_percent(f['both_passed'], ran[name])} |")
   if record["not_measured"]:
-    lines += ["", "Not measured (no test of the file ran on either device, or none is in the "
+    lines += ["", "Not measured (not reached in this run, or no test of the file in the "
                   "sample): " + ", ".join(f"`{name}`" for name in record["not_measured"]) + "."]
   if record["categories"]:
     lines += ["", "Tests that pass on the CPU and fail on trn, by reason (the suite's manifest, "

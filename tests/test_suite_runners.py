@@ -72,7 +72,7 @@ def test_report_counts_per_file_and_flags_failures_the_manifest_lacks(capsys):
   assert record["fixed"] == ["a.py::T::fixed_meanwhile"]
   out = capsys.readouterr().out
   assert ("trn passes 1 of the 3 that pass on CPU and ran on trn (33.3 %; of the others 1 skip "
-          "themselves on trn, 1 are not collected there)") in out
+          "themselves on trn, 1 are absent from trn's run)") in out
   assert "NEW failure: a.py::T::new" in out
 
 
@@ -108,9 +108,9 @@ def test_coverage_doc_section_renders_the_results(tmp_path):
   text = "\n".join(suite_results.render(tmp_path))
   assert "### optax 0.2.8" in text
   assert "trn passes 8 of the 10 tests that pass on the CPU and run on trn (80.0 %).** Of" in text
-  assert "1 skip themselves on trn (tests of CPU-only behaviour) and 0 are not" in text
+  assert "1 skip themselves on trn (tests of CPU-only behaviour) and 0 are absent" in text
   assert "| `optax/a_test.py` | 8 / 2 / 1 | 11 / 0 / 0 | 8 / 10 | 80.0 % |" in text
   assert "| float64 | 2 |" in text
-  assert "Not measured (no test of the file ran on either device, or none is in the sample): " \
+  assert "Not measured (not reached in this run, or no test of the file in the sample): " \
          "`optax/b_test.py`." in text
   assert suite_results.render(tmp_path / "absent") == []

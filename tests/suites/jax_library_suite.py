@@ -218,7 +218,7 @@ def report(suite: Suite, files: list[str], outcome: Outcome, manifest: dict[str,
   for file in files:
     trn, cpu = outcome.counts(file, "trn"), outcome.counts(file, "cpu")
     if not any(trn.values()) and not any(cpu.values()):
-      print(f"{file}: not measured (no test ran, or none is in the sample)")
+      print(f"{file}: not measured (not reached in this run, or no test of it in the sample)")
       record["not_measured"].append(file)
       continue
     failing = outcome.on_trn(file, FAILED)
@@ -227,8 +227,8 @@ def report(suite: Suite, files: list[str], outcome: Outcome, manifest: dict[str,
     print(f"{file}: trn {trn[PASSED]} passed, {trn[FAILED]} failed, {trn[SKIPPED]} skipped; "
           f"cpu {cpu[PASSED]} passed, {cpu[FAILED]} failed, {cpu[SKIPPED]} skipped; "
           f"trn passes {both} of the {both + len(failing)} that pass on CPU and ran on trn "
-          f"({share:.1f} %; of the others {skipped} skip themselves on trn, {absent} are not "
-          "collected there)")
+          f"({share:.1f} %; of the others {skipped} skip themselves on trn, {absent} are absent "
+          "from trn's run)")
     record["files"][file] = {"trn": trn, "cpu": cpu, "both_passed": both,
                              "trn_failed": len(failing), "trn_skipped": skipped,
                              "trn_absent": absent}
