@@ -13,7 +13,8 @@ uses `cpu`. The summary gives, per file and device, passed / failed / skipped an
 tests that pass on the CPU and run on trn pass there (a test that skips itself on trn, such as
 `jtu.run_on_devices("cpu")`, or that trn's run does not collect is counted apart). Every such
 test that fails on trn is looked up in the suite's manifest (tests/suites/manifests/<suite>.json:
-test id -> reason category); one not in it is a NEW failure (exit status 1) and a manifest entry that passes is reported as fixed.
+test id -> reason category); one not in it is a NEW failure (exit status 1) and a manifest entry
+that passes is reported as fixed.
 `--update-manifest` records new failures with a category guessed from the error (review them: a
 mismatch is a tolerance or a wrong result only once someone looked) and drops fixed entries.
 `--results` writes the per-file figures to tests/suites/results/<suite>.json, which
@@ -57,7 +58,8 @@ class Suite:
   patterns: tuple[str, ...]     # the test files, globs relative to the source root
 
   def files(self, root: pathlib.Path) -> list[str]:
-    return sorted({str(p.relative_to(root)) for pattern in self.patterns for p in root.glob(pattern)})
+    return sorted({str(p.relative_to(root))
+                   for pattern in self.patterns for p in root.glob(pattern)})
 
 
 SUITES = {
@@ -69,8 +71,8 @@ SUITES = {
 
 def _sdist(suite: Suite, workdir: pathlib.Path) -> pathlib.Path | None:
   """The unpacked PyPI sdist of `suite` (its tests are inside), or None when pip cannot get it."""
-  command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-             f"{suite.name}=={suite.version}", "-d", str(workdir)]
+  command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
+             ":all:", f"{suite.name}=={suite.version}", "-d", str(workdir)]
   done = subprocess.run(command, capture_output=True, text=True)
   archives = list(workdir.glob(f"{suite.name}-{suite.version}.tar.gz"))
   if done.returncode or not archives:
@@ -138,7 +140,8 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
     problems = [child for child in case if child.tag in ("failure", "error")]
     outcome = FAILED if problems else SKIPPED if case.find("skipped") is not None else PASSED
     message = (problems[0].get("message") or "").strip().split("\n")[0] if problems else ""
-    outcomes[junit_test_id(file, case.get("classname", ""), case.get("name", ""))] = (outcome, message)
+    test = junit_test_id(file, case.get("classname", ""), case.get("name", ""))
+    outcomes[test] = (outcome, message)
   return outcomes
 
 
@@ -194,7 +197,8 @@ def run_suite(suite: Suite, root: pathlib.Path, files: list[str], *, sample: int
       concurrent.futures.ThreadPoolExecutor(jobs) as pool:
     runs = {pool.submit(run_file, root, file, platforms, sample=sample, timeout=timeout,
                         reports=pathlib.Path(reports)): (file, device)
-            for file in files for device, platforms in (("trn", suite.trn_platforms), ("cpu", "cpu"))}
+            for file in files
+            for device, platforms in (("trn", suite.trn_platforms), ("cpu", "cpu"))}
     for run in concurrent.futures.as_completed(runs):
       file, device = runs[run]
       getattr(outcome, device).update(run.result())
@@ -248,7 +252,8 @@ def report(suite: Suite, files: list[str], outcome: Outcome, manifest: dict[str,
   total_cpu = sum(f["both_passed"] + f["trn_failed"] for f in record["files"].values())
   total_both = sum(f["both_passed"] for f in record["files"].values())
   print(f"{suite.name} {suite.version}: trn passes {total_both} of the {total_cpu} tests that pass "
-        f"on CPU and ran on trn ({100 * total_both / max(total_cpu, 1):.1f} %); failures by category:")
+        f"on CPU and ran on trn ({100 * total_both / max(total_cpu, 1):.1f} %); failures by "
+        "category:")
   for category, count in record["categories"].items():
     print(f"  {count:5d}  {category}")
   return record
@@ -260,7 +265,8 @@ def update_manifest(suite: Suite, manifest: dict[str, str], record: dict) -> Non
   for t in record["fixed"]:
     manifest.pop(t)
   MANIFESTS.mkdir(exist_ok=True)
-  (MANIFESTS / f"{suite.name}.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+  text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+  (MANIFESTS / f"{suite.name}.json").write_text(text)
 
 
 def main(argv: list[str] | None = None) -> int:
