@@ -8,7 +8,9 @@ Generated, so it cannot drift from the code:
   `describe=`, or its predicate's docstring);
 - ops the pass pipeline removes before lowering are listed in REWRITTEN (checked against
   pipeline.PASSES);
-- known limitations come from hlo_lowering/limitations.py.
+- known limitations come from hlo_lowering/limitations.py;
+- the figures of other projects' test suites run on trn come from tests/suites/results/
+  (hlo_lowering/suite_results.py).
 
     python -m hlo_lowering.coverage            print the report (Markdown)
     python -m hlo_lowering.coverage --write    regenerate docs/coverage.md
@@ -27,6 +29,7 @@ import pathlib
 import sys
 
 from hlo_lowering import limitations as limits
+from hlo_lowering import suite_results
 from hlo_lowering import lowering  # noqa: F401  (registers every rule)
 from hlo_lowering.lowering import registry
 
@@ -218,6 +221,9 @@ def render(rows: list[OpCoverage] | None = None) -> str:
     op = "all ops" if lim.op == limits.ALL_OPS else f"`{lim.op}`"
     result = "GpSimd (slow)" if lim.kind == limits.GPSIMD else "unsupported"
     lines.append(f"| {op} | {_cell(lim.condition)} | {result} | {_cell(lim.reason)} |")
+  suites = suite_results.render()
+  if suites:
+    lines += [""] + suites[:-1]  # the section ends with a blank line; the file with one newline
   return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,316 @@
+"""Runs Optax's, Flax's or JAX's own test files on trn and on the CPU, against a manifest.
+
+    python tests/suites/jax_library_suite.py {optax,flax,jax} [--source DIR] [--files ...]
+        [--sample N] [--jobs N] [--json PATH] [--outcomes PATH] [--results] [--update-manifest]
+
+The test sources are never part of this repository: Optax 0.2.8's and Flax 0.12.8's come from
+their PyPI sdists (`pip download` at run time), JAX's from `--source` (a jax checkout at tag
+jax-v0.10.2; the jax sdist holds no tests) or GitHub at run time. When the sources cannot be
+had, the runner says so and exits 0. Each file runs under pytest in its own process per device,
+with tests/suites/suite_pytest_plugin.py loaded: trn is registered from this source tree and
+JAX_PLATFORMS makes it the default device (Optax and Flax: `trn,cpu`; JAX: `trn`); the CPU run
+uses `cpu`. The summary gives, per file and device, passed / failed / skipped and how many of the
+tests that pass on the CPU and run on trn pass there (a test that skips itself on trn, such as
+`jtu.run_on_devices("cpu")`, or that trn's run does not collect is counted apart). Every such
+test that fails on trn is looked up in the suite's manifest (tests/suites/manifests/<suite>.json:
+test id -> reason category); one not in it is a NEW failure (exit status 1) and a manifest entry
+that passes is reported as fixed.
+`--update-manifest` records new failures with a category guessed from the error (review them: a
+mismatch is a tolerance or a wrong result only once someone looked) and drops fixed entries.
+`--results` writes the per-file figures to tests/suites/results/<suite>.json, which
+docs/coverage.md is generated from (hlo_lowering/coverage.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+import xml.etree.ElementTree as ET
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+MANIFESTS = HERE / "manifests"
+RESULTS = HERE / "results"
+PASSED, FAILED, SKIPPED, ABSENT = "passed", "failed", "skipped", "absent"
+JAX_FILES = ("lax", "lax_numpy_operators", "lax_numpy_reducers", "lax_numpy_indexing", "lax_numpy",
+             "lax_control_flow", "random", "api", "nn", "lax_autodiff", "linalg", "lax_vmap",
+             "fft", "lax_scipy")
+JAX_URL = "https://raw.githubusercontent.com/jax-ml/jax/{tag}/tests/{name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+  name: str
+  version: str
+  trn_platforms: str            # JAX_PLATFORMS of the trn run
+  patterns: tuple[str, ...]     # the test files, globs relative to the source root
+
+  def files(self, root: pathlib.Path) -> list[str]:
+    return sorted({str(p.relative_to(root))
+                   for pattern in self.patterns for p in root.glob(pattern)})
+
+
+SUITES = {
+    "optax": Suite("optax", "0.2.8", "trn,cpu", ("optax/**/*_test.py",)),
+    "flax": Suite("flax", "0.12.8", "trn,cpu", ("tests/linen/*_test.py", "tests/nnx/**/*_test.py")),
+    "jax": Suite("jax", "jax-v0.10.2", "trn", tuple(f"tests/{f}_test.py" for f in JAX_FILES)),
+}
+
+
+def _sdist(suite: Suite, workdir: pathlib.Path) -> pathlib.Path | None:
+  """The unpacked PyPI sdist of `suite` (its tests are inside), or None when pip cannot get it."""
+  command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
+             ":all:", f"{suite.name}=={suite.version}", "-d", str(workdir)]
+  done = subprocess.run(command, capture_output=True, text=True)
+  archives = list(workdir.glob(f"{suite.name}-{suite.version}.tar.gz"))
+  if done.returncode or not archives:
+    print(f"{suite.name} suite: cannot download the sdist ({done.stderr.strip()[-300:]}); skipped "
+          "(pass --source DIR)")
+    return None
+  with tarfile.open(archives[0]) as archive:
+    archive.extractall(workdir, filter="data")
+  return workdir / f"{suite.name}-{suite.version}"
+
+
+def _jax_tests(workdir: pathlib.Path) -> pathlib.Path | None:
+  """JAX's test files at the tag, downloaded from GitHub, or None without network."""
+  (workdir / "tests").mkdir()
+  for name in JAX_FILES:
+    try:
+      url = JAX_URL.format(tag=SUITES["jax"].version, name=f"{name}_test.py")
+      with urllib.request.urlopen(url, timeout=30) as response:
+        (workdir / "tests" / f"{name}_test.py").write_bytes(response.read())
+    except OSError as e:
+      print(f"jax suite: cannot download {name}_test.py ({e}); skipped (pass --source DIR, a jax "
+            f"checkout at {SUITES['jax'].version})")
+      return None
+  return workdir
+
+
+def sources(suite: Suite, source: str | None, workdir: pathlib.Path) -> pathlib.Path | None:
+  if source:
+    return pathlib.Path(source).resolve()
+  return _jax_tests(workdir) if suite.name == "jax" else _sdist(suite, workdir)
+
+
+def junit_test_id(file: str, classname: str, name: str) -> str:
+  """`file::Class::test` (or `file::test` for a module-level test) from a junit testcase."""
+  cls = classname.rsplit(".", 1)[-1]
+  return f"{file}::{name}" if cls == pathlib.Path(file).stem else f"{file}::{cls}::{name}"
+
+
+def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, timeout: int,
+             reports: pathlib.Path) -> dict[str, tuple[str, str]]:
+  """{test id: (outcome, first line of the error)} of one file under JAX_PLATFORMS=platforms."""
+  report = reports / f"{file.replace('/', '_')}.{platforms.split(',')[0]}.xml"
+  env = dict(os.environ, JAX_PLATFORMS=platforms,
+             PYTHONPATH=os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]))
+  command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             "-p", "suite_pytest_plugin", f"--sample-one-in={sample}", file,
+             f"--junitxml={report}"]
+  with subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL) as pytest:
+    try:
+      pytest.wait(timeout)
+    except subprocess.TimeoutExpired:
+      # Interrupted, pytest still writes the report of the tests it finished.
+      print(f"  {file} under JAX_PLATFORMS={platforms} ran past {timeout} s: stopped, the tests "
+            "not run by then count as not collected", flush=True)
+      pytest.send_signal(signal.SIGINT)
+      try:
+        pytest.wait(120)
+      except subprocess.TimeoutExpired:
+        pytest.kill()
+  if not report.exists():
+    return {}
+  outcomes = {}
+  for case in ET.parse(report).iter("testcase"):
+    problems = [child for child in case if child.tag in ("failure", "error")]
+    outcome = FAILED if problems else SKIPPED if case.find("skipped") is not None else PASSED
+    message = (problems[0].get("message") or "").strip().split("\n")[0] if problems else ""
+    test = junit_test_id(file, case.get("classname", ""), case.get("name", ""))
+    outcomes[test] = (outcome, message)
+  return outcomes
+
+
+_CATEGORIES = (  # (pattern in the error, category); the first match names it
+    (re.compile(r"(float64|f64)", re.I), "float64"),
+    (re.compile(r"complex", re.I), "complex"),
+    (re.compile(r"call_target_name '([\w.]+)'"), r"unsupported op: custom_call \1"),
+    (re.compile(r"(stablehlo\.\w+) is not supported"), r"unsupported op: \1"),
+    (re.compile(r"RESOURCE_EXHAUSTED"), "out of simulated memory"),
+    (re.compile(r"(not equal|not almost equal|Mismatch|allclose)", re.I),
+     "mismatch (unreviewed: tolerance or wrong result)"),
+)
+
+
+def guess_category(message: str) -> str:
+  """A reason category for a trn failure, from its error; a human confirms it in the manifest."""
+  for pattern, category in _CATEGORIES:
+    found = pattern.search(message)
+    if found:
+      return found.expand(category)
+  return "unreviewed: " + message[:160]
+
+
+@dataclasses.dataclass
+class Outcome:
+  trn: dict[str, tuple[str, str]]
+  cpu: dict[str, tuple[str, str]]
+
+  def counts(self, file: str, device: str) -> dict[str, int]:
+    mine = [o for t, (o, _) in getattr(self, device).items() if t.startswith(file + "::")]
+    return {o: mine.count(o) for o in (PASSED, FAILED, SKIPPED)}
+
+  def cpu_passing(self, file: str) -> list[str]:
+    return sorted(t for t, (o, _) in self.cpu.items() if t.startswith(file + "::") and o == PASSED)
+
+  def on_trn(self, file: str, outcome: str) -> list[str]:
+    """The tests of `file` that pass on the CPU and had `outcome` on trn (ABSENT: not collected
+    there, as when a file parametrizes over the device's dtypes, or ran past its time)."""
+    return [t for t in self.cpu_passing(file) if self.trn.get(t, (ABSENT,))[0] == outcome]
+
+
+def save_outcome(outcome: Outcome, sample: int, path: str) -> None:
+  saved = dict(dataclasses.asdict(outcome), sample_one_in=sample)
+  pathlib.Path(path).write_text(json.dumps(saved, indent=1, sort_keys=True))
+
+
+def run_suite(suite: Suite, root: pathlib.Path, files: list[str], *, sample: int, jobs: int,
+              timeout: int, json_path: str | None = None) -> Outcome:
+  """Every file on both devices; each finished file's outcomes are saved to `json_path` at once,
+  so a run stopped early keeps them (`--outcomes` reports on them)."""
+  outcome = Outcome({}, {})
+  with tempfile.TemporaryDirectory(prefix=f"{suite.name}_suite_reports_") as reports, \
+      concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+    runs = {pool.submit(run_file, root, file, platforms, sample=sample, timeout=timeout,
+                        reports=pathlib.Path(reports)): (file, device)
+            for file in files
+            for device, platforms in (("trn", suite.trn_platforms), ("cpu", "cpu"))}
+    for run in concurrent.futures.as_completed(runs):
+      file, device = runs[run]
+      getattr(outcome, device).update(run.result())
+      print(f"  ran {file} on {device}: {outcome.counts(file, device)}", flush=True)
+      if json_path:
+        save_outcome(outcome, sample, json_path)
+  return outcome
+
+
+def load_manifest(suite: Suite) -> dict[str, str]:
+  path = MANIFESTS / f"{suite.name}.json"
+  return json.loads(path.read_text()) if path.exists() else {}
+
+
+def report(suite: Suite, files: list[str], outcome: Outcome, manifest: dict[str, str],
+           *, sample: int) -> dict:
+  """Prints the summary; returns the results record (per-file figures and failure categories)."""
+  record = {"suite": suite.name, "version": suite.version, "sample_one_in": sample, "files": {},
+            "not_measured": [], "categories": {}, "new_failures": [], "fixed": []}
+  categories = collections.Counter()
+  for file in files:
+    trn, cpu = outcome.counts(file, "trn"), outcome.counts(file, "cpu")
+    if not any(trn.values()) and not any(cpu.values()):
+      print(f"{file}: not measured (not reached in this run, or no test of it in the sample)")
+      record["not_measured"].append(file)
+      continue
+    failing = outcome.on_trn(file, FAILED)
+    both, skipped, absent = (len(outcome.on_trn(file, o)) for o in (PASSED, SKIPPED, ABSENT))
+    share = 100 * both / max(both + len(failing), 1)
+    print(f"{file}: trn {trn[PASSED]} passed, {trn[FAILED]} failed, {trn[SKIPPED]} skipped; "
+          f"cpu {cpu[PASSED]} passed, {cpu[FAILED]} failed, {cpu[SKIPPED]} skipped; "
+          f"trn passes {both} of the {both + len(failing)} that pass on CPU and ran on trn "
+          f"({share:.1f} %; of the others {skipped} skip themselves on trn, {absent} are absent "
+          "from trn's run)")
+    record["files"][file] = {"trn": trn, "cpu": cpu, "both_passed": both,
+                             "trn_failed": len(failing), "trn_skipped": skipped,
+                             "trn_absent": absent}
+    for t in failing:
+      message = outcome.trn[t][1]
+      if t in manifest:
+        categories[manifest[t]] += 1
+      else:
+        guess = guess_category(message)
+        categories[guess] += 1
+        record["new_failures"].append({"test": t, "category": guess, "error": message[:300]})
+        print(f"  NEW failure: {t}\n      {guess}: {message[:300]}")
+  record["fixed"] = sorted(t for t, (o, _) in outcome.trn.items() if o == PASSED and t in manifest)
+  for t in record["fixed"]:
+    print(f"  fixed (in the manifest, passes on trn): {t}")
+  record["categories"] = dict(sorted(categories.items(), key=lambda kv: (-kv[1], kv[0])))
+  total_cpu = sum(f["both_passed"] + f["trn_failed"] for f in record["files"].values())
+  total_both = sum(f["both_passed"] for f in record["files"].values())
+  print(f"{suite.name} {suite.version}: trn passes {total_both} of the {total_cpu} tests that pass "
+        f"on CPU and ran on trn ({100 * total_both / max(total_cpu, 1):.1f} %); failures by "
+        "category:")
+  for category, count in record["categories"].items():
+    print(f"  {count:5d}  {category}")
+  return record
+
+
+def update_manifest(suite: Suite, manifest: dict[str, str], record: dict) -> None:
+  for failure in record["new_failures"]:
+    manifest[failure["test"]] = failure["category"]
+  for t in record["fixed"]:
+    manifest.pop(t)
+  MANIFESTS.mkdir(exist_ok=True)
+  text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+  (MANIFESTS / f"{suite.name}.json").write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("suite", choices=sorted(SUITES))
+  parser.add_argument("--source", help="the suite's sources: an unpacked sdist, or a jax checkout "
+                                       "at " + SUITES["jax"].version)
+  parser.add_argument("--files", nargs="*", help="test files relative to the source root "
+                                                 "(default: the suite's list)")
+  parser.add_argument("--sample", type=int, default=1, help="run about one test in N")
+  parser.add_argument("--jobs", type=int, default=1, help="pytest processes at a time")
+  parser.add_argument("--timeout", type=int, default=3600, help="seconds per file and device")
+  parser.add_argument("--json", help="write every test's outcome per device here (after each "
+                                     "file)")
+  parser.add_argument("--outcomes", help="report on the outcomes a --json run wrote instead of "
+                                         "running (after a manifest edit)")
+  parser.add_argument("--results", action="store_true",
+                      help="write the figures to tests/suites/results/<suite>.json")
+  parser.add_argument("--update-manifest", action="store_true")
+  args = parser.parse_args(argv)
+  suite = SUITES[args.suite]
+  if args.outcomes:
+    saved = json.loads(pathlib.Path(args.outcomes).read_text())
+    outcome = Outcome(*({t: tuple(o) for t, o in saved[d].items()} for d in ("trn", "cpu")))
+    files = args.files or (suite.files(pathlib.Path(args.source)) if args.source else
+                           sorted({t.split("::")[0] for t in outcome.cpu}))
+    args.sample = saved.get("sample_one_in", args.sample)
+  else:
+    with tempfile.TemporaryDirectory(prefix=f"{suite.name}_suite_") as tmp:
+      root = sources(suite, args.source, pathlib.Path(tmp))
+      if root is None:
+        return 0
+      files = args.files or suite.files(root)
+      outcome = run_suite(suite, root, files, sample=args.sample, jobs=args.jobs,
+                          timeout=args.timeout, json_path=args.json)
+  manifest = load_manifest(suite)
+  record = report(suite, files, outcome, manifest, sample=args.sample)
+  if args.results:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{suite.name}.json").write_text(json.dumps(record, indent=1) + "\n")
+  if args.update_manifest:
+    update_manifest(suite, manifest, record)
+  return 1 if record["new_failures"] and not args.update_manifest else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,116 @@
+"""The runners of other projects' test suites (tests/suites/jax_library_suite.py) count what they
+ran correctly, flag every trn failure that their manifest does not explain, and their committed
+manifests and results are reviewed and consistent; docs/coverage.md publishes the results."""
+
+import json
+
+import pytest
+
+from hlo_lowering import suite_results
+from suites import jax_library_suite as runner
+from suites import suite_pytest_plugin
+
+FLOAT64 = ("jax.errors.JaxRuntimeError: UNIMPLEMENTED: argument 0 of the program is float64 [2]: "
+           "NeuronCores have no float64 type: use float32")
+NO_RULE = ("jax.errors.JaxRuntimeError: UNIMPLEMENTED: stablehlo.reduce_window is not supported on "
+           "NeuronCores: no lowering rule accepts these operand types (operands: f32[3])")
+CUSTOM = ("UNIMPLEMENTED: stablehlo.custom_call is not supported on NeuronCores: call_target_name "
+          "'lapack_ssyevd_ffi' names a host or vendor kernel")
+
+
+def test_junit_ids_match_pytest_node_ids():
+  assert runner.junit_test_id("optax/_src/alias_test.py", "optax._src.alias_test.AliasTest",
+                              "test_sgd0") == "optax/_src/alias_test.py::AliasTest::test_sgd0"
+  assert runner.junit_test_id("tests/nnx/rngs_test.py", "tests.nnx.rngs_test",
+                              "test_split") == "tests/nnx/rngs_test.py::test_split"
+
+
+@pytest.mark.parametrize("message, category", [
+    (FLOAT64, "float64"),
+    (NO_RULE, "unsupported op: stablehlo.reduce_window"),
+    (CUSTOM, "unsupported op: custom_call lapack_ssyevd_ffi"),
+    ("AssertionError: \nNot equal to tolerance rtol=1e-06", "mismatch (unreviewed: tolerance or "
+                                                             "wrong result)"),
+    ("TypeError: something else", "unreviewed: TypeError: something else"),
+])
+def test_failure_categories_are_guessed_from_the_error(message, category):
+  assert runner.guess_category(message) == category
+
+
+def test_the_sample_is_a_function_of_the_test_id():
+  ids = [f"f.py::C::test_{i}" for i in range(4000)]
+  chosen = [t for t in ids if suite_pytest_plugin.sampled(t, 10)]
+  assert chosen == [t for t in ids if suite_pytest_plugin.sampled(t, 10)]
+  assert 300 < len(chosen) < 500
+
+
+def _outcome():
+  cpu = {"a.py::T::ok": ("passed", ""), "a.py::T::known": ("passed", ""),
+         "a.py::T::cpu_only": ("passed", ""), "a.py::T::cpu_dtype": ("passed", ""),
+         "a.py::T::new": ("passed", ""), "a.py::T::cpu_only_skip": ("skipped", ""),
+         "a.py::T::both_fail": ("failed", "x")}
+  trn = {"a.py::T::ok": ("passed", ""), "a.py::T::known": ("failed", FLOAT64),
+         "a.py::T::cpu_only": ("skipped", ""),
+         "a.py::T::new": ("failed", NO_RULE), "a.py::T::cpu_only_skip": ("failed", "y"),
+         "a.py::T::both_fail": ("failed", "x")}
+  return runner.Outcome(trn=trn, cpu=cpu)
+
+
+def test_report_counts_per_file_and_flags_failures_the_manifest_lacks(capsys):
+  suite = runner.SUITES["optax"]
+  manifest = {"a.py::T::known": "float64", "a.py::T::fixed_meanwhile": "tolerance"}
+  outcome = _outcome()
+  outcome.trn["a.py::T::fixed_meanwhile"] = ("passed", "")
+  record = runner.report(suite, ["a.py", "unrun.py"], outcome, manifest, sample=1)
+  assert record["not_measured"] == ["unrun.py"]
+  assert record["files"]["a.py"] == {
+      "trn": {"passed": 2, "failed": 4, "skipped": 1},
+      "cpu": {"passed": 5, "failed": 1, "skipped": 1}, "both_passed": 1, "trn_failed": 2,
+      "trn_skipped": 1, "trn_absent": 1}
+  assert [f["test"] for f in record["new_failures"]] == ["a.py::T::new"]
+  assert record["categories"] == {"float64": 1, "unsupported op: stablehlo.reduce_window": 1}
+  assert record["fixed"] == ["a.py::T::fixed_meanwhile"]
+  out = capsys.readouterr().out
+  assert ("trn passes 1 of the 3 that pass on CPU and ran on trn (33.3 %; of the others 1 skip "
+          "themselves on trn, 1 are absent from trn's run)") in out
+  assert "NEW failure: a.py::T::new" in out
+
+
+@pytest.mark.parametrize("suite", sorted(runner.SUITES))
+def test_committed_manifests_are_reviewed(suite):
+  """Every expected failure has a reviewed reason: no guessed "unreviewed" category is committed."""
+  manifest = runner.load_manifest(runner.SUITES[suite])
+  unreviewed = {t: c for t, c in manifest.items() if "unreviewed" in c or not c.strip()}
+  assert not unreviewed, f"review these categories in tests/suites/manifests/{suite}.json"
+  assert all("::" in t for t in manifest)
+
+
+def test_committed_results_agree_with_their_manifests():
+  """A results file counts each category as its manifest does, over the tests it ran."""
+  for path in sorted(runner.RESULTS.glob("*.json")):
+    record = json.loads(path.read_text())
+    assert record["new_failures"] == [], f"{path.name}: record the new failures in the manifest"
+    failing = sum(f["trn_failed"] for f in record["files"].values())
+    assert sum(record["categories"].values()) == failing, path.name
+    manifest = set(runner.load_manifest(runner.SUITES[record["suite"]]).values())
+    assert set(record["categories"]) <= manifest, path.name
+
+
+def test_coverage_doc_section_renders_the_results(tmp_path):
+  record = {"suite": "optax", "version": "0.2.8", "sample_one_in": 4, "new_failures": [],
+            "not_measured": ["optax/b_test.py"],
+            "fixed": [], "categories": {"float64": 2},
+            "files": {"optax/a_test.py": {"trn": {"passed": 8, "failed": 2, "skipped": 1},
+                                          "cpu": {"passed": 11, "failed": 0, "skipped": 0},
+                                          "both_passed": 8, "trn_failed": 2,
+                                          "trn_skipped": 1, "trn_absent": 0}}}
+  (tmp_path / "optax.json").write_text(json.dumps(record))
+  text = "\n".join(suite_results.render(tmp_path))
+  assert "### optax 0.2.8" in text
+  assert "trn passes 8 of the 10 tests that pass on the CPU and run on trn (80.0 %).** Of" in text
+  assert "1 skip themselves on trn (tests of CPU-only behaviour) and 0 are absent" in text
+  assert "| `optax/a_test.py` | 8 / 2 / 1 | 11 / 0 / 0 | 8 / 10 | 80.0 % |" in text
+  assert "| float64 | 2 |" in text
+  assert "Not measured (not reached in this run, or no test of the file in the sample): " \
+         "`optax/b_test.py`." in text
+  assert suite_results.render(tmp_path / "absent") == []
