@@ -18,6 +18,13 @@ Three rewrites keep the bits and save VectorE passes: an op computed twice on th
 runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
 per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
 convert read only by reduces is the reduce's own exact widening of its source.
+Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, and the add-reduce of a
+row ScalarE writes, summed in the same ScalarE pass) run on ScalarE or VectorE, whichever keeps
+the block's engine time lower (row_engines.py), so the two engines share a block's work.
+Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
+docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
+statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
+VectorE's divide time.
 Blocks take one of two banks of tiles in turn (double-buffered: block b + 1's loads overlap block
 b's compute) and regular runs of blocks are a counted loop (tile_loops.py), so the program does
 not grow with the rows.
@@ -32,6 +39,7 @@ import collections
 import dataclasses
 import itertools
 import math
+import os
 from typing import NamedTuple
 
 from hlo_lowering.errors import CompileError
@@ -43,9 +51,12 @@ from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_o
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
+from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
+                                               choose_scalar_steps, has_scalar_form,
+                                               vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
-from hlo_lowering.program import Alu, DType, HbmAP, Memory, TileAP
+from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
 
 ROW_FUSION = "trn.row_fusion"
 FUSION = "trn.fusion"
@@ -55,6 +66,11 @@ ROW_SLOTS = 10
 CELL_BYTES = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
+
+
+def divides_by_reciprocal() -> bool:
+  """TRN_ROW_DIVIDE_BY_RECIPROCAL=1: row / statistic as row · (1 / statistic)."""
+  return os.environ.get("TRN_ROW_DIVIDE_BY_RECIPROCAL", "") not in ("", "0")
 
 
 class RowSpace(NamedTuple):
@@ -142,6 +158,10 @@ class _RowFusion:
     self.widened = self._widenings_into_reduces(uses)
     self.skipped = ({add for add, _ in self.folded.values()}
                     | {inner for inner, _ in self.steps if inner.result in self.widened})
+    self.by_reciprocal = self._divides_by_reciprocal()
+    self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
+                                                    ctx.target_spec)
+    self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
 
   # --- the plan (compile time) ---------------------------------------------------------------
 
@@ -259,6 +279,65 @@ class _RowFusion:
         folded[inner] = (add, index)
     return folded
 
+  def _divides_by_reciprocal(self) -> set[Op]:
+    """Under the opt-in, the float `row / statistic` ops (statistic second, no immediate)."""
+    if not divides_by_reciprocal():
+      return set()
+    return {inner for inner, _ in self.steps
+            if inner.name == "stablehlo.divide" and inner not in self.skipped
+            and self.kind[inner.result] == ROW and self._stat_index(inner) == 1
+            and self._immediate_index(inner) is None
+            and all(v.dtype.is_float and v.dtype != DType.F64
+                    for v in list(inner.operands) + [inner.result])}
+
+  def _row_steps(self) -> list[RowStep]:
+    """The emitted members as row_engines.py weighs them."""
+    fast_modes = str(self.ctx.target_spec.get("core_version", "")) != "NeuronCore-v2"
+    steps = []
+    for inner, _ in self.steps:
+      if inner in self.skipped:
+        continue
+      result = inner.result
+      row = result if self.kind[result] == ROW else None
+      if inner.name == "stablehlo.reduce":
+        source = self._canon(inner.operands[0])
+        read = self.widened.get(source, source)
+        # ScalarE's row sum widens what it wrote exactly as tensor_reduce widens its source.
+        summable = (inner.attrs["reducer"] == "add" and self.kind[read] == ROW
+                    and read.dtype.is_float and read.dtype != DType.F64)
+        cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
+                               read.dtype.itemsize == 2, fast_modes)
+        steps.append(RowStep(inner, VECTOR, cycles, None, read if summable else None))
+        continue
+      if row is None:  # a [p, 1] statistic: a fixed instruction's cost
+        steps.append(RowStep(inner, VECTOR, 64.0, None, None))
+        continue
+      if inner in self.folded:
+        steps.append(RowStep(inner, SCALAR, 0.0, row, None))
+        continue
+      alu = None if inner.name == "stablehlo.convert" else alu_of(inner)
+      immediate = self._immediate_index(inner)
+      srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate]
+      two_byte = all(v.dtype.itemsize == 2 for v in srcs + [result])
+      if alu is not None and alu.arity == 1 and alu in SCALAR_ENGINE:
+        steps.append(RowStep(inner, SCALAR, 0.0, row, None))
+        continue
+      rows = sum(self.kind[v] == ROW for v in srcs)
+      kind = ("copy" if alu is None else "tensor_tensor" if rows >= 2
+              else "unary" if alu.arity == 1 else "tensor_scalar")
+      if inner in self.by_reciprocal:  # a multiply by the reciprocal, on either engine
+        cycles = vector_cycles(kind, Alu.MUL, self.columns, two_byte, fast_modes)
+        steps.append(RowStep(inner, EITHER, cycles, row, None))
+        continue
+      cycles = vector_cycles(kind, alu, self.columns, two_byte, fast_modes)
+      float_immediate = immediate is None or self.ctx.splat_scalar(
+          inner.operands[immediate]).dtype.is_float
+      scalar_form = (alu is not None and alu.arity == 2 and float_immediate
+                     and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype], rows,
+                                         len(srcs) == 2 and srcs[0] is srcs[1]))
+      steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None))
+    return steps
+
   # --- the SBUF layout and the blocks --------------------------------------------------------
 
   def emit(self) -> None:
@@ -369,20 +448,42 @@ class _RowFusion:
       ctx.debug_id = self.first_reader[v]
       ctx.dma(new(v), views[v].ap(offsets[k], strides[k], p),
               steps={"src": steps[k]} if steps else None)
+    sums: dict[Op, TileAP] = {}  # reduce op -> the fp32 partial a ScalarE pass summed into
+
+    def row_sum(inner: Op) -> TileAP | None:
+      """The partial of the reduce whose row sum `inner`'s ScalarE pass makes, if any."""
+      reduce = self.summed_by.get(inner)
+      if reduce is None:
+        return None
+      sums[reduce] = cell(DType.F32)
+      return sums[reduce]
+
     for inner, debug in self.steps:
       ctx.debug_id = debug
       if inner in self.skipped:
         continue  # folded into the ScalarE function or the reduces that read it
       if inner in self.folded:
-        self._activation_of_sum(inner, new(inner.result), tiles, cell)
+        dst = new(inner.result)
+        self._activation_of_sum(inner, dst, tiles, cell, row_sum(inner))
         continue
       if inner.name == "stablehlo.reduce":
         source = self._canon(inner.operands[0])
-        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles)
+        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles,
+                     sums.get(inner))
         continue
       immediate_index = self._immediate_index(inner)
       srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
       dst = new(inner.result)
+      if inner in self.by_reciprocal:
+        self._multiply_by_reciprocal(inner, dst, tiles[srcs[0]], srcs[1], tiles, cell,
+                                     row_sum(inner))
+        continue
+      if inner in self.on_scalar:
+        immediate = (None if immediate_index is None
+                     else ctx.splat_scalar(inner.operands[immediate_index]))
+        self._scalar_form(inner, dst, srcs, immediate, immediate_index == 0, tiles, cell,
+                          row_sum(inner))
+        continue
       if inner.name == "stablehlo.convert":
         b.tensor_copy(dst, as_row(srcs[0]) if self.kind[inner.result] == ROW else tiles[srcs[0]],
                       debug=debug)
@@ -403,31 +504,90 @@ class _RowFusion:
       ctx.dma(view.ap(offsets[k], strides[k], p), src,
               steps={"dst": steps[k]} if steps else None)
 
-  def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell) -> None:
+  def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
+                         dst_sum: TileAP | None) -> None:
     """func(row + s), func(s + row), func(s - row): activation(row · ±1 + s); func(row - s):
     activation(row + (-s)), the negated statistic (exact) made once per block."""
-    b, debug = self.ctx.builder, self.ctx.debug_id
     add, index = self.folded[inner]
     operands = [self._canon(v) for v in add.operands]
     row, stat = tiles[operands[1 - index]], operands[index]
-    bias = tiles[stat]
     subtract = add.name == "stablehlo.subtract"
-    if subtract and index == 1:
-      negated = (stat, Alu.NEG)
-      if negated not in tiles:
-        tiles[negated] = cell(stat.dtype)
-        b.tensor_unary(Alu.NEG, tiles[negated], bias, debug=debug)
-      bias = tiles[negated]
+    bias = self._negated(stat, tiles, cell) if subtract and index == 1 else tiles[stat]
     scale = -1.0 if subtract and index == 0 else 1.0
-    b.activation(alu_of(inner), dst, row, scale=scale, bias=bias, debug=debug)
+    self._activate(alu_of(inner), dst, row, Scalar(DType.F32, scale), bias, dst_sum)
 
-  def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP]) -> None:
-    """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial, the
-    init value, the result dtype."""
+  def _negated(self, stat: Value, tiles: dict, cell) -> TileAP:
+    """-stat (exact), made once per block."""
+    negated = (stat, Alu.NEG)
+    if negated not in tiles:
+      tiles[negated] = cell(stat.dtype)
+      self.ctx.builder.tensor_unary(Alu.NEG, tiles[negated], tiles[stat], debug=self.ctx.debug_id)
+    return tiles[negated]
+
+  def _activate(self, func: Alu, dst: TileAP, src: TileAP, scale: Scalar | TileAP, bias,
+                dst_sum: TileAP | None) -> None:
+    """ScalarE's func(src · scale + bias): `activation` where its immediate scale and no sum
+    do, else `activation_reduce`."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    if dst_sum is None and isinstance(scale, Scalar):
+      b.activation(func, dst, src, scale=scale.value, bias=bias, debug=debug)
+    else:
+      b.activation_reduce(func, dst, src, scale=scale, bias=bias, dst_sum=dst_sum, debug=debug)
+
+  def _multiply_by_reciprocal(self, inner: Op, dst: TileAP, row: TileAP, stat: Value,
+                              tiles: dict, cell, dst_sum: TileAP | None) -> None:
+    """row · (1 / stat) (TRN_ROW_DIVIDE_BY_RECIPROCAL): the reciprocal once per block (fp32),
+    the multiply on the engine row_engines.py chose."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    key = (stat, Alu.RECIPROCAL)
+    if key not in tiles:
+      tiles[key] = cell(DType.F32)
+      b.tensor_unary(Alu.RECIPROCAL, tiles[key], tiles[stat], debug=debug)
+    if inner in self.on_scalar:
+      self._activate(Alu.COPY, dst, row, tiles[key], Scalar(DType.F32, 0.0), dst_sum)
+    else:
+      b.tensor_scalar(Alu.MUL, dst, row, tiles[key], debug=debug)
+
+  def _scalar_form(self, inner: Op, dst: TileAP, srcs: list[Value], immediate: Scalar | None,
+                   reverse_immediate: bool, tiles: dict, cell, dst_sum: TileAP | None) -> None:
+    """A row op on ScalarE: a ScalarE function, or one row_engines.py moved there, in its
+    bit-identical form."""
+    alu = alu_of(inner)
+    one, zero = Scalar(DType.F32, 1.0), Scalar(DType.F32, 0.0)
+    if alu.arity == 1:
+      self._activate(alu, dst, tiles[srcs[0]], one, zero, dst_sum)
+      return
+    if immediate is None and len(srcs) == 2 and srcs[0] is srcs[1]:
+      self._activate(Alu.SQUARE, dst, tiles[srcs[0]], one, zero, dst_sum)
+      return
+    if immediate is not None:
+      row, stat, reverse = tiles[srcs[0]], None, reverse_immediate
+      s = Scalar(DType.F32, float(immediate.value))
+    else:
+      i = next(k for k, v in enumerate(srcs) if self.kind[v] == STAT)
+      row, stat, reverse = tiles[srcs[1 - i]], srcs[i], i == 0
+      s = tiles[stat]
+    if alu == Alu.MUL:
+      self._activate(Alu.COPY, dst, row, s, zero, dst_sum)
+    elif alu == Alu.ADD:
+      self._activate(Alu.COPY, dst, row, one, s, dst_sum)
+    elif reverse:  # s - row
+      self._activate(Alu.COPY, dst, row, Scalar(DType.F32, -1.0), s, dst_sum)
+    else:  # row - s = row + (-s)
+      negated = (Scalar(DType.F32, -s.value) if stat is None
+                 else self._negated(stat, tiles, cell))
+      self._activate(Alu.COPY, dst, row, one, negated, dst_sum)
+
+  def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP],
+              summed: TileAP | None) -> None:
+    """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial (or the
+    one a ScalarE pass `summed` into), the init value, the result dtype."""
     b, debug = self.ctx.builder, self.ctx.debug_id
     operand, init = inner.operands
-    partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
-    b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
+    partial = summed
+    if partial is None:
+      partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
+      b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
     scratch = None if self.ctx.splat(init) is not None else cell(partial.dtype)
     finish_partial(self.ctx, inner.attrs["reducer"], init, partial, scratch)
     if inner.result.dtype == partial.dtype:

@@ -1,0 +1,94 @@
+"""Which engine runs each row op of a row fusion block (row_fusion.py): VectorE or ScalarE.
+
+A row fusion of softmax or a norm is VectorE-bound when every pass over its rows runs there. Some
+passes have a ScalarE form with the same bits, since ScalarE computes func(x · scale + bias) in
+fp32 (an immediate zero bias adds nothing) and rounds once to dst's dtype as VectorE does:
+- row · s, row + s, row − s, s − row (s a per-partition statistic or an immediate; float data):
+  copy(row · s), copy(row · 1 + s), copy(row · 1 + (−s)), copy(row · −1 + s); x − s = x + (−s)
+  and s − x = −x + s exactly in IEEE arithmetic;
+- row · row (the same tile): square(row);
+- the add-reduce of a row a ScalarE instruction writes: that instruction's own row sum
+  (activation_reduce's dst_sum, folded in tensor_reduce's order over the values as written).
+Movable passes go, in program order, to the engine whose block time (the estimate below, which
+counts from the start every pass that can run on one engine only) stays lower, so VectorE and
+ScalarE share a block's work and, with the blocks double-buffered, overlap. The costs follow the
+timing model (docs/timing-model.md); they only steer the choice.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from hlo_lowering.ir import Op, Value
+from hlo_lowering.program import Alu, DType
+
+VECTOR, SCALAR, EITHER = "vector", "scalar", "either"
+_SCALED = frozenset({Alu.MUL, Alu.ADD, Alu.SUB})
+_MIN_CYCLES = 64
+_SUM_CYCLES = 64  # activation_reduce's row sum (the timing model's figure)
+
+
+class RowStep(NamedTuple):
+  """One row fusion member as the engine choice sees it."""
+  op: Op
+  engine: str                # VECTOR, SCALAR (a ScalarE function) or EITHER
+  vector_cycles: float       # its VectorE cost (VECTOR and EITHER)
+  row_result: Value | None   # the [p, C] row it writes (None: a statistic)
+  sum_source: Value | None   # a float add-reduce's row (ScalarE may sum it), else None
+
+
+def has_scalar_form(alu: Alu, dtypes: list[DType], row_operands: int, same_operands: bool) -> bool:
+  """Whether a row op of `alu` over `dtypes` (operands and result) has a bit-identical ScalarE
+  form (the module docstring)."""
+  if not all(d.is_float and d != DType.F64 for d in dtypes):
+    return False
+  if alu in _SCALED and row_operands == 1:
+    return True
+  return alu == Alu.MUL and row_operands == 2 and same_operands
+
+
+def vector_cycles(kind: str, alu: Alu | None, columns: int, two_byte: bool, fast_modes: bool) -> float:
+  """The timing model's VectorE cycles of one pass over a row of `columns` elements: kind
+  "reduce", "tensor_tensor", or a one-input pass ("tensor_scalar", "copy", "unary")."""
+  n = float(columns)
+  fast = fast_modes and two_byte
+  if kind == "reduce":
+    return n / 2 if fast and alu in (Alu.ADD, Alu.MAX) else n
+  if alu in (Alu.DIV, Alu.RECIPROCAL):
+    return max(_MIN_CYCLES, 8 * n)
+  if kind == "tensor_tensor":
+    return max(_MIN_CYCLES, n if fast else 2 * n)
+  return max(_MIN_CYCLES, n / 4 if fast and kind != "unary" else n)
+
+
+def choose_scalar_steps(steps: list[RowStep], columns: int, target_spec: dict
+                        ) -> tuple[set[Op], dict[Op, Op]]:
+  """(the ops that run on ScalarE, {reduce op: the ScalarE op whose row sum it is})."""
+  vector_ghz = float(target_spec["vector_clock_ghz"])
+  scalar_ghz = float(target_spec["scalar_clock_ghz"])
+  scalar_ns = max(_MIN_CYCLES, columns) / scalar_ghz
+  sum_ns = _SUM_CYCLES / scalar_ghz
+  reduce_of = {}
+  for step in steps:
+    if step.sum_source is not None:
+      reduce_of.setdefault(step.sum_source, step)
+  on_vector = sum(s.vector_cycles for s in steps if s.engine == VECTOR) / vector_ghz
+  on_scalar = sum(scalar_ns for s in steps if s.engine == SCALAR)
+  scalar, sums = set(), {}
+  for step in steps:
+    if step.engine == VECTOR:
+      continue
+    reduce = reduce_of.get(step.row_result) if step.row_result is not None else None
+    folded_ns = reduce.vector_cycles / vector_ghz if reduce is not None else 0.0
+    if step.engine == EITHER:
+      own_ns = step.vector_cycles / vector_ghz
+      if on_scalar + scalar_ns + (sum_ns if reduce else 0.0) > on_vector + own_ns - folded_ns:
+        on_vector += own_ns
+        continue
+      on_scalar += scalar_ns
+    scalar.add(step.op)
+    if reduce is not None:
+      sums[reduce.op] = step.op
+      on_scalar += sum_ns
+      on_vector -= folded_ns
+  return scalar, sums
