@@ -1,4 +1,5 @@
-"""Which engine runs each row op of a row fusion block (row_fusion.py): VectorE or ScalarE.
+"""Which engine runs each row op of a row fusion block (row_fusion.py), VectorE or ScalarE, and
+the software pipeline that overlaps the two engines across blocks.
 
 A row fusion of softmax or a norm is VectorE-bound when every pass over its rows runs there. Some
 passes have a ScalarE form with the same bits, since ScalarE computes func(x · scale + bias) in
@@ -11,8 +12,11 @@ fp32 (an immediate zero bias adds nothing) and rounds once to dst's dtype as Vec
   (activation_reduce's dst_sum, folded in tensor_reduce's order over the values as written).
 Movable passes go, in program order, to the engine whose block time (the estimate below, which
 counts from the start every pass that can run on one engine only) stays lower, so VectorE and
-ScalarE share a block's work and, with the blocks double-buffered, overlap. The costs follow the
-timing model (docs/timing-model.md); they only steer the choice.
+ScalarE share a block's work. The costs follow the timing model (docs/timing-model.md); they only
+steer the choice. Engines run their streams in order, so a block whose passes alternate between
+the engines would keep each waiting on the other; the blocks are therefore emitted as a software
+pipeline (`run_pipelined`): a block's ops are cut into stages where the engine changes, and each
+engine's stream interleaves stage k of block b with stage k + 1 of block b − 1 and so on.
 """
 
 from __future__ import annotations
@@ -66,29 +70,72 @@ def choose_scalar_steps(steps: list[RowStep], columns: int, target_spec: dict
   """(the ops that run on ScalarE, {reduce op: the ScalarE op whose row sum it is})."""
   vector_ghz = float(target_spec["vector_clock_ghz"])
   scalar_ghz = float(target_spec["scalar_clock_ghz"])
-  scalar_ns = max(_MIN_CYCLES, columns) / scalar_ghz
+  fixed = float(target_spec["instruction_fixed_cycles"])  # every instruction's start-up
+  row_ns = (fixed + max(_MIN_CYCLES, columns)) / scalar_ghz
+  cell_ns = (fixed + _MIN_CYCLES) / scalar_ghz
+
+  def scalar_ns(step: RowStep) -> float:
+    return row_ns if step.row_result is not None else cell_ns
+
   sum_ns = _SUM_CYCLES / scalar_ghz
   reduce_of = {}
   for step in steps:
     if step.sum_source is not None:
       reduce_of.setdefault(step.sum_source, step)
-  on_vector = sum(s.vector_cycles for s in steps if s.engine == VECTOR) / vector_ghz
-  on_scalar = sum(scalar_ns for s in steps if s.engine == SCALAR)
+  on_vector = sum(fixed + s.vector_cycles for s in steps if s.engine == VECTOR) / vector_ghz
+  on_scalar = sum(scalar_ns(s) for s in steps if s.engine == SCALAR)
   scalar, sums = set(), {}
   for step in steps:
     if step.engine == VECTOR:
       continue
     reduce = reduce_of.get(step.row_result) if step.row_result is not None else None
-    folded_ns = reduce.vector_cycles / vector_ghz if reduce is not None else 0.0
+    folded_ns = (fixed + reduce.vector_cycles) / vector_ghz if reduce is not None else 0.0
     if step.engine == EITHER:
-      own_ns = step.vector_cycles / vector_ghz
-      if on_scalar + scalar_ns + (sum_ns if reduce else 0.0) > on_vector + own_ns - folded_ns:
+      own_ns = (fixed + step.vector_cycles) / vector_ghz
+      if on_scalar + scalar_ns(step) + (sum_ns if reduce else 0.0) > on_vector + own_ns - folded_ns:
         on_vector += own_ns
         continue
-      on_scalar += scalar_ns
+      on_scalar += scalar_ns(step)
     scalar.add(step.op)
     if reduce is not None:
       sums[reduce.op] = step.op
       on_scalar += sum_ns
       on_vector -= folded_ns
   return scalar, sums
+
+
+def pipeline_stages(engines: list[tuple[Op, str | None]], banks: int) -> tuple[dict[Op, int], int]:
+  """({op: its stage}, the stage count) of a block's ops in program order, each with the engine
+  that runs it (None: nothing of its own, e.g. a reduce ScalarE summed). A new stage starts where
+  the engine changes, so a stage's ops wait only on earlier stages; more stages than `banks`
+  (blocks in flight) are merged evenly."""
+  stage, engine, stages = 0, None, {}
+  for op, on in engines:
+    if on is not None and engine is not None and on != engine:
+      stage += 1
+    engine = on or engine
+    stages[op] = stage
+  count = stage + 1
+  if count > banks:
+    stages = {op: s * banks // count for op, s in stages.items()}
+    count = banks
+  return stages, count
+
+
+def run_pipelined(blocks: list, stage_count: int, start) -> None:
+  """Emits `blocks` software-pipelined: `start(block)` returns a generator that emits one stage
+  of that block per step; slot t emits stage k of block t − k for every k, the oldest block first.
+  So each engine's in-order stream interleaves the stages of up to `stage_count` blocks, and an
+  engine works on one block while the other finishes an earlier one (the blocks' tiles are in
+  distinct banks: `stage_count` ≤ the banks)."""
+  live = {}
+  for t in range(len(blocks) + stage_count - 1):
+    for k in reversed(range(stage_count)):
+      n = t - k
+      if not 0 <= n < len(blocks):
+        continue
+      if k == 0:
+        live[n] = start(blocks[n])
+      next(live[n])
+      if k == stage_count - 1:
+        del live[n]

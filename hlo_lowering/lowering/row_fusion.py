@@ -25,9 +25,10 @@ Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to X
 docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
 statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
 VectorE's divide time.
-Blocks take one of two banks of tiles in turn (double-buffered: block b + 1's loads overlap block
-b's compute) and regular runs of blocks are a counted loop (tile_loops.py), so the program does
-not grow with the rows.
+Blocks take banks of tiles in turn, as many banks as the block's stages (where its ops change
+engine) when they fit, and are emitted software-pipelined (row_engines.run_pipelined: block b + 1's
+loads and first passes overlap block b's later ones); regular runs of blocks are a counted loop
+(tile_loops.py) whose body pipelines its own blocks, so the program does not grow with the rows.
 
 Rows must fit: fuse-rows only forms a group when `rows_fit` (≤ one SBUF slot per row and every
 row value of a block within ROW_SLOTS slots); longer rows keep the unfused lowering.
@@ -53,7 +54,7 @@ from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form,
-                                               vector_cycles)
+                                               pipeline_stages, run_pipelined, vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
@@ -64,6 +65,9 @@ FUSION = "trn.fusion"
 # target has at least ROW_SLOTS + 1 slots.
 ROW_SLOTS = 10
 CELL_BYTES = 8
+# Stages (blocks in flight) at most, and the blocks a pipelined loop iteration holds at least.
+MAX_BANKS = 4
+PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
 
@@ -309,9 +313,6 @@ class _RowFusion:
                                read.dtype.itemsize == 2, fast_modes)
         steps.append(RowStep(inner, VECTOR, cycles, None, read if summable else None))
         continue
-      if row is None:  # a [p, 1] statistic: a fixed instruction's cost
-        steps.append(RowStep(inner, VECTOR, 64.0, None, None))
-        continue
       if inner in self.folded:
         steps.append(RowStep(inner, SCALAR, 0.0, row, None))
         continue
@@ -322,6 +323,9 @@ class _RowFusion:
       if alu is not None and alu.arity == 1 and alu in SCALAR_ENGINE:
         steps.append(RowStep(inner, SCALAR, 0.0, row, None))
         continue
+      if row is None and immediate is None:  # a [p, 1] statistic of statistics: VectorE's
+        steps.append(RowStep(inner, VECTOR, 64.0, None, None))
+        continue
       rows = sum(self.kind[v] == ROW for v in srcs)
       kind = ("copy" if alu is None else "tensor_tensor" if rows >= 2
               else "unary" if alu.arity == 1 else "tensor_scalar")
@@ -329,11 +333,12 @@ class _RowFusion:
         cycles = vector_cycles(kind, Alu.MUL, self.columns, two_byte, fast_modes)
         steps.append(RowStep(inner, EITHER, cycles, row, None))
         continue
-      cycles = vector_cycles(kind, alu, self.columns, two_byte, fast_modes)
+      cycles = vector_cycles(kind, alu, self.columns if row else 1, two_byte, fast_modes)
       float_immediate = immediate is None or self.ctx.splat_scalar(
           inner.operands[immediate]).dtype.is_float
       scalar_form = (alu is not None and alu.arity == 2 and float_immediate
-                     and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype], rows,
+                     and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype],
+                                         rows if row else len(srcs),
                                          len(srcs) == 2 and srcs[0] is srcs[1]))
       steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None))
     return steps
@@ -354,13 +359,16 @@ class _RowFusion:
     widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
     tile = _tile_bytes(self.columns, widest)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
-    banks = 2 if 2 * row_count * tile <= budget else 1
     if row_count * tile > budget:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
                          f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
+    _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
+    # Powers of two, so the banks' ring keeps the loop period short (tile_loops.tile_period).
+    banks = max(b for b in (1, 2, 4) if b <= max(2, 2 * wanted - 2) and b * row_count * tile <= budget)
+    self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
     arena = ctx.sbuf.take_arena()
     self._cells_base = arena
-    self._cells_per_bank = SBUF_SLOT_BYTES // 2 // CELL_BYTES
+    self._cells_per_bank = SBUF_SLOT_BYTES // banks // CELL_BYTES
     rows_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
     self._row_offsets = [[rows_base + (b * row_count + i) * tile for i in range(row_count)]
                          for b in range(banks)]
@@ -373,26 +381,42 @@ class _RowFusion:
       ctx.dma(full, views[v].ap(views[v].place.offset, 0, partitions))
       resident[v] = arena + SBUF_SLOT_BYTES + i * tile
 
-    def emit(index, block, steps=None):
-      p, offsets, strides = block
-      self._emit_block(index % banks, p, offsets, strides, steps, per_block, views, resident,
-                       out_views)
+    def start(item):
+      index, (p, offsets, strides), steps = item
+      return self._block_stages(index % banks, p, offsets, strides, steps, per_block, views,
+                                resident, out_views, stage_count)
 
     init_loads = sum(op.name == "stablehlo.reduce" and ctx.splat(op.operands[1]) is None
                      for op, _ in self.steps)
     period = tile_period([(1, banks)], len(block_views) + init_loads,
                          int(ctx.target_spec["dma_queues"]))
+    if stage_count > 1:  # enough blocks per loop iteration for its pipeline to fill
+      period *= -(-PIPELINED_BLOCKS // period)
     shapes = [((p, strides), offsets) for p, offsets, strides in blocks]
     periods = periodic_prefix(shapes, period) if loops_enabled() else 0
-    rest = list(enumerate(blocks))
+    rest = [(j, block, None) for j, block in enumerate(blocks)]
     if periods >= MIN_PERIODS:
       with ctx.builder.loop(periods):
-        for j, (block, steps) in enumerate(zip(blocks, offset_steps(shapes, period))):
-          emit(j, block, steps)
+        run_pipelined(list(zip(range(period), blocks, offset_steps(shapes, period))),
+                      stage_count, start)
       rest = rest[periods * period:]
-    for j, block in rest:
-      emit(j, block)
+    run_pipelined(rest, stage_count, start)
     ctx.debug_id = saved_debug
+
+  def _step_engines(self) -> list[tuple[Op, str | None]]:
+    """Each emitted member and the engine its row work runs on (None: none of its own)."""
+    engines = []
+    for inner, _ in self.steps:
+      if inner in self.skipped:
+        continue
+      if inner in self.sums:
+        engines.append((inner, None))  # its sum came with the ScalarE pass that made the row
+        continue
+      scalar = (inner in self.on_scalar or inner in self.folded
+                or (inner.name not in ("stablehlo.reduce", "stablehlo.convert")
+                    and alu_of(inner).arity == 1 and alu_of(inner) in SCALAR_ENGINE))
+      engines.append((inner, SCALAR if scalar else VECTOR))
+    return engines
 
   def _view(self, place: Place, value: Value) -> _View:
     """A row value's place, or a statistic's viewed over the kept dims (copied to a dense
@@ -420,8 +444,10 @@ class _RowFusion:
   def _tile(self, dtype: DType, partitions: int, address) -> TileAP:
     return TileAP(Memory.SBUF, dtype, 0, partitions, address, ((1, self.columns),))
 
-  def _emit_block(self, bank, p, offsets, strides, steps, per_block, views, resident,
-                  out_views) -> None:
+  def _block_stages(self, bank, p, offsets, strides, steps, per_block, views, resident,
+                    out_views, stage_count):
+    """A generator emitting one block, one pipeline stage per step (its loads with the first,
+    its stores with the last)."""
     ctx, b = self.ctx, self.ctx.builder
     tiles: dict[Value, TileAP] = {v: self._tile(v.dtype, p, a) for v, a in resident.items()}
     rows = iter(self._row_offsets[bank])
@@ -458,10 +484,14 @@ class _RowFusion:
       sums[reduce] = cell(DType.F32)
       return sums[reduce]
 
+    stage = 0
     for inner, debug in self.steps:
       ctx.debug_id = debug
       if inner in self.skipped:
         continue  # folded into the ScalarE function or the reduces that read it
+      while stage < self._stage[inner]:
+        yield
+        stage += 1
       if inner in self.folded:
         dst = new(inner.result)
         self._activation_of_sum(inner, dst, tiles, cell, row_sum(inner))
@@ -503,6 +533,8 @@ class _RowFusion:
       src = as_row(v) if result.shape == self.shape else tiles[v]
       ctx.dma(view.ap(offsets[k], strides[k], p), src,
               steps={"dst": steps[k]} if steps else None)
+    for _ in range(stage_count - stage):
+      yield
 
   def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
                          dst_sum: TileAP | None) -> None:
