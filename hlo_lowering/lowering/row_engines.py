@@ -24,12 +24,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from hlo_lowering.ir import Op, Value
-from hlo_lowering.program import Alu, DType
+from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.program import Alu, DType, Scalar, TileAP
 
 VECTOR, SCALAR, EITHER = "vector", "scalar", "either"
 _SCALED = frozenset({Alu.MUL, Alu.ADD, Alu.SUB})
 _MIN_CYCLES = 64
 _SUM_CYCLES = 64  # activation_reduce's row sum (the timing model's figure)
+ONE, ZERO = Scalar(DType.F32, 1.0), Scalar(DType.F32, 0.0)
 
 
 class RowStep(NamedTuple):
@@ -49,6 +51,34 @@ def has_scalar_form(alu: Alu, dtypes: list[DType], row_operands: int, same_opera
   if alu in _SCALED and row_operands == 1:
     return True
   return alu == Alu.MUL and row_operands == 2 and same_operands
+
+
+def activate(ctx: LoweringContext, func: Alu, dst: TileAP, src: TileAP, scale, bias,
+             dst_sum: TileAP | None) -> None:
+  """ScalarE's func(src · scale + bias) (scale, bias: immediates or [p, 1] tiles): `activation`
+  where its immediate scale and no sum do, else `activation_reduce`."""
+  b, debug = ctx.builder, ctx.debug_id
+  if dst_sum is None and isinstance(scale, Scalar):
+    b.activation(func, dst, src, scale=scale.value, bias=bias, debug=debug)
+  else:
+    b.activation_reduce(func, dst, src, scale=scale, bias=bias, dst_sum=dst_sum, debug=debug)
+
+
+def scalar_pass(ctx: LoweringContext, alu: Alu, dst: TileAP, row: TileAP, s, reverse: bool,
+                negated_s, dst_sum: TileAP | None) -> None:
+  """The ScalarE form (the module docstring) of alu(row) for a unary ScalarE function, of
+  row · row when `s` is None, else of alu(row, s) (alu(s, row) when `reverse`); `negated_s`: −s
+  for row − s."""
+  if s is None:
+    activate(ctx, alu if alu.arity == 1 else Alu.SQUARE, dst, row, ONE, ZERO, dst_sum)
+  elif alu == Alu.MUL:
+    activate(ctx, Alu.COPY, dst, row, s, ZERO, dst_sum)
+  elif alu == Alu.ADD:
+    activate(ctx, Alu.COPY, dst, row, ONE, s, dst_sum)
+  elif reverse:  # s - row
+    activate(ctx, Alu.COPY, dst, row, Scalar(DType.F32, -1.0), s, dst_sum)
+  else:  # row - s = row + (-s)
+    activate(ctx, Alu.COPY, dst, row, ONE, negated_s, dst_sum)
 
 
 def vector_cycles(kind: str, alu: Alu | None, columns: int, two_byte: bool, fast_modes: bool) -> float:

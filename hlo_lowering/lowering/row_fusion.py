@@ -54,7 +54,8 @@ from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form,
-                                               pipeline_stages, run_pipelined, vector_cycles)
+                                               ZERO, activate, pipeline_stages, run_pipelined,
+                                               scalar_pass, vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
@@ -546,7 +547,7 @@ class _RowFusion:
     subtract = add.name == "stablehlo.subtract"
     bias = self._negated(stat, tiles, cell) if subtract and index == 1 else tiles[stat]
     scale = -1.0 if subtract and index == 0 else 1.0
-    self._activate(alu_of(inner), dst, row, Scalar(DType.F32, scale), bias, dst_sum)
+    activate(self.ctx, alu_of(inner), dst, row, Scalar(DType.F32, scale), bias, dst_sum)
 
   def _negated(self, stat: Value, tiles: dict, cell) -> TileAP:
     """-stat (exact), made once per block."""
@@ -555,16 +556,6 @@ class _RowFusion:
       tiles[negated] = cell(stat.dtype)
       self.ctx.builder.tensor_unary(Alu.NEG, tiles[negated], tiles[stat], debug=self.ctx.debug_id)
     return tiles[negated]
-
-  def _activate(self, func: Alu, dst: TileAP, src: TileAP, scale: Scalar | TileAP, bias,
-                dst_sum: TileAP | None) -> None:
-    """ScalarE's func(src · scale + bias): `activation` where its immediate scale and no sum
-    do, else `activation_reduce`."""
-    b, debug = self.ctx.builder, self.ctx.debug_id
-    if dst_sum is None and isinstance(scale, Scalar):
-      b.activation(func, dst, src, scale=scale.value, bias=bias, debug=debug)
-    else:
-      b.activation_reduce(func, dst, src, scale=scale, bias=bias, dst_sum=dst_sum, debug=debug)
 
   def _multiply_by_reciprocal(self, inner: Op, dst: TileAP, row: TileAP, stat: Value,
                               tiles: dict, cell, dst_sum: TileAP | None) -> None:
@@ -576,39 +567,25 @@ class _RowFusion:
       tiles[key] = cell(DType.F32)
       b.tensor_unary(Alu.RECIPROCAL, tiles[key], tiles[stat], debug=debug)
     if inner in self.on_scalar:
-      self._activate(Alu.COPY, dst, row, tiles[key], Scalar(DType.F32, 0.0), dst_sum)
+      activate(self.ctx, Alu.COPY, dst, row, tiles[key], ZERO, dst_sum)
     else:
       b.tensor_scalar(Alu.MUL, dst, row, tiles[key], debug=debug)
 
   def _scalar_form(self, inner: Op, dst: TileAP, srcs: list[Value], immediate: Scalar | None,
                    reverse_immediate: bool, tiles: dict, cell, dst_sum: TileAP | None) -> None:
-    """A row op on ScalarE: a ScalarE function, or one row_engines.py moved there, in its
-    bit-identical form."""
+    """A row op on ScalarE: a ScalarE function, or one row_engines.py moved there."""
     alu = alu_of(inner)
-    one, zero = Scalar(DType.F32, 1.0), Scalar(DType.F32, 0.0)
-    if alu.arity == 1:
-      self._activate(alu, dst, tiles[srcs[0]], one, zero, dst_sum)
-      return
-    if immediate is None and len(srcs) == 2 and srcs[0] is srcs[1]:
-      self._activate(Alu.SQUARE, dst, tiles[srcs[0]], one, zero, dst_sum)
+    if alu.arity == 1 or (immediate is None and len(srcs) == 2 and srcs[0] is srcs[1]):
+      scalar_pass(self.ctx, alu, dst, tiles[srcs[0]], None, False, None, dst_sum)
       return
     if immediate is not None:
-      row, stat, reverse = tiles[srcs[0]], None, reverse_immediate
-      s = Scalar(DType.F32, float(immediate.value))
+      row, s, reverse = tiles[srcs[0]], Scalar(DType.F32, float(immediate.value)), reverse_immediate
+      negated = Scalar(DType.F32, -s.value)
     else:
       i = next(k for k, v in enumerate(srcs) if self.kind[v] == STAT)
-      row, stat, reverse = tiles[srcs[1 - i]], srcs[i], i == 0
-      s = tiles[stat]
-    if alu == Alu.MUL:
-      self._activate(Alu.COPY, dst, row, s, zero, dst_sum)
-    elif alu == Alu.ADD:
-      self._activate(Alu.COPY, dst, row, one, s, dst_sum)
-    elif reverse:  # s - row
-      self._activate(Alu.COPY, dst, row, Scalar(DType.F32, -1.0), s, dst_sum)
-    else:  # row - s = row + (-s)
-      negated = (Scalar(DType.F32, -s.value) if stat is None
-                 else self._negated(stat, tiles, cell))
-      self._activate(Alu.COPY, dst, row, one, negated, dst_sum)
+      row, s, reverse = tiles[srcs[1 - i]], tiles[srcs[i]], i == 0
+      negated = None if reverse or alu != Alu.SUB else self._negated(srcs[i], tiles, cell)
+    scalar_pass(self.ctx, alu, dst, row, s, reverse, negated, dst_sum)
 
   def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP],
               summed: TileAP | None) -> None:
