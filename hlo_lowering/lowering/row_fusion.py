@@ -487,12 +487,12 @@ class _RowFusion:
 
     stage = 0
     for inner, debug in self.steps:
-      ctx.debug_id = debug
       if inner in self.skipped:
         continue  # folded into the ScalarE function or the reduces that read it
       while stage < self._stage[inner]:
-        yield
+        yield  # other blocks' stages are emitted meanwhile
         stage += 1
+      ctx.debug_id = debug
       if inner in self.folded:
         dst = new(inner.result)
         self._activation_of_sum(inner, dst, tiles, cell, row_sum(inner))
