@@ -3,6 +3,7 @@ become one pass over whole rows in SBUF; outputs match the JAX CPU backend, are 
 the program without the pass, move each tensor across HBM once, and fall back to the unfused
 lowering where the pattern does not hold."""
 
+import collections
 import re
 
 import jax
@@ -269,3 +270,23 @@ def test_divide_by_reciprocal_is_an_explicit_opt_in(monkeypatch):
   assert not any("op=div" in line for line in text.splitlines())
   assert len([line for line in _lines(text, "tensor_unary") if "op=reciprocal" in line]) == 3
   harness.check(_softmax, x, scale=4)
+
+
+def test_pipelined_blocks_interleave_and_keep_their_debug_entries():
+  """The blocks of a fusion whose ops change engine are emitted software-pipelined: VectorE's
+  stream starts block 2's reduce before block 1's last pass, and every instruction keeps its
+  own op's debug entry however the blocks interleave."""
+  text = disassemble(harness.compile_fn(_layer_norm, *_args([(512, 256), (256,), (256,)], _F32)))
+  dve = [line for line in text.splitlines() if line.split()[1:2] in
+         (["tensor_reduce"], ["tensor_tensor"], ["tensor_scalar"], ["tensor_unary"])]
+  first_reduces = [i for i, line in enumerate(dve) if line.split()[1] == "tensor_reduce"]
+  last_passes = [i for i, line in enumerate(dve) if "# stablehlo.add" in line and "x256]" in line]
+  assert first_reduces[1] < last_passes[0]
+  # Each of the 4 blocks runs the same ops: every (instruction, op) carries each label 4k times.
+  labels = collections.Counter()
+  for line in text.splitlines():
+    parts = line.split()
+    if len(parts) > 2 and parts[0].isdigit() and parts[1] != "dma_copy":
+      kind = [p for p in parts if p.startswith(("op=", "func="))][:1]
+      labels[(parts[1], *kind, line.split("# ")[1].split()[0])] += 1
+  assert all(n % 4 == 0 for n in labels.values()), labels
