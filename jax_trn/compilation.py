@@ -112,7 +112,7 @@ _PIPELINE = _pipeline()
 
 def _cacheable(code: bytes) -> bool:
   """Whether the persistent cache may serve this compile: it is enabled, no compile-time side
-  effect (IR dumps, IR verification) or reference code generation (TRN_UNROLL_LOOPS) was asked for, and the pipeline is the one this source tree
+  effect (IR dumps, IR verification) or a code generation the cache key does not name (TRN_UNROLL_LOOPS, TRN_ROW_DIVIDE_BY_RECIPROCAL) was asked for, and the pipeline is the one this source tree
   defines (a test or tool that patches it must really compile). A program with host callbacks
   never is: its callback keys live only as long as the executable JAX lowered it for
   (jax_trn/host_callbacks.py); the call target's name is looked for in the raw bytes (text,
@@ -120,7 +120,8 @@ def _cacheable(code: bytes) -> bool:
   if compile_cache.cache_dir() is None or host_callbacks.TARGET.encode() in code:
     return False
   if os.environ.get("TRN_DUMP_IR", "") or any(
-      os.environ.get(name, "") not in ("", "0") for name in ("TRN_VERIFY_IR", "TRN_UNROLL_LOOPS")):
+      os.environ.get(name, "") not in ("", "0") for name in ("TRN_VERIFY_IR", "TRN_UNROLL_LOOPS",
+                                                           "TRN_ROW_DIVIDE_BY_RECIPROCAL")):
     return False
   return _pipeline() == _PIPELINE
 

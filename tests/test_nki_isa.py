@@ -76,6 +76,24 @@ def activations(x, column):
   return tuple(results)
 
 
+def _scaled_square_with_row_sum(x, column, dtype):
+  dst, total = _new(x.shape, dtype), _new((x.shape[0], 1))
+  nisa.activation_reduce(dst=dst, op=nl.square, data=_sbuf(x), scale=_sbuf(column), bias=0.5,
+                         reduce_op=nl.add, reduce_res=total)
+  return _out(dst), _out(total)
+
+
+@nki.jit
+def scaled_activation_with_row_sums(x, column):
+  """A tile scale and the row sum in one ScalarE instruction."""
+  return _scaled_square_with_row_sum(x, column, nl.float32)
+
+
+@nki.jit
+def scaled_activation_into_bf16(x, column):
+  return _scaled_square_with_row_sum(x, column, nl.bfloat16)
+
+
 @nki.jit
 def transpose_through_psum(x):
   flipped = nl.ndarray((x.shape[1], x.shape[0]), dtype=nl.float32, buffer=nl.psum)
@@ -145,6 +163,9 @@ CASES = {
     "activations": (activations, (X, COLUMN), lambda x, c: [
         np.exp(0.5 * x), (2 * x + 1) ** 2, np.maximum(x, 0), _silu(x * c + 0.25),
         np.tanh(x + c)]),
+    "scaled_activation_with_row_sums": (scaled_activation_with_row_sums, (X, COLUMN),
+                                        lambda x, c: [(x * c + 0.5) ** 2,
+                                                      ((x * c + 0.5) ** 2).sum(1, keepdims=True)]),
     "transpose_through_psum": (transpose_through_psum, (X,), lambda x: [x.T]),
     "iota_and_causal_select": (iota_and_causal_select, (X,), lambda x: [
         5 + 100 * np.arange(97)[:, None] + np.arange(37)[None, :],
@@ -166,3 +187,12 @@ def test_instruction_matches_numpy(name):
       np.testing.assert_array_equal(a, e)
     else:
       np.testing.assert_allclose(a, e, rtol=2e-5, atol=5e-5)
+
+
+def test_a_scaled_and_summed_activation_is_one_scalar_engine_instruction():
+  def methods(kernel):
+    program = kernel.trace(X, COLUMN)
+    return [inst.method for inst in program.instructions if inst.method != "dma_copy"]
+  assert methods(scaled_activation_with_row_sums) == ["activation_reduce"]
+  # A bf16 dst: the sum is of the fp32 values, so through an fp32 tile, then a copy to bf16.
+  assert methods(scaled_activation_into_bf16) == ["activation_reduce", "tensor_copy"]

@@ -204,7 +204,29 @@ def combined_index_vectors(x):
   return _stored(nl.load(x[i_p * 64 + i_f, :]))  # <- combined
 
 
+@nki.jit
+def activation_max_reduce(x):
+  tile = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+  nisa.dma_copy(dst=tile, src=x[0:128, :])
+  total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+  nisa.activation(dst=tile, op=nl.exp, data=tile, reduce_op=nl.max, reduce_res=total)  # <- max
+  return _stored(total)
+
+
+@nki.jit
+def activation_scale_of_wrong_partitions(x):
+  tile = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+  nisa.dma_copy(dst=tile, src=x[0:128, :])
+  scale = nl.ndarray((64, 1), dtype=nl.float32, buffer=nl.sbuf)
+  nisa.dma_copy(dst=scale, src=x[0:64, 0:1])
+  nisa.activation(dst=tile, op=nl.exp, data=tile, scale=scale)  # <- scale
+  return _stored(tile)
+
+
 @pytest.mark.parametrize("kernel,marker,message", [
+    (activation_max_reduce, "max", "activation reduce_op must be nl.add"),
+    (activation_scale_of_wrong_partitions, "scale",
+     "activation scale sbuf (64, 1) float32 must be [128, 1]"),
     (transposing_index, "transposing", "the index order must follow the grid's axes"),
     (combined_index_vectors, "combined", "combined (+ of two nl.arange vectors) are not slices"),
     (partition_dim_too_large, "partitions", "partition dim 256"),

@@ -18,9 +18,17 @@ Three rewrites keep the bits and save VectorE passes: an op computed twice on th
 runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
 per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
 convert read only by reduces is the reduce's own exact widening of its source.
-Blocks take one of two banks of tiles in turn (double-buffered: block b + 1's loads overlap block
-b's compute) and regular runs of blocks are a counted loop (tile_loops.py), so the program does
-not grow with the rows.
+Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, and the add-reduce of a
+row ScalarE writes, summed in the same ScalarE pass) run on ScalarE or VectorE, whichever keeps
+the block's engine time lower (row_engines.py), so the two engines share a block's work.
+Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
+docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
+statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
+VectorE's divide time.
+Blocks take banks of tiles in turn, as many banks as the block's stages (where its ops change
+engine) when they fit, and are emitted software-pipelined (row_engines.run_pipelined: block b + 1's
+loads and first passes overlap block b's later ones); regular runs of blocks are a counted loop
+(tile_loops.py) whose body pipelines its own blocks, so the program does not grow with the rows.
 
 Rows must fit: fuse-rows only forms a group when `rows_fit` (≤ one SBUF slot per row and every
 row value of a block within ROW_SLOTS slots); longer rows keep the unfused lowering.
@@ -32,6 +40,7 @@ import collections
 import dataclasses
 import itertools
 import math
+import os
 from typing import NamedTuple
 
 from hlo_lowering.errors import CompileError
@@ -43,9 +52,13 @@ from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_o
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
+from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
+                                               choose_scalar_steps, has_scalar_form,
+                                               ZERO, activate, pipeline_stages, run_pipelined,
+                                               scalar_pass, vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
-from hlo_lowering.program import Alu, DType, HbmAP, Memory, TileAP
+from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
 
 ROW_FUSION = "trn.row_fusion"
 FUSION = "trn.fusion"
@@ -53,8 +66,16 @@ FUSION = "trn.fusion"
 # target has at least ROW_SLOTS + 1 slots.
 ROW_SLOTS = 10
 CELL_BYTES = 8
+# Stages (blocks in flight) at most, and the blocks a pipelined loop iteration holds at least.
+MAX_BANKS = 4
+PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
+
+
+def divides_by_reciprocal() -> bool:
+  """TRN_ROW_DIVIDE_BY_RECIPROCAL=1: row / statistic as row · (1 / statistic)."""
+  return os.environ.get("TRN_ROW_DIVIDE_BY_RECIPROCAL", "") not in ("", "0")
 
 
 class RowSpace(NamedTuple):
@@ -142,6 +163,10 @@ class _RowFusion:
     self.widened = self._widenings_into_reduces(uses)
     self.skipped = ({add for add, _ in self.folded.values()}
                     | {inner for inner, _ in self.steps if inner.result in self.widened})
+    self.by_reciprocal = self._divides_by_reciprocal()
+    self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
+                                                    ctx.target_spec)
+    self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
 
   # --- the plan (compile time) ---------------------------------------------------------------
 
@@ -259,6 +284,66 @@ class _RowFusion:
         folded[inner] = (add, index)
     return folded
 
+  def _divides_by_reciprocal(self) -> set[Op]:
+    """Under the opt-in, the float `row / statistic` ops (statistic second, no immediate)."""
+    if not divides_by_reciprocal():
+      return set()
+    return {inner for inner, _ in self.steps
+            if inner.name == "stablehlo.divide" and inner not in self.skipped
+            and self.kind[inner.result] == ROW and self._stat_index(inner) == 1
+            and self._immediate_index(inner) is None
+            and all(v.dtype.is_float and v.dtype != DType.F64
+                    for v in list(inner.operands) + [inner.result])}
+
+  def _row_steps(self) -> list[RowStep]:
+    """The emitted members as row_engines.py weighs them."""
+    fast_modes = str(self.ctx.target_spec.get("core_version", "")) != "NeuronCore-v2"
+    steps = []
+    for inner, _ in self.steps:
+      if inner in self.skipped:
+        continue
+      result = inner.result
+      row = result if self.kind[result] == ROW else None
+      if inner.name == "stablehlo.reduce":
+        source = self._canon(inner.operands[0])
+        read = self.widened.get(source, source)
+        # ScalarE's row sum widens what it wrote exactly as tensor_reduce widens its source.
+        summable = (inner.attrs["reducer"] == "add" and self.kind[read] == ROW
+                    and read.dtype.is_float and read.dtype != DType.F64)
+        cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
+                               read.dtype.itemsize == 2, fast_modes)
+        steps.append(RowStep(inner, VECTOR, cycles, None, read if summable else None))
+        continue
+      if inner in self.folded:
+        steps.append(RowStep(inner, SCALAR, 0.0, row, None))
+        continue
+      alu = None if inner.name == "stablehlo.convert" else alu_of(inner)
+      immediate = self._immediate_index(inner)
+      srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate]
+      two_byte = all(v.dtype.itemsize == 2 for v in srcs + [result])
+      if alu is not None and alu.arity == 1 and alu in SCALAR_ENGINE:
+        steps.append(RowStep(inner, SCALAR, 0.0, row, None))
+        continue
+      if row is None and immediate is None:  # a [p, 1] statistic of statistics: VectorE's
+        steps.append(RowStep(inner, VECTOR, 64.0, None, None))
+        continue
+      rows = sum(self.kind[v] == ROW for v in srcs)
+      kind = ("copy" if alu is None else "tensor_tensor" if rows >= 2
+              else "unary" if alu.arity == 1 else "tensor_scalar")
+      if inner in self.by_reciprocal:  # a multiply by the reciprocal, on either engine
+        cycles = vector_cycles(kind, Alu.MUL, self.columns, two_byte, fast_modes)
+        steps.append(RowStep(inner, EITHER, cycles, row, None))
+        continue
+      cycles = vector_cycles(kind, alu, self.columns if row else 1, two_byte, fast_modes)
+      float_immediate = immediate is None or self.ctx.splat_scalar(
+          inner.operands[immediate]).dtype.is_float
+      scalar_form = (alu is not None and alu.arity == 2 and float_immediate
+                     and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype],
+                                         rows if row else len(srcs),
+                                         len(srcs) == 2 and srcs[0] is srcs[1]))
+      steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None))
+    return steps
+
   # --- the SBUF layout and the blocks --------------------------------------------------------
 
   def emit(self) -> None:
@@ -275,13 +360,16 @@ class _RowFusion:
     widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
     tile = _tile_bytes(self.columns, widest)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
-    banks = 2 if 2 * row_count * tile <= budget else 1
     if row_count * tile > budget:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
                          f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
+    _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
+    # Powers of two, so the banks' ring keeps the loop period short (tile_loops.tile_period).
+    banks = max(b for b in (1, 2, 4) if b <= max(2, 2 * wanted - 2) and b * row_count * tile <= budget)
+    self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
     arena = ctx.sbuf.take_arena()
     self._cells_base = arena
-    self._cells_per_bank = SBUF_SLOT_BYTES // 2 // CELL_BYTES
+    self._cells_per_bank = SBUF_SLOT_BYTES // banks // CELL_BYTES
     rows_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
     self._row_offsets = [[rows_base + (b * row_count + i) * tile for i in range(row_count)]
                          for b in range(banks)]
@@ -294,26 +382,42 @@ class _RowFusion:
       ctx.dma(full, views[v].ap(views[v].place.offset, 0, partitions))
       resident[v] = arena + SBUF_SLOT_BYTES + i * tile
 
-    def emit(index, block, steps=None):
-      p, offsets, strides = block
-      self._emit_block(index % banks, p, offsets, strides, steps, per_block, views, resident,
-                       out_views)
+    def start(item):
+      index, (p, offsets, strides), steps = item
+      return self._block_stages(index % banks, p, offsets, strides, steps, per_block, views,
+                                resident, out_views, stage_count)
 
     init_loads = sum(op.name == "stablehlo.reduce" and ctx.splat(op.operands[1]) is None
                      for op, _ in self.steps)
     period = tile_period([(1, banks)], len(block_views) + init_loads,
                          int(ctx.target_spec["dma_queues"]))
+    if stage_count > 1:  # enough blocks per loop iteration for its pipeline to fill
+      period *= -(-PIPELINED_BLOCKS // period)
     shapes = [((p, strides), offsets) for p, offsets, strides in blocks]
     periods = periodic_prefix(shapes, period) if loops_enabled() else 0
-    rest = list(enumerate(blocks))
+    rest = [(j, block, None) for j, block in enumerate(blocks)]
     if periods >= MIN_PERIODS:
       with ctx.builder.loop(periods):
-        for j, (block, steps) in enumerate(zip(blocks, offset_steps(shapes, period))):
-          emit(j, block, steps)
+        run_pipelined(list(zip(range(period), blocks, offset_steps(shapes, period))),
+                      stage_count, start)
       rest = rest[periods * period:]
-    for j, block in rest:
-      emit(j, block)
+    run_pipelined(rest, stage_count, start)
     ctx.debug_id = saved_debug
+
+  def _step_engines(self) -> list[tuple[Op, str | None]]:
+    """Each emitted member and the engine its row work runs on (None: none of its own)."""
+    engines = []
+    for inner, _ in self.steps:
+      if inner in self.skipped:
+        continue
+      if inner in self.sums:
+        engines.append((inner, None))  # its sum came with the ScalarE pass that made the row
+        continue
+      scalar = (inner in self.on_scalar or inner in self.folded
+                or (inner.name not in ("stablehlo.reduce", "stablehlo.convert")
+                    and alu_of(inner).arity == 1 and alu_of(inner) in SCALAR_ENGINE))
+      engines.append((inner, SCALAR if scalar else VECTOR))
+    return engines
 
   def _view(self, place: Place, value: Value) -> _View:
     """A row value's place, or a statistic's viewed over the kept dims (copied to a dense
@@ -341,8 +445,10 @@ class _RowFusion:
   def _tile(self, dtype: DType, partitions: int, address) -> TileAP:
     return TileAP(Memory.SBUF, dtype, 0, partitions, address, ((1, self.columns),))
 
-  def _emit_block(self, bank, p, offsets, strides, steps, per_block, views, resident,
-                  out_views) -> None:
+  def _block_stages(self, bank, p, offsets, strides, steps, per_block, views, resident,
+                    out_views, stage_count):
+    """A generator emitting one block, one pipeline stage per step (its loads with the first,
+    its stores with the last)."""
     ctx, b = self.ctx, self.ctx.builder
     tiles: dict[Value, TileAP] = {v: self._tile(v.dtype, p, a) for v, a in resident.items()}
     rows = iter(self._row_offsets[bank])
@@ -369,20 +475,46 @@ class _RowFusion:
       ctx.debug_id = self.first_reader[v]
       ctx.dma(new(v), views[v].ap(offsets[k], strides[k], p),
               steps={"src": steps[k]} if steps else None)
+    sums: dict[Op, TileAP] = {}  # reduce op -> the fp32 partial a ScalarE pass summed into
+
+    def row_sum(inner: Op) -> TileAP | None:
+      """The partial of the reduce whose row sum `inner`'s ScalarE pass makes, if any."""
+      reduce = self.summed_by.get(inner)
+      if reduce is None:
+        return None
+      sums[reduce] = cell(DType.F32)
+      return sums[reduce]
+
+    stage = 0
     for inner, debug in self.steps:
-      ctx.debug_id = debug
       if inner in self.skipped:
         continue  # folded into the ScalarE function or the reduces that read it
+      while stage < self._stage[inner]:
+        yield  # other blocks' stages are emitted meanwhile
+        stage += 1
+      ctx.debug_id = debug
       if inner in self.folded:
-        self._activation_of_sum(inner, new(inner.result), tiles, cell)
+        dst = new(inner.result)
+        self._activation_of_sum(inner, dst, tiles, cell, row_sum(inner))
         continue
       if inner.name == "stablehlo.reduce":
         source = self._canon(inner.operands[0])
-        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles)
+        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles,
+                     sums.get(inner))
         continue
       immediate_index = self._immediate_index(inner)
       srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
       dst = new(inner.result)
+      if inner in self.by_reciprocal:
+        self._multiply_by_reciprocal(inner, dst, tiles[srcs[0]], srcs[1], tiles, cell,
+                                     row_sum(inner))
+        continue
+      if inner in self.on_scalar:
+        immediate = (None if immediate_index is None
+                     else ctx.splat_scalar(inner.operands[immediate_index]))
+        self._scalar_form(inner, dst, srcs, immediate, immediate_index == 0, tiles, cell,
+                          row_sum(inner))
+        continue
       if inner.name == "stablehlo.convert":
         b.tensor_copy(dst, as_row(srcs[0]) if self.kind[inner.result] == ROW else tiles[srcs[0]],
                       debug=debug)
@@ -402,32 +534,69 @@ class _RowFusion:
       src = as_row(v) if result.shape == self.shape else tiles[v]
       ctx.dma(view.ap(offsets[k], strides[k], p), src,
               steps={"dst": steps[k]} if steps else None)
+    for _ in range(stage_count - stage):
+      yield
 
-  def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell) -> None:
+  def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
+                         dst_sum: TileAP | None) -> None:
     """func(row + s), func(s + row), func(s - row): activation(row · ±1 + s); func(row - s):
     activation(row + (-s)), the negated statistic (exact) made once per block."""
-    b, debug = self.ctx.builder, self.ctx.debug_id
     add, index = self.folded[inner]
     operands = [self._canon(v) for v in add.operands]
     row, stat = tiles[operands[1 - index]], operands[index]
-    bias = tiles[stat]
     subtract = add.name == "stablehlo.subtract"
-    if subtract and index == 1:
-      negated = (stat, Alu.NEG)
-      if negated not in tiles:
-        tiles[negated] = cell(stat.dtype)
-        b.tensor_unary(Alu.NEG, tiles[negated], bias, debug=debug)
-      bias = tiles[negated]
+    bias = self._negated(stat, tiles, cell) if subtract and index == 1 else tiles[stat]
     scale = -1.0 if subtract and index == 0 else 1.0
-    b.activation(alu_of(inner), dst, row, scale=scale, bias=bias, debug=debug)
+    activate(self.ctx, alu_of(inner), dst, row, Scalar(DType.F32, scale), bias, dst_sum)
 
-  def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP]) -> None:
-    """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial, the
-    init value, the result dtype."""
+  def _negated(self, stat: Value, tiles: dict, cell) -> TileAP:
+    """-stat (exact), made once per block."""
+    negated = (stat, Alu.NEG)
+    if negated not in tiles:
+      tiles[negated] = cell(stat.dtype)
+      self.ctx.builder.tensor_unary(Alu.NEG, tiles[negated], tiles[stat], debug=self.ctx.debug_id)
+    return tiles[negated]
+
+  def _multiply_by_reciprocal(self, inner: Op, dst: TileAP, row: TileAP, stat: Value,
+                              tiles: dict, cell, dst_sum: TileAP | None) -> None:
+    """row · (1 / stat) (TRN_ROW_DIVIDE_BY_RECIPROCAL): the reciprocal once per block (fp32),
+    the multiply on the engine row_engines.py chose."""
+    b, debug = self.ctx.builder, self.ctx.debug_id
+    key = (stat, Alu.RECIPROCAL)
+    if key not in tiles:
+      tiles[key] = cell(DType.F32)
+      b.tensor_unary(Alu.RECIPROCAL, tiles[key], tiles[stat], debug=debug)
+    if inner in self.on_scalar:
+      activate(self.ctx, Alu.COPY, dst, row, tiles[key], ZERO, dst_sum)
+    else:
+      b.tensor_scalar(Alu.MUL, dst, row, tiles[key], debug=debug)
+
+  def _scalar_form(self, inner: Op, dst: TileAP, srcs: list[Value], immediate: Scalar | None,
+                   reverse_immediate: bool, tiles: dict, cell, dst_sum: TileAP | None) -> None:
+    """A row op on ScalarE: a ScalarE function, or one row_engines.py moved there."""
+    alu = alu_of(inner)
+    if alu.arity == 1 or (immediate is None and len(srcs) == 2 and srcs[0] is srcs[1]):
+      scalar_pass(self.ctx, alu, dst, tiles[srcs[0]], None, False, None, dst_sum)
+      return
+    if immediate is not None:
+      row, s, reverse = tiles[srcs[0]], Scalar(DType.F32, float(immediate.value)), reverse_immediate
+      negated = Scalar(DType.F32, -s.value)
+    else:
+      i = next(k for k, v in enumerate(srcs) if self.kind[v] == STAT)
+      row, s, reverse = tiles[srcs[1 - i]], tiles[srcs[i]], i == 0
+      negated = None if reverse or alu != Alu.SUB else self._negated(srcs[i], tiles, cell)
+    scalar_pass(self.ctx, alu, dst, row, s, reverse, negated, dst_sum)
+
+  def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP],
+              summed: TileAP | None) -> None:
+    """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial (or the
+    one a ScalarE pass `summed` into), the init value, the result dtype."""
     b, debug = self.ctx.builder, self.ctx.debug_id
     operand, init = inner.operands
-    partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
-    b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
+    partial = summed
+    if partial is None:
+      partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
+      b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
     scratch = None if self.ctx.splat(init) is not None else cell(partial.dtype)
     finish_partial(self.ctx, inner.attrs["reducer"], init, partial, scratch)
     if inner.result.dtype == partial.dtype:

@@ -217,6 +217,16 @@ class ProgramBuilder:
     self._emit(Opcode.ACTIVATION, Stream.ACT, debug, func=Alu(func), dst=dst, src=src,
                scale=float(np.float32(scale)), bias=_scalar_operand(bias, "activation"))
 
+  def activation_reduce(self, func, dst, src, scale=Scalar(DType.F32, 1.0),
+                        bias=Scalar(DType.F32, 0.0), dst_sum=None, debug=None):
+    """activation with a per-partition (or immediate) scale; with dst_sum, also each row's fp32
+    sum of dst as written, in tensor_reduce's order."""
+    dst, src = _tile(dst, "activation_reduce"), _tile(src, "activation_reduce")
+    self._emit(Opcode.ACTIVATION_REDUCE, Stream.ACT, debug, func=Alu(func), dst=dst, src=src,
+               scale=_scalar_operand(scale, "activation_reduce"),
+               bias=_scalar_operand(bias, "activation_reduce"),
+               dst_sum=None if dst_sum is None else _tile(dst_sum, "activation_reduce"))
+
   # --- GpSimd general-purpose ops over HBM --------------------------------------------------
 
   def gp_elementwise(self, op, dst, srcs, debug=None):

@@ -151,7 +151,8 @@ class Block:
 
 # Operand kinds: "u8", "u32", "u64", "i64", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
 # HbmAPs; "endpoint" HbmAP | TileAP; "scalar" Scalar; "scalar_operand" Scalar | TileAP [P, 1];
-# "i64_list" a u32 count then that many i64.
+# "i64_list" a u32 count then that many i64; "optional_tile" a u8 flag, then a TileAP when it is 1
+# (None when 0).
 OPERAND_LAYOUT = {
     Opcode.DMA_COPY: (("dst", "endpoint"), ("src", "endpoint")),
     Opcode.MATMUL: (("dst", "tile"), ("stationary", "tile"), ("moving", "tile"), ("flags", "u8")),
@@ -166,6 +167,10 @@ OPERAND_LAYOUT = {
     Opcode.TENSOR_UNARY: (("op", "u8"), ("dst", "tile"), ("src", "tile")),
     Opcode.ACTIVATION: (("func", "u8"), ("dst", "tile"), ("src", "tile"), ("scale", "f32"),
                         ("bias", "scalar_operand")),
+    # scale per partition or immediate; dst_sum: each row's fp32 sum of dst as written, or None.
+    Opcode.ACTIVATION_REDUCE: (("func", "u8"), ("dst", "tile"), ("src", "tile"),
+                               ("scale", "scalar_operand"), ("bias", "scalar_operand"),
+                               ("dst_sum", "optional_tile")),
     Opcode.GP_ELEMENTWISE: (("op", "u8"), ("dst", "hbm"), ("srcs", "hbm_list")),
     Opcode.GP_COPY: (("dst", "hbm"), ("src", "hbm")),
     Opcode.GP_FILL: (("dst", "hbm"), ("value", "scalar")),

@@ -37,7 +37,7 @@ INPUT, OUTPUT, SCRATCH, CONSTANT = "input", "output", "scratch", "constant"
 # general-purpose ops over HBM).
 METHODS = frozenset({"dma_copy", "matmul", "transpose", "tensor_tensor", "tensor_scalar",
                      "tensor_reduce", "tensor_copy", "tensor_ternary", "tensor_unary",
-                     "activation"})
+                     "activation", "activation_reduce"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +145,8 @@ class KernelProgram:
 
 
 def _encode(value):
+  if value is None:  # an optional operand left out
+    return None
   if isinstance(value, TileAP):
     if value.buffer is not None:
       raise ValueError(f"kernel tile {value} is not placed in its arena")

@@ -92,6 +92,8 @@ class _Reader:
       return self.scalar()
     if kind == "scalar_operand":
       return self.scalar() if self.unpack("B") == ScalarKind.IMMEDIATE else self.tile()
+    if kind == "optional_tile":
+      return self.tile() if self.unpack("B") else None
     raise ValueError(f"unknown operand kind {kind!r}")
 
 

@@ -91,6 +91,10 @@ class _Writer:
       else:
         self.pack("B", ScalarKind.TILE)
         self.tile(value)
+    elif kind == "optional_tile":
+      self.pack("B", value is not None)
+      if value is not None:
+        self.tile(value)
     else:
       raise ValueError(f"unknown operand kind {kind!r}")
 

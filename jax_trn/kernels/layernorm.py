@@ -1,5 +1,7 @@
 """LayerNorm over the last axis: (x - mean) * rsqrt(var + eps) * gamma + beta, 128 rows at a
-time. ScalarE centres the rows (its per-partition bias) while VectorE reduces."""
+time. ScalarE makes the statistics and the normalised rows (the row sum, then the centred
+squares and their sum in one pass each; x · rstd − mean · rstd with a per-partition scale and
+bias), so VectorE keeps only the γ multiply and the β add."""
 
 import jax
 import jax.numpy as jnp
@@ -29,17 +31,18 @@ def layernorm_kernel(x, gamma, beta, eps=1e-5):
   for r0, rn in tiles(rows, nl.tile_size.pmax):
     tile = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=rows_in[r0:r0 + rn, :])
+    scratch = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)  # ScalarE's unused rows
     neg_mean = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=neg_mean, op=nl.add, data=tile, axis=1)
+    nisa.activation(dst=scratch, op=nl.copy, data=tile, reduce_op=nl.add, reduce_res=neg_mean)
     nisa.tensor_scalar(dst=neg_mean, data=neg_mean, op0=nl.multiply, operand0=-1.0 / hidden)
-    centred = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.activation(dst=centred, op=nl.copy, data=tile, bias=neg_mean)
-    squares = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
     total = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.activation(dst=squares, op=nl.square, data=centred, reduce_op=nl.add, reduce_res=total)
+    nisa.activation(dst=scratch, op=nl.square, data=tile, bias=neg_mean, reduce_op=nl.add,
+                    reduce_res=total)
     rstd = reciprocal_rms(total, rn, hidden, eps)
+    shift = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=shift, data1=neg_mean, data2=rstd, op=nl.multiply)
     normed = nl.ndarray((rn, hidden), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=normed, data=centred, op0=nl.multiply, operand0=rstd)
+    nisa.activation(dst=normed, op=nl.copy, data=tile, scale=rstd, bias=shift)
     nisa.tensor_tensor(dst=normed, data1=normed, data2=g[0:rn, :], op=nl.multiply)
     result = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=result, data1=normed, data2=b[0:rn, :], op=nl.add)

@@ -1,5 +1,6 @@
 """RMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) * gamma, 128 rows at a time, with
-gamma replicated across partitions once by a broadcasting DMA."""
+gamma replicated across partitions once by a broadcasting DMA. ScalarE squares and sums each row
+in one pass and scales it by rstd (a per-partition scale), so VectorE keeps only the γ multiply."""
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +33,7 @@ def rmsnorm_kernel(x, gamma, eps=1e-6):
     nisa.activation(dst=squares, op=nl.square, data=tile, reduce_op=nl.add, reduce_res=total)
     rstd = reciprocal_rms(total, rn, hidden, eps)
     normed = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=normed, data=tile, op0=nl.multiply, operand0=rstd)
+    nisa.activation(dst=normed, op=nl.copy, data=tile, scale=rstd)  # ScalarE: VectorE has γ
     result = nl.ndarray((rn, hidden), dtype=x.dtype, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=result, data1=normed, data2=g[0:rn, :], op=nl.multiply)
     nisa.dma_copy(dst=rows_out[r0:r0 + rn, :], src=result)

@@ -4,8 +4,8 @@ each checked against the NeuronCore's rules (rules.py) and recorded as program i
 Where the program format has one instruction for an NKI instruction it records that one. A few
 NKI instructions do more in one step than one of ours; they are recorded as the equivalent short
 sequence, computing through fp32 tiles as the engines do, and documented in docs/kernels.md:
-activation's fused reduction (+ a VectorE tensor_reduce), a tensor scale (+ a VectorE
-multiply), square/relu/silu (+ VectorE work), tensor_scalar's second operator,
+relu/silu (+ VectorE work; activation's tensor scale and fused sum are one ScalarE
+`activation_reduce`, as is square), tensor_scalar's second operator,
 scalar_tensor_tensor and tensor_scalar_reduce (two VectorE instructions each), tensor_reduce's
 negate (+ a tensor_scalar), and memset/iota/affine_select patterns (a constant DMA'd in;
 affine_select + a VectorE select). Anything else NKI has is refused with a KernelError
@@ -204,36 +204,46 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
       raise kernel_error(f"activation reduce_res {reduce_res.describe()} must be "
                          f"[{dst.shape[0]}, 1]")
   trace = current()
-  if isinstance(scale, NkiTensor):
-    scaled = _scratch(data)
-    trace.emit("tensor_scalar", op=Alu.MUL, dst=scaled.tile_ap(), src=data.tile_ap(),
-               scalar=_scalar_operand(scale, data, "activation scale"))
-    data, scale = scaled, 1.0
+  scale_operand = _scalar_operand(scale, data, "activation scale")
   bias_operand = Scalar(DType.F32, 0.0) if bias is None else _scalar_operand(bias, data,
                                                                              "activation bias")
-  activated = dst if reduce_res is None or dst.dtype == np.float32 else _scratch(dst)
-  _activate(function, activated, data, float(scale), bias_operand)
-  if reduce_res is not None:
-    if activated is not dst:
-      trace.emit("tensor_copy", dst=dst.tile_ap(), src=activated.tile_ap())
-    trace.emit("tensor_reduce", op=Alu.ADD, dst=reduce_res.tile_ap(), src=activated.tile_ap())
-
-
-def _activate(function: ops.Op, dst: NkiTensor, data: NkiTensor, scale: float, bias) -> None:
-  trace = current()
-  if function.alu is not None:
-    trace.emit("activation", func=function.alu, dst=dst.tile_ap(), src=data.tile_ap(),
-               scale=scale, bias=bias)
+  if function.alu is None:  # relu/silu: the affine part on ScalarE, the rest (and the sum) after
+    activated = dst if reduce_res is None or dst.dtype == np.float32 else _scratch(dst)
+    _activate_decomposed(function, activated, data, scale_operand, bias_operand)
+    if reduce_res is not None:
+      if activated is not dst:
+        trace.emit("tensor_copy", dst=dst.tile_ap(), src=activated.tile_ap())
+      trace.emit("tensor_reduce", op=Alu.ADD, dst=reduce_res.tile_ap(), src=activated.tile_ap())
     return
-  affine = scale != 1.0 or not (isinstance(bias, Scalar) and bias.value == 0.0)
+  if reduce_res is None and isinstance(scale_operand, Scalar):
+    trace.emit("activation", func=function.alu, dst=dst.tile_ap(), src=data.tile_ap(),
+               scale=scale_operand.value, bias=bias_operand)
+    return
+  # One ScalarE activation_reduce: a tensor scale and the row sum of the activated fp32 values
+  # in the same pass (through an fp32 tile when dst or reduce_res is narrower).
+  activated = dst if reduce_res is None or dst.dtype == np.float32 else _scratch(dst)
+  total = (None if reduce_res is None else reduce_res if reduce_res.dtype == np.float32
+           else _scratch(reduce_res))
+  trace.emit("activation_reduce", func=function.alu, dst=activated.tile_ap(), src=data.tile_ap(),
+             scale=scale_operand, bias=bias_operand,
+             dst_sum=None if total is None else total.tile_ap())
+  if activated is not dst:
+    trace.emit("tensor_copy", dst=dst.tile_ap(), src=activated.tile_ap())
+  if total is not None and total is not reduce_res:
+    trace.emit("tensor_copy", dst=reduce_res.tile_ap(), src=total.tile_ap())
+
+
+def _activate_decomposed(function: ops.Op, dst: NkiTensor, data: NkiTensor, scale, bias) -> None:
+  """relu and silu, which the ScalarE table lacks: max(x, 0) on VectorE; x · sigmoid(x)."""
+  trace = current()
+  affine = not (isinstance(scale, Scalar) and scale.value == 1.0
+                and isinstance(bias, Scalar) and bias.value == 0.0)
   x = data
   if affine or function.name == ops.SILU:
     x = _scratch(data)
-    trace.emit("activation", func=Alu.COPY, dst=x.tile_ap(), src=data.tile_ap(), scale=scale,
-               bias=bias)
-  if function.name == ops.SQUARE:
-    trace.emit("tensor_tensor", op=Alu.MUL, dst=dst.tile_ap(), a=x.tile_ap(), b_=x.tile_ap())
-  elif function.name == ops.RELU:
+    trace.emit("activation_reduce", func=Alu.COPY, dst=x.tile_ap(), src=data.tile_ap(),
+               scale=scale, bias=bias)
+  if function.name == ops.RELU:
     trace.emit("tensor_scalar", op=Alu.MAX, dst=dst.tile_ap(), src=x.tile_ap(),
                scalar=Scalar(DType.F32, 0.0))
   else:  # silu(x) = x * sigmoid(x)

@@ -15,7 +15,7 @@ from hlo_lowering.program import Alu
 from jax_trn.nki.errors import kernel_error
 
 BINARY, UNARY, REDUCE = "binary", "unary", "reduce"
-# Activation functions without an ALU op, decomposed by isa.activation.
+# Activation functions without an ALU op (relu, silu: decomposed by isa.activation).
 SQUARE, RELU, SILU = "square", "relu", "silu"
 
 
@@ -58,7 +58,7 @@ UNARY_OPS = _ops(UNARY, {
     "negative": Alu.NEG, "sin": Alu.SIN, "cos": Alu.COS, "tan": Alu.TAN, "erf": Alu.ERF,
     "sign": Alu.SIGN, "floor": Alu.FLOOR, "ceil": Alu.CEIL, "copy": Alu.COPY,
     "identity": Alu.COPY, "invert": Alu.NOT, "bitwise_not": Alu.NOT, "logical_not": Alu.NOT,
-    SQUARE: None, RELU: None, SILU: None})
+    SQUARE: Alu.SQUARE, RELU: None, SILU: None})
 REDUCE_OPS = _ops(REDUCE, {"max": Alu.MAX, "min": Alu.MIN, "sum": Alu.ADD, "prod": Alu.MUL})
 
 _UFUNCS = {np.add: "add", np.subtract: "subtract", np.multiply: "multiply",

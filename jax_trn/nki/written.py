@@ -12,7 +12,7 @@ from jax_trn.nki.tensors import Allocation
 
 # Operands an instruction writes; every other tile operand is read (a matmul that continues an
 # accumulation group also reads its dst, which its group's first matmul wrote).
-WRITTEN_OPERANDS = frozenset({"dst"})
+WRITTEN_OPERANDS = frozenset({"dst", "dst_sum"})
 
 
 def _elements(tile: TileAP) -> np.ndarray:

@@ -61,6 +61,7 @@ void UnaryFloat(AluOp op, T* x, size_t n) {
     case AluOp::kIsFinite: return Map1(x, n, [](T v) { return std::isfinite(v) ? T(1) : T(0); });
     case AluOp::kReciprocal: return Map1(x, n, [](T v) { return T(1) / v; });
     case AluOp::kErf: return Map1(x, n, [](T v) { return std::erf(v); });
+    case AluOp::kSquare: return Map1(x, n, [](T v) { return v * v; });
     default: return;  // rejected by CheckAluOp
   }
 }

@@ -20,6 +20,7 @@ void RunVectorInstruction(Machine& machine, const Instruction& inst);
 
 // scalar_engine.cc
 void RunActivation(Machine& machine, const Activation& activation);
+void RunActivationReduce(Machine& machine, const ActivationReduce& activation);
 
 // gpsimd_engine.cc: the gp_* general-purpose ops over HBM.
 void RunGpSimdInstruction(Machine& machine, const Instruction& inst);

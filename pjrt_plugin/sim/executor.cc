@@ -22,6 +22,7 @@ void Run(Machine& machine, const Instruction& inst) {
     case Opcode::kMatmul: return RunMatmul(machine, std::get<Matmul>(inst.operands));
     case Opcode::kTranspose: return RunTranspose(machine, std::get<Transpose>(inst.operands));
     case Opcode::kActivation: return RunActivation(machine, std::get<Activation>(inst.operands));
+    case Opcode::kActivationReduce: return RunActivationReduce(machine, std::get<ActivationReduce>(inst.operands));
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
     case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary:
       return RunVectorInstruction(machine, inst);

@@ -466,6 +466,19 @@ Status CheckInstruction(const Program& program, const Instruction& inst) {
       TRN_RETURN_IF_ERROR(SameTileShape(a.dst, a.src));
       return PerPartitionScalar(a.bias, a.src);
     }
+    case Opcode::kActivationReduce: {
+      const auto& a = std::get<ActivationReduce>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(a.func), 1, DType::kF32));
+      TRN_RETURN_IF_ERROR(SameTileShape(a.dst, a.src));
+      TRN_RETURN_IF_ERROR(PerPartitionScalar(a.scale, a.src));
+      TRN_RETURN_IF_ERROR(PerPartitionScalar(a.bias, a.src));
+      if (!a.has_sum) return Status::Ok();
+      if (!IsFloat(a.dst.dtype) || a.dst.dtype == DType::kF64) return InvalidArgument("a summed activation needs a float dst, got " + DTypeName(a.dst.dtype));
+      if (a.dst_sum.dtype != DType::kF32 || a.dst_sum.partition_count != a.dst.partition_count || a.dst_sum.free_size() != 1) {
+        return InvalidArgument("dst_sum must be fp32 [" + std::to_string(a.dst.partition_count) + ", 1], got " + Shape(a.dst_sum));
+      }
+      return Status::Ok();
+    }
     default:
       return CheckGp(program, inst);
   }

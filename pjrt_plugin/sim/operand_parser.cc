@@ -127,6 +127,17 @@ Operands Parser::ParseOperands(Opcode opcode) {
       a.bias = ReadScalarOperand();
       return a;
     }
+    case Opcode::kActivationReduce: {
+      ActivationReduce a;
+      a.func = ReadAluOp();
+      a.dst = ReadTile();
+      a.src = ReadTile();
+      a.scale = ReadScalarOperand();
+      a.bias = ReadScalarOperand();
+      a.has_sum = ReadFlag("activation_reduce sum flag") != 0;
+      if (a.has_sum) a.dst_sum = ReadTile();
+      return a;
+    }
     case Opcode::kGpElementwise: {
       GpElementwise g;
       g.op = ReadAluOp();

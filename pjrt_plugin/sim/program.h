@@ -132,6 +132,9 @@ struct TensorCopy { TileAP dst, src; };
 struct TensorTernary { AluOp op; TileAP dst, a, b, c; };
 struct TensorUnary { AluOp op; TileAP dst, src; };
 struct Activation { AluOp func; TileAP dst, src; float scale; ScalarOperand bias; };
+// dst = func(src · scale + bias) with scale an immediate or [P, 1]; with has_sum, dst_sum[p] is
+// the fp32 sum of dst's row p as written (tensor_reduce add's order: element 0 first).
+struct ActivationReduce { AluOp func; TileAP dst, src; ScalarOperand scale, bias; bool has_sum; TileAP dst_sum; };
 struct GpElementwise { AluOp op; HbmAP dst; std::vector<HbmAP> srcs; };
 struct GpCopy { HbmAP dst, src; };
 struct GpFill { HbmAP dst; Scalar value; };
@@ -198,7 +201,7 @@ struct PartitionId { HbmAP dst; };
 struct HostCallback { uint64_t callback; std::vector<HbmAP> dsts, srcs; };
 
 using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
-                              TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation,
+                              TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation, ActivationReduce,
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
                               GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
                               GpConvolution, GpReduceWindow, GpSelectAndScatter, Collective,

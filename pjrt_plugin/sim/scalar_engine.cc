@@ -1,35 +1,63 @@
 // ScalarE: dst = func(src * scale + bias), computed in fp32 whatever the tile dtypes; an
-// immediate bias of zero is no addition (signed zeros pass through).
+// immediate bias of zero is no addition (signed zeros pass through). activation_reduce's scale
+// may be per partition, and it may also sum each row of its result into an fp32 [P, 1] tile.
+#include "alu.h"
 #include "elementwise.h"
 #include "engines.h"
 
 namespace trn::sim {
+namespace {
 
-void RunActivation(Machine& machine, const Activation& a) {
-  const StridedView src = machine.View(a.src), dst = machine.View(a.dst);
+// One value per partition of a [P, 1] tile operand, or the immediate.
+Values OperandValues(Machine& machine, const ScalarOperand& s) {
+  return s.is_tile ? Gather(machine.View(s.tile), Domain::kF32) : ScalarValues(s.immediate, Domain::kF32, 1);
+}
+
+void Activate(Machine& machine, AluOp func, const TileAP& dst_ap, const TileAP& src_ap, const ScalarOperand& scale_operand,
+              const ScalarOperand& bias_operand) {
+  const StridedView src = machine.View(src_ap), dst = machine.View(dst_ap);
   const int64_t total = dst.num_elements();
-  // The bias is read whole before anything is written, so only src decides the chunking.
-  const Values bias = a.bias.is_tile ? Gather(machine.View(a.bias.tile), Domain::kF32)
-                                     : ScalarValues(a.bias.immediate, Domain::kF32, 1);
-  const int64_t row_length = a.bias.is_tile ? a.src.free_size() : total;
-  const float scale = a.scale;
+  // Per-partition operands are read whole before anything is written, so only src decides the
+  // chunking.
+  const Values scale = OperandValues(machine, scale_operand), bias = OperandValues(machine, bias_operand);
+  const bool per_partition = scale_operand.is_tile || bias_operand.is_tile;
+  const int64_t row_length = per_partition ? src_ap.free_size() : total;
   ForEachChunk(total, CanChunk(dst, {src}), [&](int64_t first, int64_t n) {
     Values x = Values::Uninitialized(Domain::kF32, n);
     GatherRange(src, first, x);
     float* v = x.f32.data();
-    if (a.bias.is_tile) {
+    const Values s = scale_operand.is_tile ? RepeatEach(scale, row_length, first, n) : scale;
+    const int64_t s_step = scale_operand.is_tile ? 1 : 0;
+    if (bias_operand.is_tile) {
       const Values b = RepeatEach(bias, row_length, first, n);
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale + b.f32[i];
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * s.f32[i * s_step] + b.f32[i];
     } else if (bias.f32[0] != 0.0f) {
       const float b = bias.f32[0];
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale + b;
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * s.f32[i * s_step] + b;
     } else {
       // A zero bias adds nothing: x + 0 would turn -0 into +0 (sqrt(-0) must stay -0).
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * scale;
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * s.f32[i * s_step];
     }
-    ApplyUnary(a.func, DType::kF32, x);
+    ApplyUnary(func, DType::kF32, x);
     ScatterRange(x, dst, first);
   });
+}
+
+}  // namespace
+
+void RunActivation(Machine& machine, const Activation& a) {
+  ScalarOperand scale{};
+  scale.immediate = Scalar{DType::kF32, a.scale, 0};
+  Activate(machine, a.func, a.dst, a.src, scale, a.bias);
+}
+
+void RunActivationReduce(Machine& machine, const ActivationReduce& a) {
+  Activate(machine, a.func, a.dst, a.src, a.scale, a.bias);
+  if (!a.has_sum) return;
+  // The sum reads dst as written (rounded to its dtype) and folds it as tensor_reduce add does,
+  // so a fused exp-and-sum has the bits of the activation followed by the reduce.
+  const Values written = Gather(machine.View(a.dst), Domain::kF32);
+  Scatter(ReduceRows(AluOp::kAdd, written, a.dst.partition_count, a.dst.free_size(), nullptr), machine.View(a.dst_sum));
 }
 
 }  // namespace trn::sim

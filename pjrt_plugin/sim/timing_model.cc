@@ -13,6 +13,9 @@ constexpr double kMinCycles = 64;
 // The stationary operand's load overlaps the running matmul; below 64 columns it still costs
 // 64 cycles ("max(min(64, N_stationary), N_moving)").
 constexpr double kStationaryLoadCycles = 64;
+// ScalarE activation with the free-axis sum: "max(64, N); with free-axis reduce + 64" (the
+// v2 figure; est. on v3/v4 like ScalarE's other costs).
+constexpr double kActivationReduceCycles = 64;
 // VectorE reciprocal: max(64, 8N).
 constexpr double kReciprocalCyclesPerElement = 8;
 // est.: a ternary op streams three inputs through the two-input datapath of tensor_tensor
@@ -388,6 +391,13 @@ InstructionTiming ComputeTiming(const Program& program, const Instruction& inst)
       const double cycles = t.instruction_fixed_cycles + std::max(kMinCycles, static_cast<double>(a.src.free_size()));
       const double ns = cycles / t.scalar_clock_ghz;
       return {ns, ns, TileBytes(a.src) + TileBytes(a.dst), 0};
+    }
+    case Opcode::kActivationReduce: {
+      const auto& a = std::get<ActivationReduce>(inst.operands);
+      const double sum_cycles = a.has_sum ? kActivationReduceCycles : 0;
+      const double cycles = t.instruction_fixed_cycles + std::max(kMinCycles, static_cast<double>(a.src.free_size())) + sum_cycles;
+      const double ns = cycles / t.scalar_clock_ghz;
+      return {ns, ns, TileBytes(a.src) + TileBytes(a.dst) + (a.has_sum ? TileBytes(a.dst_sum) : 0), 0};
     }
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
     case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary: {
