@@ -1,5 +1,7 @@
 """concatenate and slice in long contiguous runs are DMA copies spread over the queues (native),
-matching the CPU backend; copies in short runs stay GpSimd copies; the DMA copy is faster."""
+matching the CPU backend; copies in short runs stay GpSimd copies; the DMA copy is faster. A
+transpose that is not a view and keeps its innermost dim (attention's head merge) is DMA copies
+in runs of that dim; one that moves the innermost dim stays GpSimd."""
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +33,11 @@ CASES = [  # (name, f, shapes, dtype, the lowering the op gets)
     ("slice rows and columns", lambda a: a[3:290, 128:900], [(300, 1024)], np.float32, "native"),
     ("slice a whole 1-D run", lambda a: a[100:5000], [(8192,)], np.int32, "native"),
     ("slice with steps", lambda a: a[3:290:2, 1:900:3], [(300, 1024)], np.float32, "gpsimd"),
+    ("head merge", lambda x: jnp.sin(x.transpose(0, 2, 1, 3)), [(2, 16, 130, 64)],
+     ml_dtypes.bfloat16, "native"),
+    ("head merge of short rows", lambda x: jnp.sin(x.transpose(0, 2, 1, 3)), [(2, 4, 30, 8)],
+     np.float32, "gpsimd"),
+    ("2-D transpose", lambda x: jnp.sin(x.T), [(300, 200)], np.float32, "gpsimd"),
 ]
 
 
@@ -38,7 +45,8 @@ CASES = [  # (name, f, shapes, dtype, the lowering the op gets)
 def test_copies_match_cpu_and_take_dma_in_long_runs(name, f, shapes, dtype, kind):
   args = [_data(s, dtype, i) for i, s in enumerate(shapes)]
   harness.check(f, *args)
-  op = "stablehlo.concatenate" if "concat" in name else "stablehlo.slice"
+  op = ("stablehlo.concatenate" if "concat" in name else
+        "stablehlo.slice" if "slice" in name else "stablehlo.transpose")
   assert _kind(op) == kind, name
 
 
@@ -55,3 +63,14 @@ def test_dma_copy_beats_the_gpsimd_copy(monkeypatch):
   gpsimd = _device_time_ns(concat, args)
   assert _kind("stablehlo.concatenate") == "gpsimd"
   assert native < 0.25 * gpsimd, (native, gpsimd)
+
+
+def test_dma_transpose_beats_the_gpsimd_copy(monkeypatch):
+  args = [_data((16, 512, 64), ml_dtypes.bfloat16)]
+  merge = lambda x: jnp.sin(x.transpose(1, 0, 2))
+  native = _device_time_ns(merge, args)
+  assert _kind("stablehlo.transpose") == "native"
+  monkeypatch.setattr(dma_copies, "MIN_TRANSPOSE_RUN_BYTES", 1 << 40)
+  gpsimd = _device_time_ns(merge, args)
+  assert _kind("stablehlo.transpose") == "gpsimd"
+  assert native < 0.5 * gpsimd, (native, gpsimd)

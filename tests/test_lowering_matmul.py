@@ -14,6 +14,7 @@ import pytest
 
 import compiler_harness as harness
 from cpu_reference import sum_of_products_bounds
+from hlo_lowering.program import Memory, read_program
 from jax_trn import compilation
 
 SIZES = [1, 127, 128, 129, 200, 300, 513]
@@ -208,3 +209,18 @@ def test_value_returned_directly_and_through_a_reshape():
   a, b = _data((40, 50), np.float32, 1), _data((50, 60), np.float32, 2)
   harness.check(lambda a, b: (a @ b, (a @ b).reshape(-1), (a @ b).reshape(60, 40)), a, b,
                 scale=8)
+
+
+def test_psum_evictions_alternate_between_vector_and_scalar_engines():
+  """The resident-rhs schedule evicts its PSUM banks on VectorE and ScalarE in turn: the output
+  tiles of a [512, 256] x [256, 1024] matmul (4 m-tiles x 2 n-blocks) are half `activation`
+  copies (the fp32 PSUM sources; the lhs transposes' PSUM tiles are bf16)."""
+  a, b = _data((512, 256), ml_dtypes.bfloat16, 1), _data((256, 1024), ml_dtypes.bfloat16, 2)
+  _check_native(lambda a, b: a @ b, a, b, contraction=256)
+  program = read_program(harness.compile_fn(lambda a, b: a @ b, a, b))
+  from_psum = {"ACTIVATION": 0, "TENSOR_COPY": 0}
+  for block in program.blocks:
+    for inst in block.instructions:
+      if inst.opcode.name in from_psum and inst.operands["src"].memory == Memory.PSUM:
+        from_psum[inst.opcode.name] += inst.operands["src"].dtype.name == "F32"
+  assert from_psum == {"ACTIVATION": 4, "TENSOR_COPY": 4}

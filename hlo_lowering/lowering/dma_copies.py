@@ -1,4 +1,4 @@
-"""Native lowerings of concatenate and slice as DMA copies between HBM views.
+"""Native lowerings of concatenate, slice and transpose as DMA copies between HBM views.
 
 Both ops only move data: each result piece is a strided view of the result (a concatenate
 operand's slot) or of the operand (a slice), so the copy is one access pattern to another. A
@@ -7,6 +7,12 @@ on both sides and its runs are at least `MIN_RUN_BYTES` long, the copy is split 
 outermost dim into one DMA per queue (the back end's round robin spreads them), instead of one
 GpSimd gp_copy (gpsimd/data_movement.py), which moves a piece at about one DMA queue's rate.
 Shorter runs (a transposing or element-strided copy) stay on GpSimd: a DMA pays per run.
+
+A transpose that is not a view (views.py) and keeps its innermost dim innermost (attention's
+head split and merge, [b, t, h, d] <-> [b, h, t, d]) moves runs of that dim: with runs of at least
+`MIN_TRANSPOSE_RUN_BYTES` the copy is DMAs too. Even at 64 B runs (20 % of a DMA engine's rate,
+the per-run cost being 256 B of transfer) the 16 engines of the split copy move about 3x what
+GpSimd's copy does through its one engine (a [16, 2048, 64] bf16 head merge: 365 us on GpSimd).
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tiling import MIN_RUN_BYTES
+from hlo_lowering.lowering.views import transpose_is_view
+
+MIN_TRANSPOSE_RUN_BYTES = 64
 
 
 def _collapsed(dst: Place, src: Place) -> tuple[Place, Place]:
@@ -88,3 +97,22 @@ def lower_concatenate(ctx: LoweringContext, op: Op) -> None:
                    describe=_DESCRIBE)
 def lower_slice(ctx: LoweringContext, op: Op) -> None:
   _copy(ctx, ctx.new_result(op.result), slice_source(ctx, op))
+
+
+def _transposed(ctx: LoweringContext, op: Op) -> Place:
+  return ctx.place(op.operands[0]).permuted(op.attrs["permutation"])
+
+
+def _transpose_in_runs(ctx: LoweringContext, op: Op) -> bool:
+  if transpose_is_view(ctx, op):
+    return False  # views.py's rule: no data moves
+  dst, src = _collapsed(Place.dense(0, op.result.shape, op.result.dtype), _transposed(ctx, op))
+  return (not dst.size or src.strides[-1] == 1
+          and dst.shape[-1] * dst.dtype.itemsize >= MIN_TRANSPOSE_RUN_BYTES)
+
+
+@register_lowering("stablehlo.transpose", kind="native", when_placed=_transpose_in_runs,
+                   describe=f"not a view, the innermost dim kept innermost, in runs of >= "
+                            f"{MIN_TRANSPOSE_RUN_BYTES} B")
+def lower_transpose(ctx: LoweringContext, op: Op) -> None:
+  _copy(ctx, ctx.new_result(op.result), _transposed(ctx, op))

@@ -329,10 +329,24 @@ def lower_convert(ctx: LoweringContext, op: Op) -> None:
     ctx.dma(converted.collapsed_ap(),
             Place(source.tensor, source.offset, distinct, source.strides, source.dtype).ap())
     ctx.set_place(op.result, converted.broadcast(op.result.shape, range(len(distinct))))
+    scalar = _exact_conversion(ctx.splat(op.operands[0]), op.result.dtype)
+    if scalar is not None:
+      ctx.set_splat(op.result, scalar)  # consumers take it as an immediate, not a stride-0 load
     return
   out = ctx.new_result(op.result)
   if out.size:
     ctx.dma(out.collapsed_ap(), source.ap())
+
+
+def _exact_conversion(scalar, dtype: DType):
+  """`scalar` (a known splat, or None) in `dtype` when the conversion is exact (no rounding for
+  the DMA and numpy to disagree on), else None."""
+  if scalar is None:
+    return None
+  converted = np.asarray(scalar).astype(dtype.numpy)
+  with np.errstate(invalid="ignore", over="ignore"):
+    exact = converted.astype(np.asarray(scalar).dtype) == scalar
+  return converted[()] if exact else None
 
 
 def _describe(name: str) -> str:

@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hlo_lowering.ir import Op
+from hlo_lowering.lowering.broadcast_store import innermost_broadcast, store_broadcast
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.matmul_resident import (DMA_TRANSPOSE_MAX_ROWS, MatmulTiling,
                                                    ResidentRhsMatmul, Span, spans)
@@ -282,11 +283,47 @@ class _Matmul(MatmulTiling):
                             "float result")
 def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
   lhs, rhs = op.operands
-  out = ctx.new_result(op.result)
   if lhs.shape[2] == 0:
     # An empty contraction: every element is 0, broadcast from one constant element.
+    out = ctx.new_result(op.result)
     zero = ctx.constant_tensor(np.zeros((1,), out.dtype.numpy))
     ctx.dma(out.collapsed_ap(), HbmAP(zero, 0, ((0, out.size),)))
     return
   lhs, rhs = ctx.place(lhs), ctx.place(rhs)
+  distinct = _distinct_shape(lhs, rhs)
+  if distinct == op.result.shape:
+    _emit_matmul(ctx, lhs, rhs, ctx.new_result(op.result))
+    return
+  # Output elements along a broadcast dim are equal (the same products summed in the same
+  # order): only the distinct ones are computed, and the result is their broadcast, stored
+  # dense on chip when it is a program output.
+  b, m, n = distinct
+  tensor = ctx.builder.tensor(kind="temporary", dtype=op.result.dtype, shape=distinct,
+                              name=f"t{len(ctx.builder.tensors)}")
+  small = Place.dense(tensor, distinct, op.result.dtype)
+  _emit_matmul(ctx, _take(lhs, (b, m, lhs.shape[2])), _take(rhs, (b, rhs.shape[1], n)), small)
+  result = small.broadcast(op.result.shape, range(3))
+  if not ctx.output_planned(op.result):
+    ctx.set_place(op.result, result)
+  elif innermost_broadcast((out := ctx.new_result(op.result)), result):
+    store_broadcast(ctx, out, result)
+  else:
+    ctx.dma(out.collapsed_ap(), result.collapsed_ap())
+
+
+def _distinct_shape(lhs: Place, rhs: Place) -> tuple[int, int, int]:
+  """The output [B, M, N] with 1 on each dim along which every output element is the same: rows
+  of an lhs broadcast along M (stride 0: the summed loss's cotangent in `ones @ w.T`), columns
+  of an rhs broadcast along N (`x.T @ ones`), batches both operands broadcast along."""
+  (batch, m, _), n = lhs.shape, rhs.shape[2]
+  return (1 if lhs.strides[0] == rhs.strides[0] == 0 else batch,
+          1 if lhs.strides[1] == 0 else m, 1 if rhs.strides[2] == 0 else n)
+
+
+def _take(place: Place, shape: tuple[int, ...]) -> Place:
+  """The leading `shape` corner of `place` (same strides)."""
+  return Place(place.tensor, place.offset, shape, place.strides, place.dtype)
+
+
+def _emit_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place) -> None:
   (ResidentRhsMatmul.plan(ctx, lhs, rhs, out) or _Matmul(ctx, lhs, rhs, out)).emit()

@@ -36,7 +36,7 @@ from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix)
-from hlo_lowering.program import DType, HbmAP, Memory, TileAP
+from hlo_lowering.program import Alu, DType, HbmAP, Memory, TileAP
 
 # lhs^T tiles of at most this many rows are loaded with a transposing DMA; its cost grows with
 # the element count (one element per contiguous run), a TensorE transpose's does not.
@@ -367,12 +367,19 @@ class ResidentRhsMatmul(MatmulTiling):
                       ((2, rows),))
 
   def _evict(self, s: int, j: int, block: Span, bank: TileAP, target: int, step: int) -> None:
-    """VectorE copies n-block j's bank into an output tile (the output dtype); a DMA stores it."""
+    """VectorE or ScalarE copies n-block j's bank into an output tile (the output dtype); a DMA
+    stores it. The two engines take turns by n-block and step parity (so loop bodies repeat):
+    ScalarE's `activation` copy computes in fp32 (PSUM's dtype, times 1, a zero bias adds
+    nothing) and converts like VectorE's, so the result is the same. Evictions are most of the
+    VectorE work of attention's q·kᵀ, and ScalarE is mostly idle in matmul code."""
     rows = self.m_tiles[s].count
     _, om, on = self.out.strides
     tile = self._sbuf(self.out.dtype, rows, self.output_ring[self._parity(s) * self._blocks + j],
                       ((1, block.count),))
-    self.ctx.builder.tensor_copy(tile, bank, debug=self.ctx.debug_id)
+    if (self._parity(s) + j) % 2:
+      self.ctx.builder.activation(Alu.COPY, tile, bank, debug=self.ctx.debug_id)
+    else:
+      self.ctx.builder.tensor_copy(tile, bank, debug=self.ctx.debug_id)
     self._dma(LOAD_QUEUES + self._parity(s) * self._blocks + j,
               HbmAP(self.out.tensor, target, ((om, rows), (on, block.count))), tile, "dst", step,
               "out")

@@ -66,12 +66,12 @@ def lower_reshape(ctx: LoweringContext, op: Op) -> None:
   ctx.set_place(op.result, view)
 
 
-def _transpose_is_view(ctx: LoweringContext, op: Op) -> bool:
+def transpose_is_view(ctx: LoweringContext, op: Op) -> bool:
   view = ctx.place(op.operands[0]).permuted(op.attrs["permutation"])
   return consumers_read_views(ctx, op.result, view)
 
 
-@register_lowering("stablehlo.transpose", kind="native", when_placed=_transpose_is_view,
+@register_lowering("stablehlo.transpose", kind="native", when_placed=transpose_is_view,
                    describe="every consumer reads strided views (a view, no data moves)")
 def lower_transpose(ctx: LoweringContext, op: Op) -> None:
   operand = op.operands[0]
