@@ -3,8 +3,10 @@ gp_select_and_scatter (docs/program-format.md).
 
 reduce_window covers max/avg pooling (jax.lax.reduce_window, flax's pools) and the cumulative
 reductions (jnp.cumsum/cumprod/cummax/cummin lower to a reduce_window whose window spans the axis
-with padding on one side). One operand; the body must be one of the reducers canonicalize names
-(add, max, min, mul, and, or, xor). select_and_scatter is the gradient of max/min pooling: the
+with padding on one side). One operand with one of the reducers canonicalize names (add, max,
+min, mul, and, or, xor) is one gp_reduce_window; any other (several operands, as in JAX's jvp
+of max pooling, or any body) is one gp_region_reduce_window, its body a region program
+(gpsimd/region_program.py) folded in the same order from the inits. select_and_scatter is the gradient of max/min pooling: the
 select region must be one compare of the two arguments (GE/GT/LE/LT, not TOTALORDER on floats)
 and the scatter region a reducer (add, max, min, mul). A compile-time init is the instruction's
 immediate; a runtime one is combined afterwards (exact for max/min, a different rounding order
@@ -20,6 +22,7 @@ from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.gpsimd.comparators import unrecognised_region
 from hlo_lowering.lowering.gpsimd.reduce import REDUCERS, identity
+from hlo_lowering.lowering.gpsimd.region_program import compile_region
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.passes.canonicalize import _REDUCER_BODIES
 from hlo_lowering.program import Alu, Scalar
@@ -96,14 +99,11 @@ def _combine_runtime_init(ctx: LoweringContext, op: Alu, out, init) -> None:
 
 
 @register_lowering("stablehlo.reduce_window", kind="gpsimd",
-                   when=lambda op: len(op.operands) == 2,
+                   when=lambda op: len(op.operands) == 2 and op.attrs.get("reducer") in REDUCERS,
                    describe="one input, body add, max, min, mul, and, or or xor")
 def lower_reduce_window(ctx: LoweringContext, op: Op) -> None:
   operand, init = op.operands
-  reducer = op.attrs.get("reducer")
-  if reducer not in REDUCERS:
-    raise unrecognised_region(op, "a reduce_window whose body is not one add, max, min, mul, "
-                                  "and, or or xor of its two arguments")
+  reducer = op.attrs["reducer"]
   rank = operand.type.rank
   window = _window(op, rank)
   out = ctx.new_result(op.result)
@@ -121,6 +121,30 @@ def lower_reduce_window(ctx: LoweringContext, op: Op) -> None:
                                window, debug=ctx.debug_id)
   if init_scalar is None:
     _combine_runtime_init(ctx, REDUCERS[reducer], out, init)
+
+
+@register_lowering("stablehlo.reduce_window", kind="gpsimd",
+                   describe="any number of inputs, any body of elementwise ops (a region program)")
+def lower_region_reduce_window(ctx: LoweringContext, op: Op) -> None:
+  n = len(op.results)
+  inputs, inits = op.operands[:n], op.operands[n:]
+  rank = inputs[0].type.rank
+  window = _window(op, rank)
+  region = compile_region(op, outer_splat=ctx.splat)
+  outs = [ctx.new_result(result) for result in op.results]
+  if not outs[0].size:
+    return
+  init_places = [ctx.place(init).broadcast(out.shape, []) for init, out in zip(inits, outs)]
+  if not inputs[0].type.size:  # every window lies in the padding: init everywhere
+    for out, init in zip(outs, init_places):
+      ctx.builder.gp_copy(out.ap(), init.ap(), debug=ctx.debug_id)
+    return
+  if rank == 0:
+    window = [(1, 1, 1, 1, 0, 0)]
+  ctx.builder.gp_region_reduce_window([out.ap() for out in outs],
+                                      [ctx.place(v).ap() for v in inputs],
+                                      [init.ap() for init in init_places], window, region.words,
+                                      debug=ctx.debug_id)
 
 
 @register_lowering("stablehlo.select_and_scatter", kind="gpsimd",
