@@ -104,7 +104,7 @@ LIMITATIONS: tuple[Limitation, ...] = (
                  "region", "region programs are ALU steps over scalars "
                  "(lowering/gpsimd/region_program.py)", form="region-op-without-step")
       for op in ("stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter",
-                 "stablehlo.sort")),
+                 "stablehlo.sort", "stablehlo.select_and_scatter")),
     Limitation("stablehlo.reduce_precision", "fp8 operands", "decompose-reduce-precision follows "
                "XLA's IEEE bit decomposition, which fp8 NaN/Inf encodings do not fit; no rule",
                dtypes=("float8_e4m3fn", "float8_e5m2")),
@@ -117,8 +117,9 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation("stablehlo.select_and_scatter", "all", "runs as one gp_select_and_scatter", GPSIMD),
     Limitation("stablehlo.select_and_scatter", "a select region other than one GE/GT/LE/LT "
                "compare of its arguments (or a TOTALORDER float compare), or a scatter region "
-               "other than add, max, min or mul", "regions are matched, not interpreted",
-               form="foreign-select-and-scatter"),
+               "other than add, max, min or mul", "the regions run as region programs: a "
+               "gp_region_reduce_window picks each window's position, a gp_region_scatter "
+               "combines the source onto it", GPSIMD, form="region-select-and-scatter"),
     Limitation("stablehlo.rng_bit_generator", "signed or float bits, or a state shape the "
                "algorithm does not take (THREE_FRY: u64[2]; PHILOX/DEFAULT: u64[2] or u64[3])",
                "decompose-rng-bit-generator raises a CompileError naming the algorithm: JAX and "

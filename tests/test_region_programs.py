@@ -293,3 +293,54 @@ def test_malformed_region_is_rejected_by_the_loader(patch, message):
   with pytest.raises(ValueError, match=message):
     harness.run_program(_region_reduce_program(words),
                         [np.zeros((2, 3), np.float32), np.zeros(1, np.float32)])
+
+
+# --- select_and_scatter ---------------------------------------------------------------------
+
+_SELECT_AND_SCATTER = """
+func.func @main(%x: tensor<7x6xf32>, %s: tensor<3x3xf32>) -> tensor<7x6xf32> {
+  %init = stablehlo.constant dense<0.5> : tensor<f32>
+  %r = "stablehlo.select_and_scatter"(%x, %s, %init) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %aa = stablehlo.abs %a : tensor<f32>
+    %ab = stablehlo.abs %b : tensor<f32>
+    %keep = stablehlo.compare LE, %aa, %ab, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %keep : tensor<i1>
+  }, {
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %t = stablehlo.multiply %a, %b : tensor<f32>
+    %u = stablehlo.add %t, %b : tensor<f32>
+    stablehlo.return %u : tensor<f32>
+  }) {window_dimensions = array<i64: 3, 2>, window_strides = array<i64: 2, 2>,
+      padding = dense<[[0, 0], [0, 0]]> : tensor<2x2xi64>}
+     : (tensor<7x6xf32>, tensor<3x3xf32>, tensor<f32>) -> tensor<7x6xf32>
+  return %r : tensor<7x6xf32>
+}"""
+
+
+@pytest.mark.parametrize("padding", ["[[0, 0], [0, 0]]", "[[1, 1], [1, 1]]"])
+def test_select_and_scatter_with_any_regions(padding):
+  # Select the smallest |x| (the first on ties), scatter a·b + b: neither region is matched.
+  harness.native()
+  text = _SELECT_AND_SCATTER.replace("[[0, 0], [0, 0]]", padding)
+  pad = 1 if padding.startswith("[[1") else 0
+  x = _data((7, 6))
+  x[0, :2] = x[1, :2]  # ties
+  rows, cols = (7 + 2 * pad - 3) // 2 + 1, (6 + 2 * pad - 2) // 2 + 1
+  text = text.replace("tensor<3x3xf32>", f"tensor<{rows}x{cols}xf32>")
+  s = _data((rows, cols), seed=2)
+  program = harness.compile_code(text.encode())
+  assert "gp_region_scatter" in reader.disassemble(program)
+  (out,) = harness.run_program(program, [x, s])
+  want = np.full((7, 6), np.float32(0.5))
+  for i in range(rows):
+    for j in range(cols):
+      pick = None
+      for a in range(3):
+        for b in range(2):
+          r, c = 2 * i + a - pad, 2 * j + b - pad
+          if 0 <= r < 7 and 0 <= c < 6 and (pick is None or not abs(x[pick]) <= abs(x[r, c])):
+            pick = (r, c)
+      if pick is not None:
+        want[pick] = np.float32(np.float32(want[pick] * s[i, j]) + s[i, j])
+  np.testing.assert_array_equal(out, want)

@@ -128,8 +128,11 @@ class _Compiler:
       raise self.refuse(f"applies {name} to {data.name.lower()}")
     return self.emit(alu, dtype, *operands)
 
-  def compile(self, block, arg_registers: list[int]) -> RegionProgram:
+  def inline(self, block, arg_registers: list[int]) -> list[int]:
+    """Steps for `block` with its arguments in `arg_registers`; the registers it returns."""
     for arg, register in zip(block.args, arg_registers):
+      if arg.type.rank != 0:
+        raise unrecognised_region(self.op, f"its region takes a {list(arg.shape)} argument")
       self.registers[arg] = register
     for inner in block.ops[:-1]:
       if inner.regions or len(inner.results) != 1:
@@ -141,7 +144,9 @@ class _Compiler:
     returned = block.ops[-1]
     if returned.name != "stablehlo.return":
       raise self.refuse(f"ends with {returned.name}")
-    results = [self.register(v) for v in returned.operands]
+    return [self.register(v) for v in returned.operands]
+
+  def program(self, results: list[int]) -> RegionProgram:
     words = [self.args, len(results), len(self.steps), *(int(d) for d in self.arg_dtypes),
              *results, *(w for s in self.steps for w in s)]
     return RegionProgram(tuple(words), len(self.steps))
@@ -156,7 +161,21 @@ def compile_region(op: Op, region_index: int = 0, arg_registers: list[int] | Non
   order = list(arg_registers) if arg_registers is not None else list(range(len(block.args)))
   dtypes = [DType.PRED] * len(order)
   for arg, register in zip(block.args, order):
-    if arg.type.rank != 0:
-      raise unrecognised_region(op, f"its region takes a {list(arg.shape)} argument")
     dtypes[register] = arg.dtype
-  return _Compiler(op, dtypes, outer_splat).compile(block, order)
+  compiler = _Compiler(op, dtypes, outer_splat)
+  return compiler.program(compiler.inline(block, order))
+
+
+def compile_select_fold(op: Op, index_dtype: DType, outer_splat=None) -> RegionProgram:
+  """select_and_scatter's selection as a fold over (value, flat index) pairs: arguments (picked
+  value, picked index, candidate value, candidate index); an index of -1 means nothing is picked
+  yet, so the first candidate is taken; after that the pick stays while select(picked,
+  candidate) holds (the op's select region, region 0)."""
+  block = op.regions[0].block
+  value = block.args[0].dtype
+  compiler = _Compiler(op, [value, index_dtype, value, index_dtype], outer_splat)
+  (selects,) = compiler.inline(block, [0, 2])
+  picked = compiler.emit(Alu.NE, DType.PRED, 1, compiler.constant(index_dtype, -1))
+  keep = compiler.emit(Alu.AND, DType.PRED, picked, selects)
+  return compiler.program([compiler.emit(Alu.SELECT, value, keep, 0, 2),
+                           compiler.emit(Alu.SELECT, index_dtype, keep, 1, 3)])
