@@ -344,3 +344,26 @@ def test_select_and_scatter_with_any_regions(padding):
       if pick is not None:
         want[pick] = np.float32(np.float32(want[pick] * s[i, j]) + s[i, j])
   np.testing.assert_array_equal(out, want)
+
+
+# --- JAX front ends and the timing model -----------------------------------------------------
+
+def test_frompyfunc_ufunc_reduce():
+  # a·b + a, no reducer: jnp.frompyfunc's ufunc.reduce folds it with lax.reduce.
+  ufunc = jnp.frompyfunc(lambda a, b: a * b + a, nin=2, nout=1, identity=1)
+  _exact(lambda x: ufunc.reduce(x, axis=1), _data((5, 12), np.int32))
+
+
+def _modeled_ns(f, *args) -> float:
+  _, info = harness.native().run_program(harness.compile_fn(f, *args),
+                                         [np.asarray(a) for a in args])
+  return info["device_time_ns"]
+
+
+def test_modeled_time_grows_with_the_region_length():
+  # kGpRegionCyclesPerStep: each region step is one lane-cycle per element tuple.
+  x = _data((64, 20000))
+  short = _modeled_ns(lambda x: lax.reduce(x, np.float32(0), lambda a, b: a * 0.5 + b, (1,)), x)
+  long = _modeled_ns(lambda x: lax.reduce(
+      x, np.float32(0), lambda a, b: jnp.tanh(a * 0.5 + b) * 0.25 + jnp.sin(b) - a * a, (1,)), x)
+  assert long > 2 * short, (short, long)
