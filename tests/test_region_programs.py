@@ -62,10 +62,14 @@ def test_pytree_reduce_max_with_index():
   _exact(max_with_index, x)
 
 
-@pytest.mark.parametrize("dims", [(0,), (1,), (0, 2), (0, 1, 2)])
-def test_non_associative_float_body_folds_in_xla_order(dims):
+@pytest.mark.parametrize("shape,dims", [((3, 7, 5), (0,)), ((3, 7, 5), (1,)),
+                                        ((3, 7, 5), (0, 2)), ((3, 7, 5), (0, 1, 2)),
+                                        ((2, 2000), (1,)), ((40, 3, 70), (0, 2))])
+def test_non_associative_float_body_folds_in_xla_order(shape, dims):
+  # Dims longer than 32 are split as XLA:CPU's tree-reduction-rewriter splits them (2000: two
+  # rounds of windows), then folded sequentially.
   body = lambda a, b: a * np.float32(0.5) + b
-  _exact(lambda x: lax.reduce(x, np.float32(1.0), body, dims), _data((3, 7, 5)))
+  _exact(lambda x: lax.reduce(x, np.float32(1.0), body, dims), _data(shape))
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32])
