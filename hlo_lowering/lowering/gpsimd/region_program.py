@@ -131,8 +131,9 @@ class _Compiler:
   def inline(self, block, arg_registers: list[int]) -> list[int]:
     """Steps for `block` with its arguments in `arg_registers`; the registers it returns."""
     for arg, register in zip(block.args, arg_registers):
-      if arg.type.rank != 0:
-        raise unrecognised_region(self.op, f"its region takes a {list(arg.shape)} argument")
+      if arg.type.rank != 0 or arg.dtype == DType.C64:
+        raise unrecognised_region(self.op, f"its region takes a {arg.dtype.name.lower()}"
+                                           f"{list(arg.shape)} argument")
       self.registers[arg] = register
     for inner in block.ops[:-1]:
       if inner.regions or len(inner.results) != 1:
