@@ -82,37 +82,44 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation("stablehlo.reduce", "argmax/argmin (values and indices; JAX's or torch_xla's body)",
                "no native arg-reduction; "
                "runs as one gp_arg_reduce", GPSIMD, form="arg-reduce"),
+    Limitation("stablehlo.reduce", "several inputs (other than argmax/argmin with constant inits) "
+               "or a body that is no single reducer (lax.reduce over pytrees, jnp.ufunc.reduce)",
+               "the body runs as a region program: one gp_region_reduce, folded in XLA's CPU "
+               "order", GPSIMD, form="region-reduce"),
+    Limitation("stablehlo.sort", "a comparator JAX does not emit for sort/argsort",
+               "one gp_region_sort: each comparison runs the comparator as a region program",
+               GPSIMD, form="region-sort"),
+    Limitation("stablehlo.scatter", "several operands, or an update computation other than "
+               "replace, add, max, min, mul or subtract (bools: replace, or, and, max, min); "
+               ".at[].apply, .at[].divide", "one gp_region_scatter: the update computation "
+               "runs as a region program on each update row in order", GPSIMD,
+               form="region-scatter"),
     Limitation("stablehlo.transpose", "a consumer that does not read strided views "
                "(elementwise op, return, GpSimd op)", "the result must be dense: one gp_copy",
                GPSIMD),
     # Rejected forms of supported ops.
-    Limitation("stablehlo.reduce", "several inputs with a body other than JAX's or "
-               "torch_xla's argmax/argmin comparator", "regions are matched, not interpreted "
-               "(lowering/gpsimd/comparators.py)", form="foreign-multi-reduce"),
-    Limitation("stablehlo.reduce", "argmax/argmin whose initial values are not compile-time "
-               "constants", "gp_arg_reduce takes its initial values as immediates"),
-    Limitation("stablehlo.sort", "a comparator JAX does not emit for sort/argsort",
-               "regions are matched, not interpreted (lowering/gpsimd/comparators.py)", form="foreign-comparator"),
-    Limitation("stablehlo.scatter", "several operands at once", "gp_scatter updates one operand", form="multi-operand-scatter"),
-    Limitation("stablehlo.scatter", "an update computation other than replace, add, max, min, "
-               "mul or subtract (canonicalize-scatter: add of the negated updates); on bools "
-               "other than replace, or, and, max or min",
-               "regions are matched, not interpreted"),
+    *(Limitation(op, "a body (region) holding an op other than a scalar elementwise one "
+                 "(arithmetic, compare, select, clamp, convert, bitcast_convert, bitwise, "
+                 "shifts, min/max, the float functions), e.g. reduce_precision or a nested "
+                 "region", "region programs are ALU steps over scalars "
+                 "(lowering/gpsimd/region_program.py)", form="region-op-without-step")
+      for op in ("stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter",
+                 "stablehlo.sort", "stablehlo.select_and_scatter")),
     Limitation("stablehlo.reduce_precision", "fp8 operands", "decompose-reduce-precision follows "
                "XLA's IEEE bit decomposition, which fp8 NaN/Inf encodings do not fit; no rule",
                dtypes=("float8_e4m3fn", "float8_e5m2")),
     Limitation("stablehlo.reduce_window", "all", "no native pooling/scan yet: runs as one "
-               "gp_reduce_window (pooling, cumsum/cumprod/cummax)", GPSIMD),
-    Limitation("stablehlo.reduce_window", "several inputs (variadic reduce_window, e.g. JAX's "
-               "jvp of max pooling packing value and tangent), a body that is not one add, max, "
-               "min, mul, and, or or xor of its arguments, or negative padding",
-               "gp_reduce_window folds one operand with one ALU reducer",
-               form="foreign-reduce-window"),
+               "gp_reduce_window (pooling, cumsum/cumprod/cummax), or with several inputs (JAX's "
+               "jvp of max pooling) or any other body as one gp_region_reduce_window (a region "
+               "program)", GPSIMD),
+    Limitation("stablehlo.reduce_window", "negative padding", "the window format's paddings "
+               "are >= 0 (pad the operand with a slice first)", form="negative-window-padding"),
     Limitation("stablehlo.select_and_scatter", "all", "runs as one gp_select_and_scatter", GPSIMD),
     Limitation("stablehlo.select_and_scatter", "a select region other than one GE/GT/LE/LT "
                "compare of its arguments (or a TOTALORDER float compare), or a scatter region "
-               "other than add, max, min or mul", "regions are matched, not interpreted",
-               form="foreign-select-and-scatter"),
+               "other than add, max, min or mul", "the regions run as region programs: a "
+               "gp_region_reduce_window picks each window's position, a gp_region_scatter "
+               "combines the source onto it", GPSIMD, form="region-select-and-scatter"),
     Limitation("stablehlo.rng_bit_generator", "signed or float bits, or a state shape the "
                "algorithm does not take (THREE_FRY: u64[2]; PHILOX/DEFAULT: u64[2] or u64[3])",
                "decompose-rng-bit-generator raises a CompileError naming the algorithm: JAX and "

@@ -490,8 +490,7 @@ NAMED_BY_TYPE = {
 }
 # Programs that exercise a limitation of an op rather than its supported forms: (op, index) ->
 # the limitations.py form tag, so the case runs under limitations.marks().
-LIMITED = {("stablehlo.reduce", 3): "foreign-multi-reduce",
-           ("stablehlo.custom_call", 0): "foreign-custom-call"}
+LIMITED = {("stablehlo.custom_call", 0): "foreign-custom-call"}
 
 ROWS = {row.op: row for row in coverage.table()}
 

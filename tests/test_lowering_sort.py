@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering.errors import CompileError
+from hlo_lowering.program import reader
 from jax_trn import compilation
 
 
@@ -86,13 +86,11 @@ def test_sort_zero_size_and_scalar_rows():
   harness.check(lambda x: jnp.argsort(x, axis=0), np.ones((1, 4), np.float32))
 
 
-def test_unrecognised_variadic_reduce_body_is_a_compile_error():
-  def odd_reduce(x):
-    return jax.lax.reduce((x, x), (0.0, 0.0), lambda a, b: (a[0] + b[1], a[1] * b[0]), (0,))
+def test_variadic_reduce_with_another_body_runs_as_a_region_program():
+  def crossed_reduce(x):
+    return jax.lax.reduce((x, x), (0.0, 1.0), lambda a, b: (a[0] + b[1], a[1] * b[0]), (0,))
 
-  with pytest.raises(CompileError, match=r"stablehlo.reduce .*neither JAX's argmax/argmin.* at "
-                                         r".*test_lowering_sort.py:\d+"):
-    harness.compile_fn(odd_reduce, np.ones(4, np.float32))
+  harness.check(crossed_reduce, np.linspace(0.5, 2.0, 12, dtype=np.float32).reshape(4, 3))
 
 
 # torch_xla's argmax/argmin and torch.max/min(x, dim): XLA's select body (the HLO torch_xla 2.9
@@ -170,12 +168,24 @@ def test_torch_xla_arg_reduce_body_semantics_by_hand():
   assert indices.tolist() == [4, 5, 2] and values[0] == 2.0 and values[2] == -1.0
 
 
-def test_torch_xla_body_with_another_comparison_is_a_compile_error():
-  text, _ = _torch_arg_reduce(np.ones((2, 3), np.float32), 1, "GE")
-  text = text.replace("stablehlo.minimum %ai", "stablehlo.maximum %ai")
-  with pytest.raises(CompileError, match=r"neither JAX's argmax/argmin comparator nor torch_xla"):
-    harness.compile_code(text.encode())
-  text, _ = _torch_arg_reduce(np.ones((2, 3), np.float32), 1, "GE")
-  text = text.replace("compare GE, %a", "compare GT, %a")
-  with pytest.raises(CompileError, match=r"neither JAX's argmax/argmin comparator nor torch_xla"):
-    harness.compile_code(text.encode())
+@pytest.mark.parametrize("change", ["maximum", "GT"])
+def test_torch_xla_body_with_another_comparison_runs_as_a_region_program(change):
+  x = np.array([[1.0, 3.0, 3.0, 2.0, 3.0, 0.5], [0.0, 0.0, -1.0, 0.0, 4.0, 4.0]], np.float32)
+  text, _ = _torch_arg_reduce(x, 1, "GE")
+  text = text.replace("stablehlo.minimum %ai", "stablehlo.maximum %ai") if change == "maximum" \
+      else text.replace("compare GE, %a", "compare GT, %a")
+  program = harness.compile_code(text.encode())
+  assert "gp_region_reduce" in reader.disassemble(program)
+  values, indices = harness.run_program(program, [x])
+  want_values, want_indices = [], []
+  for row in x:  # the changed body folded by hand, the accumulator first
+    acc, acc_i = np.float32(-np.inf), 0
+    for i, v in enumerate(row):
+      keep = acc >= v if change == "maximum" else acc > v
+      tie = max(acc_i, i) if change == "maximum" else min(acc_i, i)
+      acc_i = tie if acc == v else (acc_i if keep else i)
+      acc = acc if keep else v
+    want_values.append(acc)
+    want_indices.append(acc_i)
+  np.testing.assert_array_equal(values, np.array(want_values, np.float32))
+  np.testing.assert_array_equal(indices, np.array(want_indices, np.int32))

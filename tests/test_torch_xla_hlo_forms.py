@@ -133,11 +133,13 @@ def test_torch_any_all_bodies_reduce_on_gpsimd(op, init, expected):
   np.testing.assert_array_equal(harness.run_program(program, [x])[0], expected(x > 0, axis=1))
 
 
-def test_pred_body_that_is_no_reducer_stays_refused():
-  # x != y for the first argument only: not associative over the inputs, no reducer.
+def test_pred_body_that_is_no_reducer_runs_as_a_region_program():
+  # and(acc, acc): no reducer, the accumulator keeps its init; a region program folds it.
+  harness.native()
   body = _BOOL_REDUCE.replace("%c = stablehlo.OP %na, %nb", "%c = stablehlo.and %na, %na")
-  with pytest.raises(CompileError, match="stablehlo.reduce is not supported"):
-    harness.compile_code(_proto(body.replace("INIT", "true")), "hlo")
+  program = harness.compile_code(_proto(body.replace("INIT", "true")), "hlo")
+  x = np.array([[-1] * 8, [1] * 8, [-1] * 7 + [1], [1] * 7 + [-1]], np.float32)
+  np.testing.assert_array_equal(harness.run_program(program, [x])[0], np.ones(4, bool))
 
 
 # randperm's shuffle step as hlo_to_stablehlo converts it: one s64[1] index vector.

@@ -35,6 +35,10 @@ def _hbm(ap, where: str) -> HbmAP:
   return _expect(ap, HbmAP, where, "an HbmAP")
 
 
+def _hbms(aps, where: str) -> list[HbmAP]:
+  return [_hbm(ap, where) for ap in aps]
+
+
 def _endpoint(ap, where: str):
   return _expect(ap, (HbmAP, TileAP), where, "an HbmAP or TileAP")
 
@@ -331,6 +335,34 @@ class ProgramBuilder:
     self._emit(Opcode.GP_SELECT_AND_SCATTER, Stream.POOL, debug, select_op=Alu(select_op),
                op=Alu(op), dst=dst, operand=operand, source=source,
                init=_scalar(init, "gp_select_and_scatter"), window=_flat(window))
+
+  # --- GpSimd ops with a region program body (docs/program-format.md, "Region programs") -----
+
+  def gp_region_reduce(self, dsts, srcs, inits, reduced, region, debug=None):
+    """dsts[i] = inits[i] folded with `region` (its words) over the last `reduced` dims of
+    srcs[i], in row-major order."""
+    self._emit(Opcode.GP_REGION_REDUCE, Stream.POOL, debug, reduced=reduced,
+               dsts=_hbms(dsts, "gp_region_reduce"), srcs=_hbms(srcs, "gp_region_reduce"),
+               inits=_hbms(inits, "gp_region_reduce"), region=list(region))
+
+  def gp_region_reduce_window(self, dsts, srcs, inits, window, region, debug=None):
+    """gp_reduce_window over several operands, folded by `region` from inits."""
+    name = "gp_region_reduce_window"
+    self._emit(Opcode.GP_REGION_REDUCE_WINDOW, Stream.POOL, debug, dsts=_hbms(dsts, name),
+               srcs=_hbms(srcs, name), inits=_hbms(inits, name), window=_flat(window),
+               region=list(region))
+
+  def gp_region_scatter(self, dsts, updates, indices, region, debug=None):
+    """Each row n of updates[i] combined by `region` into the window of dsts[i] at
+    indices[n, :], n in order; a window not wholly inside is skipped."""
+    name = "gp_region_scatter"
+    self._emit(Opcode.GP_REGION_SCATTER, Stream.POOL, debug, dsts=_hbms(dsts, name),
+               updates=_hbms(updates, name), indices=_hbm(indices, name), region=list(region))
+
+  def gp_region_sort(self, dsts, srcs, region, debug=None):
+    """Stable sort of every operand along the last dim by the comparator `region`."""
+    self._emit(Opcode.GP_REGION_SORT, Stream.POOL, debug, dsts=_hbms(dsts, "gp_region_sort"),
+               srcs=_hbms(srcs, "gp_region_sort"), region=list(region))
 
   # --- between cores (docs/multi-device.md) ----------------------------------------------------
 

@@ -132,6 +132,9 @@ SORT_FLOAT_CANONICAL = isa_table.SORT_FLOAT_CANONICAL
 ARG_REDUCE_COMPARATOR = isa_table.ARG_REDUCE_COMPARATOR
 ARG_REDUCE_SELECT = isa_table.ARG_REDUCE_SELECT
 MATMUL_START = isa_table.MATMUL_START
+# A region program step's codes besides the ALU ops (docs/program-format.md, "Region programs").
+REGION_CONSTANT = isa_table.REGION_CONSTANT
+REGION_BITCAST = isa_table.REGION_BITCAST
 MATMUL_STOP = isa_table.MATMUL_STOP
 # collective's kinds (docs/multi-device.md).
 COLLECTIVE_ALL_REDUCE = isa_table.COLLECTIVE_ALL_REDUCE

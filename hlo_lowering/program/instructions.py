@@ -193,6 +193,15 @@ OPERAND_LAYOUT = {
     Opcode.GP_SELECT_AND_SCATTER: (("select_op", "u8"), ("op", "u8"), ("dst", "hbm"),
                                    ("operand", "hbm"), ("source", "hbm"), ("init", "scalar"),
                                    ("window", "i64_list")),
+    # region: a region program (docs/program-format.md), inits broadcast to the dsts' dims.
+    Opcode.GP_REGION_REDUCE: (("reduced", "u8"), ("dsts", "hbm_list"), ("srcs", "hbm_list"),
+                              ("inits", "hbm_list"), ("region", "i64_list")),
+    Opcode.GP_REGION_REDUCE_WINDOW: (("dsts", "hbm_list"), ("srcs", "hbm_list"),
+                                     ("inits", "hbm_list"), ("window", "i64_list"),
+                                     ("region", "i64_list")),
+    Opcode.GP_REGION_SCATTER: (("dsts", "hbm_list"), ("updates", "hbm_list"),
+                               ("indices", "hbm"), ("region", "i64_list")),
+    Opcode.GP_REGION_SORT: (("dsts", "hbm_list"), ("srcs", "hbm_list"), ("region", "i64_list")),
     Opcode.GP_CONVOLUTION: (("feature_groups", "u32"), ("batch_groups", "u32"),
                             ("window", "i64_list"), ("dst", "hbm"), ("lhs", "hbm"),
                             ("rhs", "hbm")),
@@ -223,8 +232,8 @@ def operand_layout(opcode: Opcode, version: int) -> tuple:
                if FIELD_SINCE.get((opcode, name), (0, None))[0] <= version)
 
 
-# gp_scatter combines into what its destination holds.
-_READS_DST = frozenset({Opcode.GP_SCATTER})
+# gp_scatter and gp_region_scatter combine into what their destinations hold.
+_READS_DST = frozenset({Opcode.GP_SCATTER, Opcode.GP_REGION_SCATTER})
 
 
 
@@ -272,6 +281,7 @@ def accesses(inst: Instruction):
     target.extend(r for r in map(region, values) if r is not None)
   if inst.opcode in _READS_DST or (inst.opcode == Opcode.MATMUL and
                                    not ops["flags"] & MATMUL_START):
-    reads.append(writes[0])  # combines into / accumulates into what is there
+    # combines into / accumulates into what is there
+    reads.extend(writes if inst.opcode == Opcode.GP_REGION_SCATTER else writes[:1])
   return reads, writes
 

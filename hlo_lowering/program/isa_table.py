@@ -97,9 +97,13 @@ OPCODES = {
     'GP_SCATTER': {'code': 72, 'engine': 'POOL'},
     'GP_ARG_REDUCE': {'code': 73, 'engine': 'POOL'},
     'GP_SORT': {'code': 74, 'engine': 'POOL'},
+    'GP_REGION_REDUCE': {'code': 75, 'engine': 'POOL'},
+    'GP_REGION_SCATTER': {'code': 76, 'engine': 'POOL'},
+    'GP_REGION_SORT': {'code': 77, 'engine': 'POOL'},
     'GP_CONVOLUTION': {'code': 80, 'engine': 'POOL'},
     'GP_REDUCE_WINDOW': {'code': 90, 'engine': 'POOL'},
     'GP_SELECT_AND_SCATTER': {'code': 91, 'engine': 'POOL'},
+    'GP_REGION_REDUCE_WINDOW': {'code': 94, 'engine': 'POOL'},
     'IOTA': {'code': 92, 'engine': 'POOL'},
     'AFFINE_SELECT': {'code': 93, 'engine': 'POOL'},
     'COLLECTIVE': {'code': 96, 'engine': 'POOL'},
@@ -155,6 +159,8 @@ SORT_FLOAT_TOTAL_ORDER = 0
 SORT_FLOAT_CANONICAL = 1
 ARG_REDUCE_COMPARATOR = 0
 ARG_REDUCE_SELECT = 1
+REGION_CONSTANT = 128
+REGION_BITCAST = 129
 COLLECTIVE_ALL_REDUCE = 0
 COLLECTIVE_ALL_GATHER = 1
 COLLECTIVE_REDUCE_SCATTER = 2

@@ -10,6 +10,7 @@ from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKi
 from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, Block, DebugEntry, Exit, Instruction, Loop,
                            Tensor, hbm_operand_keys, operand_layout)
 from .operands import HbmAP, Scalar, TileAP
+from .region_text import format_region
 from .writer import MAGIC, STEP_BASE, STEP_WAIT, VERSION, loop_runs
 
 
@@ -289,6 +290,8 @@ def _step_text(step: int) -> str:
 def _format_operand(inst: Instruction, name: str, tensors) -> str:
   """An operand with its per-iteration offset steps ("t0(x)+0+512i[...]")."""
   value = inst.operands[name]
+  if name == "region":
+    return format_region(value)
   if isinstance(value, list):
     return "[" + ", ".join(_with_step(_format_value(name, v, tensors), inst.steps.get((name, k)))
                            for k, v in enumerate(value)) + "]"

@@ -1,4 +1,5 @@
-// GpSimdE's general-purpose ops: elementwise, copy, fill, iota, bitcast, reduce and batched
+// GpSimdE's general-purpose ops: elementwise, copy, fill, iota, bitcast, reduce (a reducer or a
+// region program) and batched
 // matmul directly over HBM access patterns (gather/scatter and sort/arg-reduce run in
 // gpsimd_indexing.cc and gpsimd_sort.cc). This is where ops without a tiled lowering run, so
 // every compute domain (f64 included) is supported here.
@@ -78,6 +79,30 @@ void RunReduce(Machine& machine, const GpReduce& g) {
   Scatter(ReduceRows(g.op, x, rows, cols, &init), machine.View(g.dst));
 }
 
+// The accumulators start from inits and take the reduced elements one at a time in row-major
+// order (XLA's CPU emitter's order), every kept row at once.
+void RunRegionReduce(Machine& machine, const GpRegionReduce& g) {
+  const size_t n = g.srcs.size();
+  const StridedView first = machine.View(g.srcs[0]);
+  int64_t cols = 1;
+  for (int d = first.rank - g.reduced; d < first.rank; ++d) cols *= first.count[d];
+  std::vector<Values> x, acc;
+  for (size_t i = 0; i < n; ++i) {
+    const StridedView src = machine.View(g.srcs[i]);
+    x.push_back(Gather(src, ComputeDomain(src.dtype)));
+    acc.push_back(Gather(machine.View(g.inits[i]), ComputeDomain(src.dtype)));
+  }
+  const int64_t rows = cols ? static_cast<int64_t>(x[0].size()) / cols : 0;
+  std::vector<int64_t> at(rows);
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < rows; ++r) at[r] = r * cols + c;
+    std::vector<Values> args = acc;
+    for (size_t i = 0; i < n; ++i) args.push_back(PickElements(x[i], at));
+    acc = EvaluateRegion(g.region, args);
+  }
+  for (size_t i = 0; i < n; ++i) Scatter(acc[i], machine.View(g.dsts[i]));
+}
+
 void RunBatchMatmul(Machine& machine, const GpBatchMatmul& g) {
   const StridedView lhs = machine.View(g.lhs), rhs = machine.View(g.rhs);
   const int64_t batch = lhs.count[0], m_size = lhs.count[1], k_size = lhs.count[2], n_size = rhs.count[2];
@@ -143,18 +168,23 @@ void RunGpSimdInstruction(Machine& machine, const Instruction& inst) {
     }
     case Opcode::kGpReduce:
       return RunReduce(machine, std::get<GpReduce>(inst.operands));
+    case Opcode::kGpRegionReduce:
+      return RunRegionReduce(machine, std::get<GpRegionReduce>(inst.operands));
     case Opcode::kGpBatchMatmul:
       return RunBatchMatmul(machine, std::get<GpBatchMatmul>(inst.operands));
     case Opcode::kGpGather:
     case Opcode::kGpScatter:
+    case Opcode::kGpRegionScatter:
       return RunGpSimdIndexing(machine, inst);
     case Opcode::kGpSort:
     case Opcode::kGpArgReduce:
+    case Opcode::kGpRegionSort:
       return RunGpSimdOrdering(machine, inst);
     case Opcode::kGpConvolution:
       return RunGpConvolution(machine, std::get<GpConvolution>(inst.operands));
     case Opcode::kGpReduceWindow:
     case Opcode::kGpSelectAndScatter:
+    case Opcode::kGpRegionReduceWindow:
       return RunGpSimdWindows(machine, inst);
     case Opcode::kPartitionId:
       return RunPartitionId(machine, std::get<PartitionId>(inst.operands));

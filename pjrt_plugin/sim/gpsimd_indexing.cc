@@ -1,4 +1,5 @@
-// GpSimdE's data-dependent addressing: gp_gather and gp_scatter move windows of an HBM access
+// GpSimdE's data-dependent addressing: gp_gather and gp_scatter (and gp_region_scatter, whose
+// combiner is a region program) move windows of an HBM access
 // pattern whose start coordinates are read at run time from an index tensor. Starts are clamped
 // (gather, and scatter in clamp mode) or their window skipped (scatter), exactly as XLA does, so
 // no index value can address memory outside the access pattern the loader checked.
@@ -94,11 +95,37 @@ void RunScatter(Machine& machine, const GpScatter& g) {
   }
 }
 
+// Rows one after another, like RunScatter: each window of every destination becomes the region
+// of (its current values..., the update row's values...).
+void RunRegionScatter(Machine& machine, const GpRegionScatter& g) {
+  const size_t n = g.dsts.size();
+  std::vector<StridedView> dsts, updates;
+  for (size_t i = 0; i < n; ++i) {
+    dsts.push_back(machine.View(g.dsts[i]));
+    updates.push_back(machine.View(g.updates[i]));
+  }
+  const Values indices = ReadIndices(machine, g.indices);
+  std::array<int64_t, 9> starts{};
+  for (int64_t row = 0; row < updates[0].count[0]; ++row) {
+    if (!WindowStarts(indices, row, dsts[0], Row(updates[0], row), starts)) continue;
+    std::vector<Values> args;
+    std::vector<StridedView> targets;
+    for (size_t i = 0; i < n; ++i) {
+      targets.push_back(Window(dsts[i], starts, Row(updates[i], row)));
+      args.push_back(Gather(targets[i], ComputeDomain(dsts[i].dtype)));
+    }
+    for (size_t i = 0; i < n; ++i) args.push_back(Gather(Row(updates[i], row), ComputeDomain(dsts[i].dtype)));
+    const std::vector<Values> out = EvaluateRegion(g.region, args);
+    for (size_t i = 0; i < n; ++i) Scatter(out[i], targets[i]);
+  }
+}
+
 }  // namespace
 
 void RunGpSimdIndexing(Machine& machine, const Instruction& inst) {
   if (inst.opcode == Opcode::kGpGather) return RunGather(machine, std::get<GpGather>(inst.operands));
   if (inst.opcode == Opcode::kGpScatter) return RunScatter(machine, std::get<GpScatter>(inst.operands));
+  if (inst.opcode == Opcode::kGpRegionScatter) return RunRegionScatter(machine, std::get<GpRegionScatter>(inst.operands));
 }
 
 }  // namespace trn::sim

@@ -1,5 +1,6 @@
 // GpSimdE's order-dependent reductions: gp_sort (a stable sort of several operands by their
-// first keys) and gp_arg_reduce (the (value, index) reduction JAX emits for argmax/argmin).
+// first keys), gp_region_sort (the same with a comparator region) and gp_arg_reduce (the
+// (value, index) reduction JAX emits for argmax/argmin).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -97,6 +98,58 @@ void RunSort(Machine& machine, const GpSort& g) {
   for (size_t i = 0; i < sorted.size(); ++i) Scatter(sorted[i], machine.View(g.dsts[i]));
 }
 
+// A stable bottom-up merge sort of `order` by `before` (an element of the right run moves ahead
+// only when it is strictly before the left one). It stays in bounds whatever `before` answers,
+// so a comparator region that is no strict weak order gives some permutation, never a crash.
+template <typename Before>
+void MergeSort(std::vector<int64_t>& order, Before&& before) {
+  const size_t n = order.size();
+  std::vector<int64_t> merged(n);
+  for (size_t width = 1; width < n; width *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * width) {
+      const size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
+      size_t l = lo, r = mid, out = lo;
+      while (l < mid && r < hi) merged[out++] = before(order[r], order[l]) ? order[r++] : order[l++];
+      while (l < mid) merged[out++] = order[l++];
+      while (r < hi) merged[out++] = order[r++];
+    }
+    order.swap(merged);
+  }
+}
+
+// gp_sort's rows with the comparator region deciding each comparison.
+void RunRegionSort(Machine& machine, const GpRegionSort& g) {
+  const size_t n = g.srcs.size();
+  std::vector<Values> data, sorted;
+  for (const HbmAP& ap : g.srcs) {
+    const StridedView src = machine.View(ap);
+    data.push_back(Gather(src, ComputeDomain(src.dtype)));
+    sorted.push_back(Values::Make(data.back().domain, data.back().size()));
+  }
+  const StridedView first_src = machine.View(g.srcs[0]);
+  const int64_t length = first_src.count[first_src.rank - 1];
+  const int64_t rows = first_src.num_elements() / length;
+  std::vector<int64_t> order(static_cast<size_t>(length)), at(static_cast<size_t>(length));
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t first = row * length;
+    std::iota(order.begin(), order.end(), int64_t{0});
+    MergeSort(order, [&](int64_t a, int64_t b) {
+      std::vector<Values> args;
+      for (size_t i = 0; i < n; ++i) args.push_back(PickElements(data[i], {first + a}));
+      for (size_t i = 0; i < n; ++i) args.push_back(PickElements(data[i], {first + b}));
+      return ConvertValues(EvaluateRegion(g.region, args)[0], Domain::kU64).u64[0] != 0;
+    });
+    for (int64_t j = 0; j < length; ++j) at[j] = first + order[j];
+    for (size_t i = 0; i < n; ++i) {
+      const Values row_values = PickElements(data[i], at);
+      std::vector<int64_t> to(static_cast<size_t>(length));
+      std::iota(to.begin(), to.end(), first);
+      PutElements(sorted[i], to, row_values);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) Scatter(sorted[i], machine.View(g.dsts[i]));
+}
+
 // Folds each row from (init_value, init_index) in element order with JAX's argmax/argmin body,
 // where the accumulator is the body's first operand:
 //   keep = acc ▷ x || isnan(acc)                     (▷ is > for max, < for min)
@@ -154,6 +207,7 @@ void RunArgReduce(Machine& machine, const GpArgReduce& g) {
 
 void RunGpSimdOrdering(Machine& machine, const Instruction& inst) {
   if (inst.opcode == Opcode::kGpSort) return RunSort(machine, std::get<GpSort>(inst.operands));
+  if (inst.opcode == Opcode::kGpRegionSort) return RunRegionSort(machine, std::get<GpRegionSort>(inst.operands));
   if (inst.opcode == Opcode::kGpArgReduce) return RunArgReduce(machine, std::get<GpArgReduce>(inst.operands));
 }
 

@@ -1,4 +1,5 @@
-// GpSimdE's sliding-window ops (docs/program-format.md): gp_reduce_window folds every window of
+// GpSimdE's sliding-window ops (docs/program-format.md): gp_reduce_window (and
+// gp_region_reduce_window, several operands folded by a region program) folds every window of
 // a padded, dilated base (pooling, cumulative sums), and gp_select_and_scatter scatters each
 // source element onto the position its window selects (the gradient of max pooling). Both follow
 // XLA's CPU emitter: positions in the padding or in a base-dilation hole are skipped, windows
@@ -114,6 +115,38 @@ void RunReduceWindow(Machine& machine, const GpReduceWindow& g) {
   Scatter(acc, dst);
 }
 
+// RunReduceWindow's fold with a region over several operands: at each window offset, the
+// output positions whose tap is a valid base position fold it in; the others keep their value.
+void RunRegionReduceWindow(Machine& machine, const GpRegionReduceWindow& g) {
+  const size_t n = g.srcs.size();
+  const StridedView src = machine.View(g.srcs[0]), dst = machine.View(g.dsts[0]);
+  std::vector<Values> x, acc;
+  for (size_t i = 0; i < n; ++i) {
+    const Domain domain = ComputeDomain(machine.View(g.srcs[i]).dtype);
+    x.push_back(Gather(machine.View(g.srcs[i]), domain));
+    acc.push_back(Gather(machine.View(g.inits[i]), domain));
+  }
+  std::vector<int64_t> index(static_cast<size_t>(dst.num_elements())), live, taps;
+  std::array<int64_t, 9> k{};
+  do {
+    WindowIndices(src, dst, g.windows, k, index);
+    live.clear();
+    taps.clear();
+    for (size_t o = 0; o < index.size(); ++o) {
+      if (index[o] < 0) continue;
+      live.push_back(static_cast<int64_t>(o));
+      taps.push_back(index[o]);
+    }
+    if (live.empty()) continue;
+    std::vector<Values> args;
+    for (size_t i = 0; i < n; ++i) args.push_back(PickElements(acc[i], live));
+    for (size_t i = 0; i < n; ++i) args.push_back(PickElements(x[i], taps));
+    const std::vector<Values> out = EvaluateRegion(g.region, args);
+    for (size_t i = 0; i < n; ++i) PutElements(acc[i], live, out[i]);
+  } while (Next(k, g.windows));
+  for (size_t i = 0; i < n; ++i) Scatter(acc[i], machine.View(g.dsts[i]));
+}
+
 template <typename T>
 bool Keep(AluOp select, T current, T candidate) {
   switch (select) {
@@ -198,6 +231,7 @@ void RunSelectAndScatter(Machine& machine, const GpSelectAndScatter& g) {
 
 void RunGpSimdWindows(Machine& machine, const Instruction& inst) {
   if (inst.opcode == Opcode::kGpReduceWindow) return RunReduceWindow(machine, std::get<GpReduceWindow>(inst.operands));
+  if (inst.opcode == Opcode::kGpRegionReduceWindow) return RunRegionReduceWindow(machine, std::get<GpRegionReduceWindow>(inst.operands));
   if (inst.opcode == Opcode::kGpSelectAndScatter) return RunSelectAndScatter(machine, std::get<GpSelectAndScatter>(inst.operands));
 }
 

@@ -295,6 +295,73 @@ Status CheckSelectAndScatter(const Program& program, const GpSelectAndScatter& g
   return CheckWindowShape(g.operand, g.source, g.windows, "source");
 }
 
+// A region over n operands takes 2n arguments (the accumulators, then the elements) of the
+// operands' dtypes and returns `results` values: the operands' dtypes (n) or one pred (a sort).
+Status CheckRegionOperands(const Program& program, const RegionProgram& region, const std::vector<HbmAP>& dsts,
+                           const std::vector<HbmAP>& srcs, bool comparator) {
+  const size_t n = srcs.size();
+  if (n == 0 || dsts.size() != n) return InvalidArgument(std::to_string(dsts.size()) + " destinations for " + std::to_string(n) + " sources");
+  if (region.args.size() != 2 * n) return InvalidArgument("the region takes " + std::to_string(region.args.size()) + " arguments for " + std::to_string(n) + " operands");
+  if (region.results.size() != (comparator ? 1 : n)) return InvalidArgument("the region returns " + std::to_string(region.results.size()) + " values");
+  if (comparator && region.RegisterDType(region.results[0]) != DType::kPred) return InvalidArgument("a comparator region must return pred");
+  for (size_t i = 0; i < n; ++i) {
+    TRN_RETURN_IF_ERROR(Writable(program, dsts[i].tensor));
+    const DType dtype = HbmDType(program, srcs[i]);
+    const bool typed = HbmDType(program, dsts[i]) == dtype && region.args[i] == dtype && region.args[n + i] == dtype &&
+                       (comparator || region.RegisterDType(region.results[i]) == dtype);
+    if (!typed) return InvalidArgument("operand " + std::to_string(i) + " (" + DTypeName(dtype) + "): the region's or destination's dtype differs");
+  }
+  return Status::Ok();
+}
+
+Status CheckRegionOp(const Program& program, const Instruction& inst) {
+  switch (inst.opcode) {
+    case Opcode::kGpRegionReduce: {
+      const auto& g = std::get<GpRegionReduce>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckRegionOperands(program, g.region, g.dsts, g.srcs, false));
+      if (g.inits.size() != g.srcs.size()) return InvalidArgument(std::to_string(g.inits.size()) + " inits for " + std::to_string(g.srcs.size()) + " sources");
+      for (size_t i = 0; i < g.srcs.size(); ++i) {
+        if (!SameDims(g.srcs[i], g.srcs[0])) return InvalidArgument("source " + std::to_string(i) + " has dims other than " + Dims(g.srcs[0]));
+        if (g.reduced > g.srcs[i].num_dims) return InvalidArgument("reduces " + std::to_string(g.reduced) + " of " + std::to_string(g.srcs[i].num_dims) + " dims");
+        int64_t kept = 1;
+        for (int d = 0; d < g.srcs[i].num_dims - g.reduced; ++d) kept *= g.srcs[i].dims[d].count;
+        TRN_RETURN_IF_ERROR(SameCount("gp_region_reduce dst vs kept source dims", g.dsts[i].num_elements(), kept));
+        TRN_RETURN_IF_ERROR(SameCount("gp_region_reduce init vs dst", g.inits[i].num_elements(), kept));
+        if (HbmDType(program, g.inits[i]) != HbmDType(program, g.srcs[i])) return InvalidArgument("init " + std::to_string(i) + " has another dtype");
+      }
+      return Status::Ok();
+    }
+    case Opcode::kGpRegionReduceWindow: {
+      const auto& g = std::get<GpRegionReduceWindow>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckRegionOperands(program, g.region, g.dsts, g.srcs, false));
+      if (g.inits.size() != g.srcs.size()) return InvalidArgument(std::to_string(g.inits.size()) + " inits for " + std::to_string(g.srcs.size()) + " sources");
+      for (size_t i = 0; i < g.srcs.size(); ++i) {
+        if (!SameDims(g.srcs[i], g.srcs[0]) || !SameDims(g.dsts[i], g.dsts[0]) || !SameDims(g.inits[i], g.dsts[0])) {
+          return InvalidArgument("operand " + std::to_string(i) + " has dims other than operand 0's");
+        }
+        if (HbmDType(program, g.inits[i]) != HbmDType(program, g.srcs[i])) return InvalidArgument("init " + std::to_string(i) + " has another dtype");
+      }
+      return CheckWindowShape(g.srcs[0], g.dsts[0], g.windows, "dst");
+    }
+    case Opcode::kGpRegionScatter: {
+      const auto& g = std::get<GpRegionScatter>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckRegionOperands(program, g.region, g.dsts, g.updates, false));
+      for (size_t i = 0; i < g.dsts.size(); ++i) {
+        if (!SameDims(g.dsts[i], g.dsts[0]) || !SameDims(g.updates[i], g.updates[0])) return InvalidArgument("operand " + std::to_string(i) + " has dims other than operand 0's");
+      }
+      return CheckWindows(program, g.updates[0], g.dsts[0], g.indices);
+    }
+    default: {  // kGpRegionSort
+      const auto& g = std::get<GpRegionSort>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckRegionOperands(program, g.region, g.dsts, g.srcs, true));
+      for (size_t i = 0; i < g.srcs.size(); ++i) {
+        if (!SameDims(g.srcs[i], g.srcs[0]) || !SameDims(g.dsts[i], g.srcs[0])) return InvalidArgument("operand " + std::to_string(i) + " has dims other than " + Dims(g.srcs[0]));
+      }
+      return Status::Ok();
+    }
+  }
+}
+
 Status CheckGp(const Program& program, const Instruction& inst) {
   switch (inst.opcode) {
     case Opcode::kGpElementwise: {
@@ -386,6 +453,11 @@ Status CheckGp(const Program& program, const Instruction& inst) {
       }
       return Status::Ok();
     }
+    case Opcode::kGpRegionReduce:
+    case Opcode::kGpRegionReduceWindow:
+    case Opcode::kGpRegionScatter:
+    case Opcode::kGpRegionSort:
+      return CheckRegionOp(program, inst);
     case Opcode::kHostCallback:
       for (const HbmAP& dst : std::get<HostCallback>(inst.operands).dsts) TRN_RETURN_IF_ERROR(Writable(program, dst.tensor));
       return Status::Ok();

@@ -38,6 +38,11 @@ void Collect(std::vector<HbmAP*>& out, T& x) {
   else if constexpr (std::is_same_v<T, Collective>) { Add(out, x.dst); Add(out, x.src); }
   else if constexpr (std::is_same_v<T, PartitionId>) { Add(out, x.dst); }
   else if constexpr (std::is_same_v<T, HostCallback>) { Add(out, x.dsts); Add(out, x.srcs); }
+  else if constexpr (std::is_same_v<T, GpRegionReduce> || std::is_same_v<T, GpRegionReduceWindow>) {
+    Add(out, x.dsts); Add(out, x.srcs); Add(out, x.inits);
+  }
+  else if constexpr (std::is_same_v<T, GpRegionScatter>) { Add(out, x.dsts); Add(out, x.updates); Add(out, x.indices); }
+  else if constexpr (std::is_same_v<T, GpRegionSort>) { Add(out, x.dsts); Add(out, x.srcs); }
   else {
     static_assert(std::is_same_v<T, Matmul> || std::is_same_v<T, Transpose> || std::is_same_v<T, TensorTensor> ||
                       std::is_same_v<T, TensorScalar> || std::is_same_v<T, TensorReduce> || std::is_same_v<T, TensorCopy> ||

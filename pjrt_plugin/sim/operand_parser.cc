@@ -45,6 +45,20 @@ std::vector<WindowDim> ReadWindowDims(Cursor& in) {
 
 }  // namespace
 
+// A region program: an i64 list of words (region_program.h), decoded and type-checked here.
+RegionProgram Parser::ReadRegion() {
+  const size_t at = in_.offset();
+  std::vector<int64_t> words(in_.Count("region word count", sizeof(int64_t)));
+  for (int64_t& w : words) w = in_.Read<int64_t>("region word");
+  if (!in_.ok()) return {};
+  StatusOr<RegionProgram> region = DecodeRegion(words);
+  if (!region.ok()) {
+    in_.Fail(at, region.status().message());
+    return {};
+  }
+  return *region;
+}
+
 Operands Parser::ParseOperands(Opcode opcode) {
   switch (opcode) {
     case Opcode::kDmaCopy: {
@@ -275,6 +289,39 @@ Operands Parser::ParseOperands(Opcode opcode) {
       g.source = ReadHbm();
       g.init = ReadScalar();
       g.windows = ReadWindowDims(in_);
+      return g;
+    }
+    case Opcode::kGpRegionReduce: {
+      GpRegionReduce g;
+      g.reduced = in_.Read<uint8_t>("reduced dim count");
+      g.dsts = ReadHbmList();
+      g.srcs = ReadHbmList();
+      g.inits = ReadHbmList();
+      g.region = ReadRegion();
+      return g;
+    }
+    case Opcode::kGpRegionReduceWindow: {
+      GpRegionReduceWindow g;
+      g.dsts = ReadHbmList();
+      g.srcs = ReadHbmList();
+      g.inits = ReadHbmList();
+      g.windows = ReadWindowDims(in_);
+      g.region = ReadRegion();
+      return g;
+    }
+    case Opcode::kGpRegionScatter: {
+      GpRegionScatter g;
+      g.dsts = ReadHbmList();
+      g.updates = ReadHbmList();
+      g.indices = ReadHbm();
+      g.region = ReadRegion();
+      return g;
+    }
+    case Opcode::kGpRegionSort: {
+      GpRegionSort g;
+      g.dsts = ReadHbmList();
+      g.srcs = ReadHbmList();
+      g.region = ReadRegion();
       return g;
     }
     case Opcode::kCollective:

@@ -11,6 +11,7 @@
 
 #include "alu.h"
 #include "dtype.h"
+#include "region_program.h"
 #include "runtime.h"
 #include "target_spec.h"
 
@@ -172,6 +173,19 @@ struct GpReduceWindow { AluOp op; HbmAP dst, src; Scalar init; std::vector<Windo
 // dst = init; for each element s of source: the window position of operand picked by `select`
 // (a compare: keep the current pick while select(current, candidate) holds) gets op(dst, source[s]).
 struct GpSelectAndScatter { AluOp select, op; HbmAP dst, operand, source; Scalar init; std::vector<WindowDim> windows; };
+// The gp_region_* ops (docs/program-format.md): `region` is the body, its arguments the
+// accumulators (or current destination values) first, then the elements combined into them.
+// dsts[i] [K...] = inits[i] [K...] folded with region over srcs[i] [K..., R...] (the last
+// `reduced` dims, in row-major order).
+struct GpRegionReduce { std::vector<HbmAP> dsts, srcs, inits; int reduced; RegionProgram region; };
+// gp_reduce_window's windows over several operands, folded with region from inits [out dims].
+struct GpRegionReduceWindow { std::vector<HbmAP> dsts, srcs, inits; std::vector<WindowDim> windows; RegionProgram region; };
+// For each row n of updates[i] [N, S...] in order: the window of every dsts[i] at indices[n, :]
+// becomes region(window values..., update values...); a window not wholly inside is skipped.
+struct GpRegionScatter { std::vector<HbmAP> dsts, updates; HbmAP indices; RegionProgram region; };
+// A stable sort along the last dim of every operand by the comparator region (2n arguments:
+// the lhs element of each operand, then the rhs's; returns pred "lhs before rhs").
+struct GpRegionSort { std::vector<HbmAP> dsts, srcs; RegionProgram region; };
 // One spatial dim of gp_convolution's window (docs/program-format.md).
 struct ConvWindowDim { int64_t stride, pad_low, lhs_dilation, rhs_dilation; };
 // dst [N/batch_groups, O, Y...] = lhs [N, C, X...] (*) rhs [O, C/feature_groups, K...].
@@ -205,7 +219,8 @@ using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorSc
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
                               GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
                               GpConvolution, GpReduceWindow, GpSelectAndScatter, Collective,
-                              PartitionId, HostCallback, Iota, AffineSelect>;
+                              PartitionId, HostCallback, Iota, AffineSelect, GpRegionReduce,
+                              GpRegionReduceWindow, GpRegionScatter, GpRegionSort>;
 
 struct Instruction {
   Opcode opcode;

@@ -43,6 +43,7 @@ class Parser {
   void ReadAffine(int64_t& base, int64_t& partition_step, std::vector<int64_t>& free_steps);
   uint8_t ReadFlag(const char* what);
   Collective ReadCollective();
+  RegionProgram ReadRegion();
 
   Cursor in_;
   uint32_t version_ = 0;

@@ -63,6 +63,10 @@ constexpr double kGpReduceWindowCyclesPerTap = 1;
 // select of value and position (~2 element-ops), then one read-modify-write of the pick.
 constexpr double kGpSelectCyclesPerTap = 2;
 
+// gp_region_* (est.): each step of the region program is one element-op of a lane (an ALU op
+// on registers, ~1 lane-cycle like gp_elementwise), so an element costs the region's length.
+constexpr double kGpRegionCyclesPerStep = 1;
+
 // --- DMA (neuroncore.md "DMA") --------------------------------------------------------------
 // A transfer is spread over up to 16 engines, ~8 partitions each.
 constexpr int kDmaPartitionsPerEngine = 8;
@@ -110,6 +114,10 @@ constexpr double kHostCallbackRoundTripNs = 20000;
 constexpr double kHostLinkBytesPerNs = 25;
 
 int64_t TileBytes(const TileAP& ap) { return ap.num_elements() * DTypeSize(ap.dtype); }
+
+double RegionCycles(const RegionProgram& region) {
+  return kGpRegionCyclesPerStep * static_cast<double>(std::max<size_t>(1, region.steps.size()));
+}
 
 int64_t HbmBytes(const Program& p, const HbmAP& ap) {
   return ap.num_elements() * DTypeSize(p.tensors[ap.tensor].dtype);
@@ -343,6 +351,43 @@ InstructionTiming GpSimdTiming(const Program& p, const Instruction& inst) {
       cycles_per_element = kGpSelectCyclesPerTap;
       extra_cycles = static_cast<double>(g.source.num_elements()) * kGpCombineCyclesPerElement / kGpSimdElementsPerCycle;
       bytes = HbmBytes(p, g.operand) + HbmBytes(p, g.source) + HbmBytes(p, g.dst);
+      break;
+    }
+    case Opcode::kGpRegionReduce: {
+      const auto& g = std::get<GpRegionReduce>(inst.operands);
+      elements = g.srcs[0].num_elements();
+      for (size_t i = 0; i < g.srcs.size(); ++i) bytes += HbmBytes(p, g.srcs[i]) + HbmBytes(p, g.dsts[i]) + HbmBytes(p, g.inits[i]);
+      cycles_per_element = RegionCycles(g.region);
+      break;
+    }
+    case Opcode::kGpRegionReduceWindow: {
+      const auto& g = std::get<GpRegionReduceWindow>(inst.operands);
+      int64_t taps = 1;
+      for (const WindowDim& w : g.windows) taps *= w.size;
+      elements = g.dsts[0].num_elements() * taps;
+      for (size_t i = 0; i < g.srcs.size(); ++i) bytes += HbmBytes(p, g.srcs[i]) + HbmBytes(p, g.dsts[i]) + HbmBytes(p, g.inits[i]);
+      cycles_per_element = RegionCycles(g.region);
+      break;
+    }
+    case Opcode::kGpRegionScatter: {
+      const auto& g = std::get<GpRegionScatter>(inst.operands);
+      elements = g.updates[0].num_elements();
+      // Each destination element is read and written, each update read.
+      for (size_t i = 0; i < g.dsts.size(); ++i) bytes += 3 * HbmBytes(p, g.updates[i]);
+      bytes += HbmBytes(p, g.indices);
+      cycles_per_element = RegionCycles(g.region);
+      min_cycles = kGpDynamicAddressMinCycles;
+      extra_cycles = static_cast<double>(g.updates[0].dims[0].count) * kGpWindowCycles / kGpSimdElementsPerCycle;
+      break;
+    }
+    case Opcode::kGpRegionSort: {
+      const auto& g = std::get<GpRegionSort>(inst.operands);
+      const HbmAP& first = g.srcs[0];
+      const double length = static_cast<double>(first.dims[first.num_dims - 1].count);
+      elements = first.num_elements();
+      for (size_t i = 0; i < g.srcs.size(); ++i) bytes += HbmBytes(p, g.srcs[i]) + HbmBytes(p, g.dsts[i]);
+      // As gp_sort, with each comparison the comparator region's length instead of a key compare.
+      cycles_per_element = static_cast<double>(g.srcs.size()) + (kGpSortCompareCycles + RegionCycles(g.region)) * std::max(1.0, std::ceil(std::log2(length)));
       break;
     }
     case Opcode::kGpConvolution: {

@@ -2,8 +2,8 @@
 
 They operate on HBM access patterns directly (gp_copy, gp_fill, gp_iota, gp_bitcast, gp_reduce,
 gp_batch_matmul, gp_convolution, and the data-dependent gp_gather, gp_scatter, gp_arg_reduce, gp_sort, and the
-sliding-window gp_reduce_window, gp_select_and_scatter); the
-compile report lists every op lowered here so users can see the slow path.
+sliding-window gp_reduce_window, gp_select_and_scatter, and the gp_region_* ops whose body is a
+region program compiled from the StableHLO region: region_program.py); the compile report lists every op lowered here so users can see the slow path.
 """
 
 from hlo_lowering.lowering.gpsimd import (batch_matmul, bitcast, convolution,  # noqa: F401

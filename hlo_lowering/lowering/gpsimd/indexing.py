@@ -6,6 +6,9 @@ an index table [N, rank(operand)] of start coordinates, one row per window, buil
 windows [N, S0..Sr-1] with one (possibly size-1) extent per operand dim. The gathered rows are then
 viewed (reshape + transpose) as the StableHLO result, and scatter updates are viewed as rows.
 Clamping (gather, dynamic_*) and skipping (scatter) of out-of-range starts happen at run time.
+A scatter of one operand whose update computation is replace or a matched combiner is one
+gp_scatter; any other (several operands, any update body) is one gp_region_scatter, its body a
+region program (gpsimd/region_program.py) applied to each update row in order.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import math
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.gpsimd.comparators import unrecognised_region
+from hlo_lowering.lowering.gpsimd.region_program import compile_region
 from hlo_lowering.lowering.places import Place, row_major_strides
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.passes.canonicalize import reducer_of
@@ -125,35 +128,49 @@ def lower_gather(ctx: LoweringContext, op: Op) -> None:
   ctx.builder.gp_copy(out.ap(), view.ap(), debug=ctx.debug_id)
 
 
-def _scatter_combiner(op: Op) -> Alu:
-  """copy for a body returning its update argument, else the body's binary op."""
+def _scatter_combiner(op: Op) -> Alu | None:
+  """copy for one operand whose body returns its update argument, else the body's binary op if
+  gp_scatter has it; None for a body only a region program runs."""
+  if len(op.operands) != 3:
+    return None
   block = op.regions[0].block if len(op.regions) == 1 else None
   if block is not None and len(block.args) == 2 and len(block.ops) == 1 and \
       list(block.ops[0].operands) == [block.args[1]]:
     return Alu.COPY
   reducer = reducer_of(op) or ""
   pred = op.operands[0].dtype == DType.PRED
-  combiner = _PRED_COMBINERS.get(reducer) if pred else _COMBINERS.get(reducer)
-  if combiner is None:
-    raise unrecognised_region(op, "the update computation is not one of replace, add, max, min, "
-                                  "mul (bool: replace, or, and)")
-  return combiner
+  return _PRED_COMBINERS.get(reducer) if pred else _COMBINERS.get(reducer)
+
+
+def _update_rows(ctx: LoweringContext, updates: Value, scatter_dims, window_dims, rows: int,
+                 window: tuple) -> HbmAP:
+  """updates viewed as the [rows, S0..Sr-1] windows the instructions take (dense first if the
+  permutation does not keep them contiguous)."""
+  place = ctx.place(updates).permuted(scatter_dims + window_dims)
+  if not place.is_dense:
+    dense = Place.dense(ctx.builder.tensor("temporary", updates.dtype, place.shape,
+                                           name=f"t{len(ctx.builder.tensors)}"),
+                        place.shape, updates.dtype)
+    ctx.builder.gp_copy(dense.ap(), place.ap(), debug=ctx.debug_id)
+    place = dense
+  return HbmAP.dense(place.tensor, (rows,) + window, place.offset)
 
 
 @register_lowering("stablehlo.scatter", kind="gpsimd")
 def lower_scatter(ctx: LoweringContext, op: Op) -> None:
-  if len(op.operands) != 3:
-    raise unrecognised_region(op, "scatter of several operands at once")
-  operand, indices, updates = op.operands
+  n = len(op.results)
+  operands, indices, updates = op.operands[:n], op.operands[n], op.operands[n + 1:]
   combiner = _scatter_combiner(op)
+  region = compile_region(op, outer_splat=ctx.splat) if combiner is None else None
   dn = op.attrs["scatter_dimension_numbers"]
-  out = ctx.new_result(op.result)
-  if not out.size:
+  outs = [ctx.new_result(result) for result in op.results]
+  if not outs[0].size:
     return
-  ctx.builder.gp_copy(out.ap(), ctx.place(operand).ap(), debug=ctx.debug_id)
-  if not updates.type.size:
+  for out, operand in zip(outs, operands):
+    ctx.builder.gp_copy(out.ap(), ctx.place(operand).ap(), debug=ctx.debug_id)
+  if not updates[0].type.size:
     return
-  rank = operand.type.rank
+  rank = operands[0].type.rank
   _check_rank(op, rank)
   table, batch_shape = _index_table(
       ctx, indices, dn["index_vector_dim"], dn["scattered_dims_to_operand_dims"],
@@ -161,19 +178,17 @@ def lower_scatter(ctx: LoweringContext, op: Op) -> None:
   window_dims = list(dn["update_window_dims"])
   dropped = set(dn["inserted_window_dims"]) | set(dn["input_batching_dims"])
   kept = [d for d in range(rank) if d not in dropped]
-  window = tuple(updates.shape[window_dims[kept.index(d)]] if d in kept else 1
+  window = tuple(updates[0].shape[window_dims[kept.index(d)]] if d in kept else 1
                  for d in range(rank))
-  scatter_dims = [d for d in range(updates.type.rank) if d not in window_dims]
-  rows = ctx.place(updates).permuted(scatter_dims + window_dims)
-  if not rows.is_dense:
-    dense = Place.dense(ctx.builder.tensor("temporary", updates.dtype, rows.shape,
-                                           name=f"t{len(ctx.builder.tensors)}"),
-                        rows.shape, updates.dtype)
-    ctx.builder.gp_copy(dense.ap(), rows.ap(), debug=ctx.debug_id)
-    rows = dense
-  rows_ap = HbmAP.dense(rows.tensor, (math.prod(batch_shape),) + window, rows.offset)
-  ctx.builder.gp_scatter(combiner, out.ap(), rows_ap, table, SCATTER_SKIP_OUT_OF_BOUNDS,
-                         debug=ctx.debug_id)
+  scatter_dims = [d for d in range(updates[0].type.rank) if d not in window_dims]
+  rows = [_update_rows(ctx, u, scatter_dims, window_dims, math.prod(batch_shape), window)
+          for u in updates]
+  if region is None:
+    ctx.builder.gp_scatter(combiner, outs[0].ap(), rows[0], table, SCATTER_SKIP_OUT_OF_BOUNDS,
+                           debug=ctx.debug_id)
+  else:
+    ctx.builder.gp_region_scatter([out.ap() for out in outs], rows, table, region.words,
+                                  debug=ctx.debug_id)
 
 
 @register_lowering("stablehlo.dynamic_slice", kind="gpsimd")
