@@ -78,6 +78,10 @@ CORPUS = {
         (_f32(7, 256, 256).astype(ml_dtypes.bfloat16), _f32(7, 256, 64).astype(ml_dtypes.bfloat16))),
     "ds.T @ q over 6 heads (lhs loaded as lhs^T)": (
         lambda d, q: jnp.einsum("bkm,bkn->bmn", d, q), (_f32(6, 200, 256), _f32(6, 200, 64))),
+    # Heads of many m-tiles: each head's m-tiles a loop nested in the loop over head pairs.
+    "bf16 q @ k.T over 8 heads of 1280 rows (nested loops)": (
+        lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k),
+        (_f32(8, 1280, 64).astype(ml_dtypes.bfloat16), _f32(8, 1280, 64).astype(ml_dtypes.bfloat16))),
     "bf16 matmul over two N panels": (
         lambda x, w: x @ w, (_f32(1200, 2048).astype(ml_dtypes.bfloat16),
                              _f32(2048, 3584).astype(ml_dtypes.bfloat16))),
@@ -151,6 +155,19 @@ def test_a_batched_matmuls_program_size_stops_growing_with_the_batch():
         lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k), q, k)))
   assert sizes[8] == sizes[32] == sizes[128], sizes
   assert sizes[8][1] > 0
+
+
+def test_attention_matmuls_size_stops_growing_with_the_query_rows_of_each_head():
+  sizes, nested = {}, {}
+  k = jax.ShapeDtypeStruct((8, 1024, 64), jnp.bfloat16)
+  for rows in (1280, 4096, 16384):
+    q = jax.ShapeDtypeStruct((8, rows, 64), jnp.bfloat16)
+    program = compile_code(artifact(lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k), q, k))
+    sizes[rows] = _instructions(program)
+    nested[rows] = sum(len(inst.loops()) == 2
+                       for block in read_program(program).blocks for inst in block.instructions)
+  assert sizes[1280] == sizes[4096] == sizes[16384], sizes
+  assert nested[1280] > 0, nested
 
 
 # --- hand-written loops: the format and the loader -----------------------------------------
