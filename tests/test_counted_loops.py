@@ -82,6 +82,12 @@ CORPUS = {
     "bf16 q @ k.T over 8 heads of 1280 rows (nested loops)": (
         lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k),
         (_f32(8, 1280, 64).astype(ml_dtypes.bfloat16), _f32(8, 1280, 64).astype(ml_dtypes.bfloat16))),
+    "bf16 q @ k.T over 6 heads, keys over two N panels (nested loops)": (
+        lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k),
+        (_f32(6, 1280, 64).astype(ml_dtypes.bfloat16), _f32(6, 3584, 64).astype(ml_dtypes.bfloat16))),
+    "ds.T @ q over 6 heads, q over two N panels (a loop over head pairs)": (
+        lambda d, q: jnp.einsum("bkm,bkn->bmn", d, q),
+        (_f32(6, 256, 64).astype(ml_dtypes.bfloat16), _f32(6, 256, 4096).astype(ml_dtypes.bfloat16))),
     "bf16 matmul over two N panels": (
         lambda x, w: x @ w, (_f32(1200, 2048).astype(ml_dtypes.bfloat16),
                              _f32(2048, 3584).astype(ml_dtypes.bfloat16))),

@@ -132,16 +132,15 @@ class ResidentRhsMatmul(MatmulTiling):
     return 0
 
   def _batch_loop_pays(self) -> bool:
-    """Whether to loop over pairs of batches (each a whole batch: its panel, every m-tile)
-    rather than over m-tiles inside each batch: when the rhs fits one panel twice (the next
-    batch's loads while this one multiplies) and the body of two batches (four with the
+    """Whether to loop over pairs of batches (each a whole batch: its panels, every m-tile)
+    rather than over m-tiles inside each batch: when a panel fits twice (the next batch's
+    loads while this one multiplies) and the body of two batches (four with the
     peeled copy; each batch's m-tiles, or their nested loop) is smaller than every batch's own
     m-tile loop (about 8 steps a batch)."""
     tiles = len(self.m_tiles)
     # Per batch of the body: its m-tiles, or (their loop nested in it) about 8 steps.
     body = min(tiles, 8) if self._m_tile_loops_fit() else tiles
     if (self.batch // STEPS_PER_PERIOD < MIN_PERIODS
-        or self.panel_blocks * self.n_block < self.n
         or 4 * body + self.batch % 2 * tiles >= self.batch * min(tiles, 8)):
       return False
     return self._panel_fits_twice()
@@ -182,7 +181,8 @@ class ResidentRhsMatmul(MatmulTiling):
     step_fills = 0 if self.lhs_direct else len(self._transpose_groups(*self._lhs_transpose_units()))
     bodies = [step_fills]
     if self.batch_loop:
-      bodies = [step_fills * len(self.m_tiles) + (
+      panels = len(spans(self.n, blocks * self.n_block))
+      bodies = [panels * step_fills * len(self.m_tiles) + (
           math.ceil(self.n / self.partitions) * len(self._transpose_groups(self.rhs.dtype,
                                                                           self.k_tiles))
           if self._rhs_transposed() else 0)]
