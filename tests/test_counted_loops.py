@@ -298,14 +298,15 @@ def test_queues_after_a_loop_are_the_unrolled_programs():
 
 # --- nested loops: a loop body holding a loop ------------------------------------------------
 
-def _scaled_tiles(nested: bool, batches=5, pairs=4, rows=4, cols=32, add=1.0):
+def _scaled_tiles(nested: bool, batches=5, pairs=4, rows=4, cols=32, add=1.0, groups=1):
   """out[b] = x[b] · 2 + add over `batches` batches of 2·pairs row tiles, double-buffered:
   tile p of a pair loads into SBUF buffer p (queue 0), VectorE scales it into result p and
   queue 1 stores it. Nested: a loop over batches holding a loop over pairs; else every tile
   unrolled. Buffers are reused across pairs and batches, so a wrong wait in either loop
-  (a load overwriting a buffer its previous store still reads) changes the output."""
+  (a load overwriting a buffer its previous store still reads) changes the output. groups > 1:
+  `groups` groups of batches, a third loop around the two (x is [groups · batches, ...])."""
   b = ProgramBuilder()
-  shape = (batches, 2 * pairs * rows, cols)
+  shape = (groups * batches, 2 * pairs * rows, cols)
   x = b.tensor("parameter", DType.F32, shape, index=0, name="x")
   out = b.tensor("output", DType.F32, shape, index=0, name="out")
   size = rows * cols * 4
@@ -314,22 +315,25 @@ def _scaled_tiles(nested: bool, batches=5, pairs=4, rows=4, cols=32, add=1.0):
              for p in range(2)]
   tile, batch = rows * cols, 2 * pairs * rows * cols
 
+  moves = ([batches * batch] if groups > 1 else []) + [batch, 2 * tile]
+
   def pair(offset, steps=None):
     for p in range(2):
       at = offset + p * tile
       b.dma_copy(0, loads[p], HbmAP.dense(x, (rows, cols), offset=at),
-                 steps=steps and [{"src": batch}, {"src": 2 * tile}])
+                 steps=steps and [{"src": m} for m in moves])
       b.tensor_scalar(Alu.MUL, results[p], loads[p], Scalar(DType.F32, 2.0))
       b.tensor_scalar(Alu.ADD, results[p], results[p], Scalar(DType.F32, add))
       b.dma_copy(1, HbmAP.dense(out, (rows, cols), offset=at), results[p],
-                 steps=steps and [{"dst": batch}, {"dst": 2 * tile}])
+                 steps=steps and [{"dst": m} for m in moves])
 
   if nested:
-    with b.loop(batches):
-      with b.loop(pairs):
-        pair(0, steps=True)
+    with contextlib.ExitStack() as loops:
+      for count in ([groups] if groups > 1 else []) + [batches, pairs]:
+        loops.enter_context(b.loop(count))
+      pair(0, steps=True)
   else:
-    for i in range(batches):
+    for i in range(groups * batches):
       for j in range(pairs):
         pair(i * batch + j * 2 * tile)
   return b
@@ -344,6 +348,18 @@ def test_nested_loops_compute_what_the_unrolled_program_does_in_the_same_cycles(
   assert out_nested.tobytes() == out_unrolled.tobytes()
   assert prof_nested["device_time_ns"] == prof_unrolled["device_time_ns"]
   assert _instructions(nested)[0] < _instructions(unrolled)[0] / 4
+
+
+def test_three_nested_loops_compute_what_the_unrolled_program_does_in_the_same_cycles():
+  x = _f32(12, 24, 32)
+  shape = dict(groups=3, batches=4, pairs=3)
+  nested, unrolled = finish(_scaled_tiles(True, **shape)), finish(_scaled_tiles(False, **shape))
+  (out_nested,), prof_nested = native().run_program(nested, [x])
+  (out_unrolled,), prof_unrolled = native().run_program(unrolled, [x])
+  np.testing.assert_array_equal(out_nested, x * np.float32(2) + np.float32(1))
+  assert out_nested.tobytes() == out_unrolled.tobytes()
+  assert prof_nested["device_time_ns"] == prof_unrolled["device_time_ns"]
+  assert "k = 0..1" in _disassembly(nested)
 
 
 @pytest.mark.parametrize("batches,pairs", [(2, 2), (3, 5), (7, 3)])
