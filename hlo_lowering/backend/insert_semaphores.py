@@ -147,7 +147,9 @@ def _at_last(forms: list, loops: list) -> list:
 
 
 def _at_last_all(forms: dict, loops: list) -> dict:
-  return {t: _at_last(f, loops) for t, f in forms.items()}
+  """A new dict of `forms` per stream at the last iterations of `loops` (lists shared when
+  unchanged)."""
+  return {t: _at_last(f, loops) for t, f in forms.items()} if loops else dict(forms)
 
 
 def _loop_waits(tracker: WaitTracker, body: list) -> None:
@@ -193,7 +195,9 @@ def _loop_waits(tracker: WaitTracker, body: list) -> None:
       if k is not None:
         passed = _at_last_all(closure[k], region.chains[k][_common(chain, region.chains[k]):])
         for t, f in passed.items():
-          forms[t] = _with(forms.get(t, []), f)
+          mine = forms.get(t)
+          if mine is not f:  # the same guarantees (shared from before the loop): nothing new
+            forms[t] = _with(mine or [], f)
     kept = {}
     for t, (_, base, steps, _) in sorted(waits.items()):
       most = base + sum(step * (loop.count - 1) for loop, step in steps.items())
