@@ -20,9 +20,10 @@ The NKI matmul tutorial's blocking with the moving operand held: per batch and N
 Every buffer, PSUM bank and DMA queue of step s is chosen by the parity of s (queues here, not by
 the back end's round robin), so two steps are one period of everything: the steps run as a
 counted loop (lowering/tile_loops.py) whose body is two m-tiles, and the program's size stops
-growing with M. Many batches of few m-tiles each (attention's heads) loop over pairs of batches
-instead (two rhs panels: the next batch's loads overlap this one's matmuls), so the program's
-size stops growing with the batch. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
+growing with M. Many batches (attention's heads) loop over pairs of batches instead (two rhs
+panels: the next batch's loads overlap this one's matmuls), so the program's size stops growing
+with the batch; a batch of enough m-tiles keeps its m-tile loop nested in that loop (per N
+panel), so it stops growing with M too. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
 panel transposes each lhs tile exactly once.
 """
 
