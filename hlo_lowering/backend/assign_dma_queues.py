@@ -10,6 +10,7 @@ hand-written program) keeps it and does not advance the counter. A counted loop'
 queues once (every iteration runs on the same streams) and the counter then moves on as if every
 iteration had taken its own: the DMAs after the loop get the queues of the unrolled program's, and
 a lowering rule whose body takes a multiple of the queue count per iteration gets exactly them.
+A nested loop counts in its enclosing loop's body once per iteration.
 """
 
 from __future__ import annotations
@@ -22,12 +23,19 @@ def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> No
   queues = int(target_spec["dma_queues"])
   queue = 0
   insts = builder.instructions
-  in_loop = 0  # queues taken by the current loop's body
+  taken = {}  # Loop -> queues one iteration of its body takes (its nested loops' every iteration)
   for k, inst in enumerate(insts):
     if inst.opcode == Opcode.DMA_COPY and inst.stream is None:
       inst.stream = Stream.dma(queue)
       queue = (queue + 1) % queues
-      in_loop += inst.loop is not None
-    if inst.loop is not None and (k + 1 == len(insts) or insts[k + 1].loop is not inst.loop):
-      queue = (queue + (inst.loop.count - 1) * in_loop) % queues
-      in_loop = 0
+      if inst.loop is not None:
+        taken[inst.loop] = taken.get(inst.loop, 0) + 1
+    chain = inst.loops()
+    after = insts[k + 1].loops() if k + 1 < len(insts) else []
+    for loop in reversed(chain):  # the loops ending here, innermost first
+      if loop in after:
+        break
+      body = taken.pop(loop, 0)
+      queue = (queue + (loop.count - 1) * body) % queues
+      if loop.parent is not None:
+        taken[loop.parent] = taken.get(loop.parent, 0) + body * loop.count

@@ -20,9 +20,10 @@ The NKI matmul tutorial's blocking with the moving operand held: per batch and N
 Every buffer, PSUM bank and DMA queue of step s is chosen by the parity of s (queues here, not by
 the back end's round robin), so two steps are one period of everything: the steps run as a
 counted loop (lowering/tile_loops.py) whose body is two m-tiles, and the program's size stops
-growing with M. Many batches of few m-tiles each (attention's heads) loop over pairs of batches
-instead (two rhs panels: the next batch's loads overlap this one's matmuls), so the program's
-size stops growing with the batch. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
+growing with M. Many batches (attention's heads) loop over pairs of batches instead (two rhs
+panels: the next batch's loads overlap this one's matmuls), so the program's size stops growing
+with the batch; a batch of enough m-tiles keeps its m-tile loop nested in that loop (per N
+panel), so it stops growing with M too. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
 panel transposes each lhs tile exactly once.
 """
 
@@ -132,14 +133,16 @@ class ResidentRhsMatmul(MatmulTiling):
     return 0
 
   def _batch_loop_pays(self) -> bool:
-    """Whether to loop over pairs of batches (each a whole batch: its panel, every m-tile)
-    rather than over m-tiles inside each batch: when the rhs fits one panel twice (the next
-    batch's loads while this one multiplies) and the body of two batches (four with the
-    peeled copy) is smaller than every batch's own m-tile loop (about 8 steps a batch)."""
+    """Whether to loop over pairs of batches (each a whole batch: its panels, every m-tile)
+    rather than over m-tiles inside each batch: when a panel fits twice (the next batch's
+    loads while this one multiplies) and the body of two batches (four with the
+    peeled copy; each batch's m-tiles, or their nested loop) is smaller than every batch's own
+    m-tile loop (about 8 steps a batch)."""
     tiles = len(self.m_tiles)
+    # Per batch of the body: its m-tiles, or (their loop nested in it) about 8 steps.
+    body = min(tiles, 8) if self._m_tile_loops_fit() else tiles
     if (self.batch // STEPS_PER_PERIOD < MIN_PERIODS
-        or self.panel_blocks * self.n_block < self.n
-        or 4 * tiles + self.batch % 2 * tiles >= self.batch * min(tiles, 8)):
+        or 4 * body + self.batch % 2 * tiles >= self.batch * min(tiles, 8)):
       return False
     return self._panel_fits_twice()
 
@@ -175,14 +178,19 @@ class ResidentRhsMatmul(MatmulTiling):
     self.accumulators = banks[:max(blocks, 2)]
     # The other banks take transposes in rotation, as many as keep a loop body's fills (two
     # steps', or two batches') a whole number of rotations, so a fill rarely waits on a copy.
-    fills = 0 if self.lhs_direct else len(self._transpose_groups(*self._lhs_transpose_units()))
+    # In a loop over batches that holds loops over m-tiles, both bodies (two batches, two steps).
+    step_fills = 0 if self.lhs_direct else len(self._transpose_groups(*self._lhs_transpose_units()))
+    bodies = [step_fills]
     if self.batch_loop:
-      fills = fills * len(self.m_tiles) + (
+      panels = len(spans(self.n, blocks * self.n_block))
+      bodies = [panels * step_fills * len(self.m_tiles) + (
           math.ceil(self.n / self.partitions) * len(self._transpose_groups(self.rhs.dtype,
                                                                           self.k_tiles))
-          if self._rhs_transposed() else 0)
+          if self._rhs_transposed() else 0)]
+      if self._m_tile_loops_fit():
+        bodies.append(step_fills)
     left = len(banks) - len(self.accumulators)
-    rotation = max(r for r in range(1, left + 1) if 2 * fills % r == 0)
+    rotation = max(r for r in range(1, left + 1) if all(2 * fills % r == 0 for fills in bodies))
     self.transposes = banks[len(self.accumulators):len(self.accumulators) + rotation]
     self._blocks = blocks
     self._transpose_fill = 0
@@ -194,6 +202,7 @@ class ResidentRhsMatmul(MatmulTiling):
     # In a loop over pairs of batches: per operand, the elements its HBM offsets move per
     # iteration (two batches).
     self._batch_move = None
+    self._in_m_loop = False  # whether the step being emitted is in a loop over m-tiles
 
   def _sbuf(self, dtype: DType, partitions: int, offset, free) -> TileAP:
     return TileAP(Memory.SBUF, dtype, 0, partitions, offset, tuple(free))
@@ -314,13 +323,15 @@ class ResidentRhsMatmul(MatmulTiling):
     """A DMA of `operand` ("lhs", "rhs" or "out"): on `queue` in the periodic steps (a loop's,
     or their unrolled form) or when `fixed`, on the back end's round robin elsewhere (spread
     over every queue: a short matmul is latency-bound)."""
-    if self._batch_move is not None:
-      step = self._batch_move[operand]
+    steps = {moving: step}
+    if self._batch_move is not None:  # by two batches; in the m-tile loop also by its step
+      batch = {moving: self._batch_move[operand]}
+      steps = [batch, steps] if self._in_m_loop else batch
     if not (self._periodic or fixed):
       self.ctx.dma(dst, src)
       return
     self.ctx.builder.dma_copy(queue % self.queues, dst, src, debug=self.ctx.debug_id,
-                              steps={moving: step} if step else None)
+                              steps=steps)
 
   def _multiply(self, b: int, s: int, blocks: list[Span], targets: list[int], steps) -> None:
     """m-tile s times the panel, one PSUM bank per n-block, each accumulating its K tiles in
@@ -417,61 +428,71 @@ class ResidentRhsMatmul(MatmulTiling):
     self._carve()
     if not self.batch_loop:
       for b in range(self.batch):
-        self._emit_batch(b, loop_m_tiles=True)
+        self._emit_batch(b, loop_m_tiles=True, periodic=False)
       return
-    # A loop over pairs of batches: every DMA on its own queue, offsets moving by two batches.
+    # A loop over pairs of batches: every DMA on its own queue, offsets moving by two batches;
+    # each batch's m-tiles a loop nested in it where their transposes keep the bank rotation.
     pairs = self.batch // STEPS_PER_PERIOD
     first = 0
-    self._periodic = True
     if loops_enabled():
       self._batch_move = {name: STEPS_PER_PERIOD * place.strides[0]
                           for name, place in (("lhs", self.lhs), ("rhs", self.rhs),
                                               ("out", self.out))}
       with self.ctx.builder.loop(pairs):
         for b in range(STEPS_PER_PERIOD):
-          self._emit_batch(b, loop_m_tiles=False)
+          self._emit_batch(b, loop_m_tiles=self._m_tile_loop_repeats(), periodic=True)
       self._batch_move = None
       first = STEPS_PER_PERIOD * pairs
     for b in range(first, self.batch):
-      self._periodic = b < STEPS_PER_PERIOD * pairs
-      self._emit_batch(b, loop_m_tiles=False)
+      self._emit_batch(b, loop_m_tiles=False, periodic=b < STEPS_PER_PERIOD * pairs)
     self._periodic = False
 
-  def _emit_batch(self, b: int, loop_m_tiles: bool) -> None:
+  def _m_tile_loops_fit(self) -> bool:
+    """Whether a batch has the m-tiles for a loop over them (MIN_PERIODS periods of steps
+    between the first step and those loading past the last m-tile)."""
+    return (len(self.m_tiles) - 1 - self._ahead()) // STEPS_PER_PERIOD >= MIN_PERIODS
+
+  def _m_tile_loop_repeats(self) -> bool:
+    """Whether two m-tile steps take a whole number of turns of the transposes' PSUM banks
+    (so a loop over them, in the loop over batches, uses the unrolled steps' banks)."""
+    if self.lhs_direct:
+      return True
+    fills = len(self._transpose_groups(*self._lhs_transpose_units()))
+    return STEPS_PER_PERIOD * fills % len(self.transposes) == 0
+
+  def _emit_batch(self, b: int, loop_m_tiles: bool, periodic: bool) -> None:
     """Batch b: per N panel, its load and its m-tiles' steps (as a loop over m-tiles when
-    `loop_m_tiles`, else plain, every DMA periodic as `_periodic` says)."""
+    `loop_m_tiles`, else plain). `periodic`: every DMA on its own queue (a loop over batches
+    holds them, or their unrolled form); else only those of the m-tile loop's periods."""
     pitch = self.panel_blocks * self.n_block
     panels = spans(self.n, pitch)
-    in_batch_loop = not loop_m_tiles and self._periodic
     for p, cols in enumerate(panels):
       self.rhs_panel = self.rhs_panels[self._segments_before % len(self.rhs_panels)]
       self._segments_before += 1
-      self._panel_follows = in_batch_loop or b + 1 < self.batch or p + 1 < len(panels)
+      self._panel_follows = periodic or b + 1 < self.batch or p + 1 < len(panels)
+      self._periodic = periodic
       self._load_panel(b, cols)
       blocks = spans(cols.count, self.n_block)
       blocks = [Span(cols.start + blk.start, blk.count) for blk in blocks]
       self._blocks = len(blocks)
-      if loop_m_tiles:
-        self._periodic = False
       self._prologue(b)
       self._step(b, 0, blocks)  # the first m-tile's matmul order is its own (_multiply)
       # Steps 1 … 1 + periodic − 1 repeat with period 2: the loop's body is steps 1 and 2.
       keys = [self._step_key(b, s, blocks) for s in range(1, len(self.m_tiles))]
       periods = periodic_prefix(keys, STEPS_PER_PERIOD) if loop_m_tiles else 0
-      periodic = periods * STEPS_PER_PERIOD if periods >= MIN_PERIODS else 0
+      repeated = periods * STEPS_PER_PERIOD if periods >= MIN_PERIODS else 0
       first = 1
-      if periodic and loops_enabled():
-        self._periodic = True
+      if repeated and loops_enabled():
+        self._periodic, self._in_m_loop = True, True
         with self.ctx.builder.loop(periods):
           for s, steps in enumerate(offset_steps(keys, STEPS_PER_PERIOD), start=1):
             self._step(b, s, blocks, steps)
-        first += periodic
+        self._in_m_loop = False
+        first += repeated
       for s in range(first, len(self.m_tiles)):
-        if loop_m_tiles:
-          self._periodic = s <= periodic
+        self._periodic = periodic or s <= repeated
         self._step(b, s, blocks)
-      if loop_m_tiles:
-        self._periodic = False
+      self._periodic = False
       self._steps_before += len(self.m_tiles)
 
   def _prologue(self, b: int) -> None:

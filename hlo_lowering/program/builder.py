@@ -20,6 +20,9 @@ from .instructions import Block, DebugEntry, Exit, Instruction, Loop, Tensor, st
 from .operands import HbmAP, Scalar, TileAP
 from .writer import serialize
 
+# The loader's limit (pjrt_plugin/sim/program.h kMaxLoopDepth).
+MAX_LOOP_DEPTH = 8
+
 
 def _expect(value, kinds, where: str, what: str):
   if not isinstance(value, kinds):
@@ -95,16 +98,18 @@ class ProgramBuilder:
   def loop(self, count: int):
     """Instructions emitted inside the `with` form one iteration of a counted loop run `count`
     times (format version 4); give each HBM operand that moves per iteration its step
-    (`steps=` of the instruction methods). The back end derives per-iteration waits."""
-    if self._loop is not None:
-      raise ValueError("loops do not nest")
+    (`steps=` of the instruction methods). A loop inside another's `with` is nested in it. The
+    back end derives per-iteration waits."""
     if int(count) < 1:
       raise ValueError(f"a loop runs at least once, not {count} times")
-    self._loop = Loop(int(count))
+    if self._loop is not None and len(self._loop.chain()) >= MAX_LOOP_DEPTH:
+      raise ValueError(f"loops nest at most {MAX_LOOP_DEPTH} deep")
+    outer = self._loop
+    self._loop = Loop(int(count), parent=outer)
     try:
       yield self._loop
     finally:
-      self._loop = None
+      self._loop = outer
 
   def set_block(self, index: int) -> None:
     """Instructions emitted from now on go to block `index`."""
@@ -411,13 +416,26 @@ class ProgramBuilder:
     return debug
 
   def _set_steps(self, inst, steps) -> None:
-    steps = {k: int(v) for k, v in (steps or {}).items() if v}
-    if steps and self._loop is None:
+    """steps: {key: per iteration} of the innermost loop, or one such dict per loop holding the
+    instruction, outermost first."""
+    chain = inst.loops()
+    per_loop = [{k: int(v) for k, v in (given or {}).items() if v}
+                for given in (steps if isinstance(steps, (list, tuple)) else [steps])]
+    if not any(per_loop):
+      return
+    if not chain:
       raise ValueError(f"{inst.opcode.name.lower()}: offset steps outside a loop")
-    for key in steps:
-      if key not in stepped_values(inst) and not isinstance(inst.operands.get(key), HbmAP):
-        raise ValueError(f"{inst.opcode.name.lower()}: a step for {key!r}, not an HBM operand")
-    inst.steps = steps
+    if not isinstance(steps, (list, tuple)):
+      per_loop = [{}] * (len(chain) - 1) + per_loop
+    if len(per_loop) != len(chain):
+      raise ValueError(f"{inst.opcode.name.lower()}: offset steps for {len(per_loop)} loops, "
+                       f"inside {len(chain)}")
+    for loop, given in zip(chain, per_loop):
+      for key in given:
+        if key not in stepped_values(inst) and not isinstance(inst.operands.get(key), HbmAP):
+          raise ValueError(f"{inst.opcode.name.lower()}: a step for {key!r}, not an HBM operand")
+      if given:
+        inst.steps_of(loop)[0].update(given)
 
   def _emit(self, opcode, stream, debug, **operands):
     debug = self._debug_id(debug)

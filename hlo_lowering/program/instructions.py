@@ -43,10 +43,20 @@ class Loop:
   """A counted loop (format version 4): the instructions that carry it, consecutive in program
   order within one block, run `count` times in a row. Each stream's share of them is that
   stream's loop body; iteration i's waits and HBM offsets are iteration 0's plus i times their
-  steps (`Instruction.wait_steps`, `Instruction.steps`)."""
+  steps (`Instruction.wait_steps`, `Instruction.steps`). Loops nest: `parent` is the loop whose
+  body holds this one (an instruction's steps for it: `Instruction.outer`)."""
   count: int
   # Set by the back end's peel-loops stage once the body's first iteration precedes the loop.
   peeled: bool = False
+  parent: "Loop | None" = None
+
+  def chain(self) -> list:
+    """The loops holding this loop's body, outermost first, this one last."""
+    chain, loop = [], self
+    while loop is not None:
+      chain.append(loop)
+      loop = loop.parent
+    return chain[::-1]
 
 
 @dataclasses.dataclass
@@ -56,19 +66,33 @@ class Instruction:
   debug_id: int
   operands: dict  # field name -> value, in OPERAND_LAYOUT order
   waits: list = dataclasses.field(default_factory=list)  # [(stream, count)]: iteration 0's
-  loop: Loop | None = None
+  loop: Loop | None = None  # the innermost loop holding it
   # In a loop: HBM operand key (hbm_operand_keys) -> elements its offset moves per iteration,
   # or a stepped value's name (stepped_values) -> what it adds per iteration;
   # waited stream -> how much its wait count grows per iteration.
   steps: dict = dataclasses.field(default_factory=dict)
   wait_steps: dict = dataclasses.field(default_factory=dict)
+  # The same per iteration of each enclosing loop of `loop`: Loop -> (steps, wait_steps).
+  outer: dict = dataclasses.field(default_factory=dict)
 
-  def at_iteration(self, i: int) -> "Instruction":
-    """This instruction as iteration `i` of its loop runs it (no loop: itself)."""
-    if self.loop is None or i == 0:
+  def loops(self) -> list:
+    """The loops holding this instruction, outermost first."""
+    return self.loop.chain() if self.loop is not None else []
+
+  def steps_of(self, loop: Loop) -> tuple[dict, dict]:
+    """(steps, wait_steps) per iteration of `loop`, one of the loops holding this instruction;
+    the dicts are this instruction's own (a caller may fill them)."""
+    if loop is self.loop:
+      return self.steps, self.wait_steps
+    return self.outer.setdefault(loop, ({}, {}))
+
+  def moved(self, loop: Loop, i: int) -> "Instruction":
+    """This instruction with `loop`'s steps applied `i` times (its other loops' steps kept)."""
+    if i == 0:
       return self
+    steps, wait_steps = self.steps_of(loop)
     operands = dict(self.operands)
-    for key, step in self.steps.items():
+    for key, step in steps.items():
       name, index = key if isinstance(key, tuple) else (key, None)
       if name in stepped_values(self):
         operands[name] = operands[name] + step * i
@@ -77,8 +101,19 @@ class Instruction:
       else:
         operands[name] = [ap.moved(step * i) if k == index else ap
                           for k, ap in enumerate(operands[name])]
-    waits = [(s, c + self.wait_steps.get(s, 0) * i) for s, c in self.waits]
+    waits = [(s, c + wait_steps.get(s, 0) * i) for s, c in self.waits]
     return dataclasses.replace(self, operands=operands, waits=waits)
+
+  def at_iteration(self, i: int) -> "Instruction":
+    """This instruction as iteration `i` of its innermost loop runs it (no loop: itself)."""
+    return self if self.loop is None else self.moved(self.loop, i)
+
+  def at_iterations(self, iterations: dict) -> "Instruction":
+    """As iterations[L] of each loop L holding it runs it (a loop not given: iteration 0)."""
+    inst = self
+    for loop in self.loops():
+      inst = inst.moved(loop, iterations.get(loop, 0))
+    return inst
 
 
 @dataclasses.dataclass
@@ -120,25 +155,10 @@ class Block:
 
   def executed(self, selected=None):
     """Every instruction as the block runs it, in program order: each loop's instructions once
-    per iteration (concrete waits and offsets). For checks; O(executed instructions). With
-    `selected` (a predicate on the stored instruction), only those: a loop none of whose
-    instructions is selected costs nothing."""
-    insts, k = self.instructions, 0
-    while k < len(insts):
-      loop = insts[k].loop
-      if loop is None:
-        if selected is None or selected(insts[k]):
-          yield insts[k]
-        k += 1
-        continue
-      end = k
-      while end < len(insts) and insts[end].loop is loop:
-        end += 1
-      body = [inst for inst in insts[k:end] if selected is None or selected(inst)]
-      for i in range(loop.count if body else 0):
-        for inst in body:
-          yield inst.at_iteration(i)
-      k = end
+    per iteration (concrete waits and offsets; nested loops too). For checks; O(executed
+    instructions). With `selected` (a predicate on the stored instruction), only those: a loop
+    none of whose instructions is selected costs nothing."""
+    yield from _executed(self.instructions, 0, {}, selected)
 
   @property
   def streams(self) -> dict:
@@ -147,6 +167,28 @@ class Block:
     for inst in self.instructions:
       streams.setdefault(inst.stream, []).append(inst)
     return streams
+
+
+def _executed(insts: list, depth: int, iterations: dict, selected):
+  """`insts` (a block's instructions, or the body of a loop nested `depth` deep) as they run:
+  each loop below `depth` once per iteration, at `iterations` of the loops above."""
+  k = 0
+  while k < len(insts):
+    chain = insts[k].loops()
+    if len(chain) <= depth:
+      if selected is None or selected(insts[k]):
+        yield insts[k].at_iterations(iterations)
+      k += 1
+      continue
+    inner = chain[depth]
+    end = k
+    while end < len(insts) and inner in insts[end].loops()[depth:depth + 1]:
+      end += 1
+    body = insts[k:end]
+    if selected is None or any(selected(inst) for inst in body):
+      for i in range(inner.count):
+        yield from _executed(body, depth + 1, {**iterations, inner: i}, selected)
+    k = end
 
 
 # Operand kinds: "u8", "u32", "u64", "i64", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of

@@ -137,7 +137,7 @@ def _read_streams(r: _Reader, version: int) -> list:
   insts = []
   for _ in range(r.unpack("I")):
     stream = r.unpack("B")
-    own = []
+    own, pending = [], []
     for _ in range(r.unpack("I")):
       opcode, debug_id = r.unpack("HI")
       opcode = Opcode(opcode)
@@ -146,20 +146,29 @@ def _read_streams(r: _Reader, version: int) -> list:
       operands = {name: r.operand(kind) if name in stored else FIELD_SINCE[(opcode, name)][1]
                   for name, kind in OPERAND_LAYOUT[opcode]}
       own.append(Instruction(opcode, stream, debug_id, operands, waits))
+    open_loops = []  # (end, Loop) of the loops holding the current one (sorted, nested)
     for _ in range(r.unpack("I") if version >= 4 else 0):
       first, length, count, num_steps = r.unpack("IIII")
-      loop = Loop(count)
+      while open_loops and open_loops[-1][0] <= first:
+        open_loops.pop()
+      loop = Loop(count, parent=open_loops[-1][1] if open_loops else None)
+      open_loops.append((first + length, loop))
       for inst in own[first:first + length]:
-        inst.loop = loop
+        inst.loop = loop  # a nested loop, read later, takes its own instructions
+      steps = []
       for _ in range(num_steps):
-        index, kind, field, step = r.unpack("IBBq")
+        steps.append(r.unpack("IBBq"))
+      pending.append((loop, first, steps))
+    for loop, first, steps in pending:  # each instruction's innermost loop is known now
+      for index, kind, field, step in steps:
         inst = own[first + index]
+        steps_of, wait_steps = inst.steps_of(loop)
         if kind == STEP_WAIT:
-          inst.wait_steps[inst.waits[field][0]] = step
+          wait_steps[inst.waits[field][0]] = step
         elif kind == STEP_BASE:
-          inst.steps["base"] = step
+          steps_of["base"] = step
         else:
-          inst.steps[hbm_operand_keys(inst)[field]] = step
+          steps_of[hbm_operand_keys(inst)[field]] = step
     insts.extend(own)
   return insts
 
@@ -259,20 +268,25 @@ def _format_debug(debug: DebugEntry) -> str:
   return text
 
 
+# The counter names of nested loops in the disassembly, outermost first.
+_COUNTERS = "ijklmnop"
+
+
 def _disassemble_streams(program: Program, streams: dict, indent: str) -> list:
   lines = []
   for stream in sorted(streams, key=lambda s: (s is None, s or 0)):
     lines.append(f"{indent}stream {'DMA?' if stream is None else stream_name(stream)}:")
-    runs = {first: (length, loop) for first, length, loop in loop_runs(streams[stream])}
-    body_end = 0
+    runs = {}
+    for first, length, loop in loop_runs(streams[stream]):
+      runs.setdefault(first, []).append((length, loop))
     for pos, inst in enumerate(streams[stream], 1):
-      if pos - 1 in runs:
-        length, loop = runs[pos - 1]
-        body_end = pos - 1 + length
-        lines.append(f"{indent}  loop x{loop.count} (instructions {pos}..{body_end}, i = 0.."
-                     f"{loop.count - 1}):")
-      inner = "  " if pos <= body_end else ""
-      waits = " ".join(f"{stream_name(s)}>={c}{_step_text(inst.wait_steps.get(s, 0))}"
+      for length, loop in runs.get(pos - 1, ()):
+        depth = len(loop.chain())
+        counter = _COUNTERS[depth - 1]
+        lines.append(f"{indent}{'  ' * depth}loop x{loop.count} (instructions {pos}.."
+                     f"{pos - 1 + length}, {counter} = 0..{loop.count - 1}):")
+      inner = "  " * len(inst.loops())
+      waits = " ".join(f"{stream_name(s)}>={c}{_step_text(inst, lambda w: w[1].get(s, 0))}"
                        for s, c in inst.waits)
       args = " ".join(f"{name}={_format_operand(inst, name, program.tensors)}"
                       for name, _ in OPERAND_LAYOUT[inst.opcode])
@@ -283,8 +297,11 @@ def _disassemble_streams(program: Program, streams: dict, indent: str) -> list:
   return lines
 
 
-def _step_text(step: int) -> str:
-  return f"{step:+d}i" if step else ""
+def _step_text(inst: Instruction, step_of) -> str:
+  """"+512i+8j": what `step_of((steps, wait_steps))` gives per iteration of each loop holding
+  `inst` (outermost first: i, j, ...)."""
+  return "".join(f"{step:+d}{_COUNTERS[d]}" for d, loop in enumerate(inst.loops())
+                 if (step := step_of(inst.steps_of(loop))))
 
 
 def _format_operand(inst: Instruction, name: str, tensors) -> str:
@@ -293,15 +310,17 @@ def _format_operand(inst: Instruction, name: str, tensors) -> str:
   if name == "region":
     return format_region(value)
   if isinstance(value, list):
-    return "[" + ", ".join(_with_step(_format_value(name, v, tensors), inst.steps.get((name, k)))
+    return "[" + ", ".join(_with_step(_format_value(name, v, tensors),
+                                      _step_text(inst, lambda st, k=k: st[0].get((name, k))))
                            for k, v in enumerate(value)) + "]"
-  return _with_step(_format_value(name, value, tensors), inst.steps.get(name))
+  return _with_step(_format_value(name, value, tensors),
+                    _step_text(inst, lambda st: st[0].get(name)))
 
 
-def _with_step(text: str, step) -> str:
+def _with_step(text: str, step: str) -> str:
   if not step:
     return text
   if "[" not in text:  # a stepped number (an iota's base)
-    return text + _step_text(step)
+    return text + step
   at = text.index("[")
-  return text[:at] + _step_text(step) + text[at:]
+  return text[:at] + step + text[at:]

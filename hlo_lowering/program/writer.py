@@ -104,28 +104,32 @@ STEP_WAIT, STEP_HBM, STEP_BASE = 0, 1, 2
 
 
 def loop_runs(insts: list) -> list:
-  """(first, length, Loop) of each run of consecutive instructions of one loop."""
-  runs = []
+  """(first, length, Loop) of each loop of one stream's instructions (nested loops too), sorted
+  by first instruction, an enclosing loop before the loops it holds; a loop's instructions of
+  the stream must be consecutive."""
+  spans = {}  # Loop -> [first, last]
   for k, inst in enumerate(insts):
-    if inst.loop is None:
-      continue
-    if runs and runs[-1][2] is inst.loop and runs[-1][0] + runs[-1][1] == k:
-      runs[-1] = (runs[-1][0], runs[-1][1] + 1, inst.loop)
-    else:
-      runs.append((k, 1, inst.loop))
-  return runs
+    for loop in inst.loops():
+      span = spans.setdefault(loop, [k, k])
+      if span[1] < k - 1:
+        raise ValueError(f"a loop's instructions of one stream are not consecutive (at {k})")
+      span[1] = k
+  depth = {loop: len(loop.chain()) for loop in spans}
+  return sorted(((first, last - first + 1, loop) for loop, (first, last) in spans.items()),
+                key=lambda run: (run[0], depth[run[2]]))
 
 
-def _loop_steps(inst) -> list:
-  """(kind, index, step) of an instruction's nonzero steps."""
-  steps = [(STEP_WAIT, k, inst.wait_steps.get(s, 0)) for k, (s, _) in enumerate(inst.waits)]
+def _loop_steps(inst, loop) -> list:
+  """(kind, index, step) of an instruction's nonzero steps per iteration of `loop`."""
+  steps_of, wait_steps = inst.steps_of(loop)
+  steps = [(STEP_WAIT, k, wait_steps.get(s, 0)) for k, (s, _) in enumerate(inst.waits)]
   keys = hbm_operand_keys(inst)
-  unknown = set(inst.steps) - set(keys) - set(stepped_values(inst))
+  unknown = set(steps_of) - set(keys) - set(stepped_values(inst))
   if unknown:
     raise ValueError(f"{inst.opcode.name.lower()}: steps for {sorted(map(str, unknown))}, which "
                      f"are not its HBM operands {keys}")
   steps += [(STEP_BASE, 0, step) if key in stepped_values(inst) else
-            (STEP_HBM, keys.index(key), step) for key, step in inst.steps.items()]
+            (STEP_HBM, keys.index(key), step) for key, step in steps_of.items()]
   return [step for step in steps if step[2] != 0]
 
 
@@ -146,7 +150,7 @@ def _streams(w: _Writer, streams: dict) -> None:
     w.pack("I", len(runs))
     for first, length, loop in runs:
       steps = [(k, *step) for k in range(length)
-               for step in _loop_steps(streams[stream][first + k])]
+               for step in _loop_steps(streams[stream][first + k], loop)]
       w.pack("IIII", first, length, loop.count, len(steps))
       for step in steps:
         w.pack("IBBq", *step)

@@ -107,13 +107,14 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     const auto* insts = known ? &program->blocks[r.block].streams[r.stream % kNumStreams] : nullptr;
     if (insts != nullptr && r.index >= 0 && r.stream < kNumStreams &&
         static_cast<size_t>(r.index) < insts->size()) {
-      // In a loop, the counts of the iteration that ran.
-      const InstructionSteps* steps = program->blocks[r.block].StepsOf(r.stream, r.index);
-      if (steps != nullptr) rec["iteration"] = r.iteration;  // only a loop's records have one
-      const auto& inst_waits = (*insts)[r.index].waits;
-      for (size_t k = 0; k < inst_waits.size(); ++k) {
-        const uint64_t count = inst_waits[k].count + (steps ? steps->wait_steps[k] * r.iteration : 0);
-        if (count > 0) waits.append(nb::make_tuple(StreamName(inst_waits[k].stream), count));
+      // In a loop, the counts of the iteration that ran (`iteration`: the how-manieth run of the
+      // stored instruction, the iterations of nested loops in mixed radix).
+      const Block& block = program->blocks[r.block];
+      const bool in_loop = !block.EnclosingLoops(r.stream, r.index).empty();
+      if (in_loop) rec["iteration"] = r.iteration;  // only a loop's records have one
+      const Instruction ran = in_loop ? block.AtRun(r.stream, r.index, r.iteration) : (*insts)[r.index];
+      for (const Wait& w : ran.waits) {
+        if (w.count > 0) waits.append(nb::make_tuple(StreamName(w.stream), uint64_t{w.count}));
       }
     }
     rec["waits"] = waits;

@@ -31,36 +31,67 @@ void Run(Machine& machine, const Instruction& inst) {
   }
 }
 
-// A stream's cursor over its stored instructions and counted loops (never expanded), with its
-// semaphore: the completion time of each instruction it has executed.
+// A stream's cursor over its stored instructions and counted loops (never expanded; loops may
+// nest), with its semaphore: the completion time of each instruction it has executed.
 struct StreamState {
   size_t next = 0;                 // stored index of the next instruction
-  int64_t iteration = 0;           // the loop iteration it belongs to (0 outside loops)
-  size_t loop = 0;                 // the first of the stream's loops not yet finished
-  const InstructionSteps* steps = nullptr;  // the next instruction's loop steps, if in a loop
+  size_t next_loop = 0;            // the first of the stream's loops not yet entered
+  int depth = 0;                   // how many loops hold the next instruction
+  std::array<size_t, kMaxLoopDepth> active{};       // those loops (indices), outermost first
+  std::array<int64_t, kMaxLoopDepth> iteration{};   // and each one's iteration
   double free_ns = 0;              // when the stream can start its next instruction
   std::vector<double> done_ns;     // completion time of each finished instruction
 
-  void FindSteps(const std::vector<StreamLoop>& loops) {
-    steps = nullptr;
-    if (loop < loops.size() && next >= loops[loop].first) steps = &loops[loop].body[next - loops[loop].first];
+  // Enters the loops whose bodies start at `next` (an enclosing loop is listed first).
+  void Enter(const std::vector<StreamLoop>& loops) {
+    while (next_loop < loops.size() && loops[next_loop].first == next) {
+      active[depth] = next_loop++;
+      iteration[depth++] = 0;
+    }
   }
   void Advance(const std::vector<StreamLoop>& loops) {
     ++next;
-    if (loop < loops.size() && next == loops[loop].first + loops[loop].length) {
-      if (iteration + 1 < loops[loop].count) {
-        ++iteration;
-        next = loops[loop].first;
-      } else {
-        iteration = 0;
-        ++loop;
+    while (depth > 0) {
+      const StreamLoop& loop = loops[active[depth - 1]];
+      if (next != loop.first + loop.length) break;
+      if (iteration[depth - 1] + 1 < loop.count) {
+        ++iteration[depth - 1];
+        next = loop.first;
+        next_loop = active[depth - 1] + 1;  // its nested loops run again
+        break;
       }
+      --depth;
     }
-    FindSteps(loops);
+    Enter(loops);
   }
-  // The count the next instruction's k-th wait needs at this iteration.
-  uint64_t WaitCount(const Instruction& inst, size_t k) const {
-    return inst.waits[k].count + (steps ? static_cast<uint64_t>(steps->wait_steps[k]) * iteration : 0);
+  // The steps of the next instruction in the loop at `level` (0: outermost).
+  const InstructionSteps& Steps(const std::vector<StreamLoop>& loops, int level) const {
+    const StreamLoop& loop = loops[active[level]];
+    return loop.body[next - loop.first];
+  }
+  // The count the next instruction's k-th wait needs at these iterations.
+  uint64_t WaitCount(const std::vector<StreamLoop>& loops, const Instruction& inst, size_t k) const {
+    uint64_t count = inst.waits[k].count;
+    for (int d = 0; d < depth; ++d) count += static_cast<uint64_t>(Steps(loops, d).wait_steps[k]) * iteration[d];
+    return count;
+  }
+  // How many times the next instruction ran before in this block entry (the iterations in
+  // mixed radix, the outermost most significant).
+  int64_t Run(const std::vector<StreamLoop>& loops) const {
+    int64_t run = 0;
+    for (int d = 0; d < depth; ++d) run = run * loops[active[d]].count + iteration[d];
+    return run;
+  }
+  // The next instruction as these iterations run it: its HBM offsets and bases moved.
+  bool Moved(const std::vector<StreamLoop>& loops, const Instruction& stored, Instruction& out) const {
+    bool moved = false;
+    for (int d = 0; d < depth; ++d) {
+      const InstructionSteps& steps = Steps(loops, d);
+      if (iteration[d] == 0 || !steps.moves()) continue;
+      out = AtIteration(moved ? out : stored, steps, iteration[d]);
+      moved = true;
+    }
+    return moved;
   }
 };
 
@@ -76,11 +107,14 @@ std::string DeadlockReport(const Program& program, size_t block_index,
     const Instruction& inst = insts[state[s].next];
     report += ' ';
     report += DescribeInstruction(program, block_index, s, state[s].next);
-    if (state[s].steps != nullptr) report += " at loop iteration " + std::to_string(state[s].iteration);
+    if (state[s].depth > 0) {
+      report += " at loop iteration ";
+      for (int d = 0; d < state[s].depth; ++d) report += (d ? "," : "") + std::to_string(state[s].iteration[d]);
+    }
     report += " waits for";
     for (size_t k = 0; k < inst.waits.size(); ++k) {
       const Wait& w = inst.waits[k];
-      const uint64_t count = state[s].WaitCount(inst, k);
+      const uint64_t count = state[s].WaitCount(block.loops[s], inst, k);
       if (state[w.stream].done_ns.size() < count) {
         report += ' ';
         report += StreamName(w.stream) + ">=" + std::to_string(count) + " (has " +
@@ -128,7 +162,7 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     remaining += executed;
     state[s].free_ns = start_ns;
     state[s].done_ns.reserve(executed);
-    state[s].FindSteps(block.loops[s]);
+    state[s].Enter(block.loops[s]);
   }
   double finish_ns = start_ns;
   while (remaining > 0) {
@@ -144,7 +178,7 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
       bool runnable = true;
       const Instruction& next = insts[state[s].next];
       for (size_t k = 0; k < next.waits.size(); ++k) {
-        const uint64_t count = state[s].WaitCount(next, k);
+        const uint64_t count = state[s].WaitCount(block.loops[s], next, k);
         if (count == 0) continue;
         const auto& done = state[next.waits[k].stream].done_ns;
         if (done.size() < count) {
@@ -162,8 +196,8 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     StreamState& stream = state[best];
     const Instruction& stored = block.streams[best][stream.next];
     // A loop iteration past the first runs with its HBM offsets (and iota bases) moved (a copy; waits unused here).
-    const bool moved = stream.steps != nullptr && stream.iteration > 0 && stream.steps->moves();
-    const Instruction concrete = moved ? AtIteration(stored, *stream.steps, stream.iteration) : Instruction{};
+    Instruction concrete;
+    const bool moved = stream.depth > 0 && stream.Moved(block.loops[best], stored, concrete);
     const Instruction& inst = moved ? concrete : stored;
     InstructionTiming timing;
     if (inst.opcode == Opcode::kCollective) {
@@ -196,7 +230,7 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
                                best_start, stream.done_ns.back(), timing.bytes, timing.flops,
                                stream.free_ns, static_cast<int64_t>(stream.next),
                                static_cast<int32_t>(block_index)};
-      record.iteration = stream.iteration;
+      record.iteration = stream.Run(block.loops[best]);
       record.hbm_bytes = counts.hbm_bytes;
       record.fp8 = counts.fp8_matmul_flops > 0;
       profile->timeline.push_back(record);

@@ -1,5 +1,5 @@
-// Counted loops of a stream (format version 4): how many instructions a stream executes, which
-// loop a stored instruction belongs to, and an instruction as a given iteration runs it.
+// Counted loops of a stream (format version 4; nested loops too): how many instructions a stream
+// executes, which loops hold a stored instruction, and an instruction as a given iteration runs it.
 #include <type_traits>
 
 #include "program.h"
@@ -62,17 +62,44 @@ std::vector<HbmAP*> HbmOperands(Operands& operands) {
 }
 
 int64_t Block::ExecutedCount(int s) const {
-  int64_t n = static_cast<int64_t>(streams[s].size());
-  for (const StreamLoop& loop : loops[s]) n += static_cast<int64_t>(loop.length) * (loop.count - 1);
-  return n;
+  // A loop runs its body (its length plus what its own nested loops add: `extra`) `count`
+  // times, `extra` + (length + extra)·(count − 1) more than its stored instructions; loops are
+  // sorted with parents first, so walk them backwards (children first).
+  const std::vector<StreamLoop>& list = loops[s];
+  std::vector<int64_t> extra(list.size(), 0);
+  int64_t total = static_cast<int64_t>(streams[s].size());
+  for (size_t l = list.size(); l-- > 0;) {
+    int64_t runs;
+    if (__builtin_add_overflow(extra[l], static_cast<int64_t>(list[l].length), &runs) ||
+        __builtin_mul_overflow(runs, static_cast<int64_t>(list[l].count) - 1, &runs) ||
+        __builtin_add_overflow(runs, extra[l], &runs)) {
+      runs = INT64_MAX;
+    }
+    int64_t& into = list[l].parent >= 0 ? extra[list[l].parent] : total;
+    if (__builtin_add_overflow(into, runs, &into)) into = INT64_MAX;
+  }
+  return total;
 }
 
-const InstructionSteps* Block::StepsOf(int s, size_t index) const {
-  for (const StreamLoop& loop : loops[s]) {
-    if (index < loop.first) return nullptr;
-    if (index < loop.first + loop.length) return &loop.body[index - loop.first];
+std::vector<int> Block::EnclosingLoops(int s, size_t index) const {
+  std::vector<int> chain;
+  const std::vector<StreamLoop>& list = loops[s];
+  for (size_t l = 0; l < list.size() && list[l].first <= index; ++l) {
+    if (index < list[l].first + list[l].length) chain.push_back(static_cast<int>(l));
   }
-  return nullptr;
+  return chain;  // containing loops nest, and parents come first
+}
+
+Instruction Block::AtRun(int s, size_t index, int64_t run) const {
+  const std::vector<int> chain = EnclosingLoops(s, index);
+  Instruction out = streams[s][index];
+  for (size_t d = chain.size(); d-- > 0;) {  // innermost first: its counter is the lowest digit
+    const StreamLoop& loop = loops[s][chain[d]];
+    const int64_t iteration = run % loop.count;
+    run /= loop.count;
+    if (iteration > 0) out = AtIteration(out, loop.body[index - loop.first], iteration);
+  }
+  return out;
 }
 
 Instruction AtIteration(const Instruction& inst, const InstructionSteps& steps, int64_t iteration) {

@@ -248,7 +248,8 @@ struct BlockExit {
 
 // What changes per iteration in one instruction of a loop body (format version 4): iteration i
 // waits for waits[k].count + wait_steps[k]·i, and its k-th HBM access pattern (operand encoding
-// order, HbmAP::offset) starts hbm_steps[k].second·i elements further.
+// order, HbmAP::offset) starts hbm_steps[k].second·i elements further. In nested loops each
+// enclosing loop has its own steps for the instruction, by that loop's counter.
 struct InstructionSteps {
   std::vector<int64_t> wait_steps;                     // one per wait (0: the same every iteration)
   std::vector<std::pair<int, int64_t>> hbm_steps;      // (HBM operand index, elements per iteration)
@@ -256,24 +257,35 @@ struct InstructionSteps {
   bool moves() const { return !hbm_steps.empty() || base_step != 0; }
 };
 
+// Loops nest at most this deep (the loader rejects deeper ones).
+constexpr int kMaxLoopDepth = 8;
+
 // A counted loop of one stream: its stored instructions [first, first + length) run `count`
 // times in a row (docs/program-format.md "Loops"). The program is never expanded in memory.
+// Loops nest: `parent` is the stream's loop whose body holds this one's (-1: none).
 struct StreamLoop {
   uint32_t first = 0, length = 0, count = 0;
+  int32_t parent = -1;
   std::vector<InstructionSteps> body;  // one per body instruction
 };
 
 // A block: one instruction list per stream (semaphore counts restart at 0 on entry), the
-// streams' counted loops (sorted, disjoint) and the block's exit.
+// streams' counted loops (sorted by first instruction, an enclosing loop before the loops it
+// holds) and the block's exit.
 struct Block {
   std::array<std::vector<Instruction>, kNumStreams> streams;
   std::array<std::vector<StreamLoop>, kNumStreams> loops;
   BlockExit exit;
 
-  // Instructions stream `s` executes in one entry of the block (loops counted per iteration).
+  // Instructions stream `s` executes in one entry of the block (loops counted per iteration;
+  // saturates at INT64_MAX).
   TRN_API int64_t ExecutedCount(int s) const;
-  // The loop step of stored instruction `index` of stream `s`, or nullptr outside loops.
-  TRN_API const InstructionSteps* StepsOf(int s, size_t index) const;
+  // The indices (in loops[s]) of the loops holding stored instruction `index`, outermost first.
+  TRN_API std::vector<int> EnclosingLoops(int s, size_t index) const;
+  // Stored instruction `index` of stream `s` as its `run`-th execution in one block entry runs it
+  // (run: 0-based; in nested loops the iterations in mixed radix, the outermost most
+  // significant): its waits, HBM offsets and bases moved.
+  TRN_API Instruction AtRun(int s, size_t index, int64_t run) const;
 };
 
 // Iteration `iteration` of `inst` (whose steps are `steps`): its HBM offsets moved by the steps.

@@ -102,9 +102,9 @@ Status Parser::CheckBlocks() const {
   return Status::Ok();
 }
 
-// Every iteration of every loop, checked without enumerating them: wait counts and HBM bounds are
-// affine in the iteration, so the first (checked with the stored instruction) and the last bound
-// them all.
+// Every iteration of every loop, checked without enumerating them: wait counts and HBM offsets
+// are affine in the iterations of the loops holding an instruction, so the corner of all first
+// iterations (checked with the stored instruction) and the corners of last iterations bound them all.
 Status Parser::CheckLoops(size_t b) const {
   const Block& block = program_->blocks[b];
   for (int s = 0; s < kNumStreams; ++s) {
@@ -113,46 +113,73 @@ Status Parser::CheckLoops(size_t b) const {
                              StreamName(s) + " executes " + std::to_string(block.ExecutedCount(s)) +
                              " instructions per block entry (at most 2^32-1: semaphores count them in 32 bits)");
     }
-    for (const StreamLoop& loop : block.loops[s]) {
-      const int64_t last = loop.count - 1;
-      for (uint32_t k = 0; k < loop.length; ++k) {
-        const size_t index = loop.first + k;
-        const Instruction& inst = block.streams[s][index];
-        const InstructionSteps& steps = loop.body[k];
-        const auto fail = [&](const std::string& message) {
-          return InvalidArgument("malformed program: " + DescribeInstruction(*program_, b, s, index) + " in a loop of " +
-                                 std::to_string(loop.count) + " iterations: " + message);
-        };
-        for (size_t w = 0; w < inst.waits.size(); ++w) {
-          // wait steps are below 2^32 and so is `last`: the product fits in 64 bits unsigned.
-          const uint64_t final_count = inst.waits[w].count + static_cast<uint64_t>(steps.wait_steps[w]) * static_cast<uint64_t>(last);
-          const int64_t available = block.ExecutedCount(inst.waits[w].stream);
-          if (final_count > static_cast<uint64_t>(available)) {
-            return fail("at iteration " + std::to_string(last) + " it waits for " + StreamName(inst.waits[w].stream) + ">=" +
-                        std::to_string(final_count) + " but that stream executes " + std::to_string(available) +
-                        " instructions in the block: the wait can never be met");
-          }
+    const std::vector<StreamLoop>& loops = block.loops[s];
+    for (size_t index = 0; index < block.streams[s].size() && !loops.empty(); ++index) {
+      const std::vector<int> chain = block.EnclosingLoops(s, index);
+      if (chain.empty()) continue;
+      const Instruction& inst = block.streams[s][index];
+      const auto steps = [&](int loop) -> const InstructionSteps& { return loops[loop].body[index - loops[loop].first]; };
+      // The iterations of `chain`'s loops where a quantity with these per-loop steps is largest.
+      const auto corner = [&](const auto& step, bool largest) {
+        std::string text;
+        for (int loop : chain) {
+          const int64_t i = (step(loop) > 0) == largest && step(loop) != 0 ? loops[loop].count - 1 : 0;
+          text += (text.empty() ? "" : ", ") + std::to_string(i);
         }
-        if (steps.hbm_steps.empty()) continue;
-        for (const auto& [operand, step] : steps.hbm_steps) {
+        return chain.size() > 1 ? "iterations (" + text + ")" : "iteration " + text;
+      };
+      std::string counts;
+      for (int loop : chain) counts += (counts.empty() ? "" : " x ") + std::to_string(loops[loop].count);
+      const auto fail = [&](const std::string& message) {
+        return InvalidArgument("malformed program: " + DescribeInstruction(*program_, b, s, index) + " in a loop of " + counts +
+                               " iterations: " + message);
+      };
+      for (size_t w = 0; w < inst.waits.size(); ++w) {
+        // Wait steps and iterations are below 2^32 each, at most kMaxLoopDepth terms: 128 bits hold the sum.
+        unsigned __int128 final_count = inst.waits[w].count;
+        for (int loop : chain) final_count += static_cast<unsigned __int128>(steps(loop).wait_steps[w]) * (loops[loop].count - 1);
+        const int64_t available = block.ExecutedCount(inst.waits[w].stream);
+        if (final_count > static_cast<unsigned __int128>(available)) {
+          const auto wait_step = [&](int loop) { return steps(loop).wait_steps[w]; };
+          return fail("at " + corner(wait_step, true) + " it waits for " + StreamName(inst.waits[w].stream) + ">=" +
+                      (final_count > UINT64_MAX ? std::string("2^64 or more") : std::to_string(static_cast<uint64_t>(final_count))) +
+                      " but that stream executes " + std::to_string(available) + " instructions in the block: the wait can never be met");
+        }
+      }
+      // Each moved HBM operand: the least and the most its offset moves over all iterations.
+      std::vector<HbmAP*> hbm = HbmOperands(const_cast<Operands&>(inst.operands));
+      for (size_t operand = 0; operand < hbm.size(); ++operand) {
+        const auto hbm_step = [&](int loop) {
+          for (const auto& [i, step] : steps(loop).hbm_steps) if (static_cast<size_t>(i) == operand) return step;
+          return int64_t{0};
+        };
+        int64_t least = 0, most = 0;
+        std::string step_text;
+        for (int loop : chain) {
           int64_t moved;
-          if (__builtin_mul_overflow(step, last, &moved) || moved > (int64_t{1} << 62) || moved < -(int64_t{1} << 62)) {
+          const int64_t step = hbm_step(loop);
+          if (__builtin_mul_overflow(step, int64_t{loops[loop].count} - 1, &moved) || moved > (int64_t{1} << 58) ||
+              moved < -(int64_t{1} << 58)) {
             return fail("HBM operand " + std::to_string(operand) + " moves " + std::to_string(step) + " elements per iteration: past any tensor");
           }
+          (moved < 0 ? least : most) += moved;
+          if (step != 0) step_text += (step_text.empty() ? "" : ", ") + std::to_string(step);
         }
-        const Instruction at_last = AtIteration(inst, steps, last);
-        std::vector<HbmAP*> hbm = HbmOperands(const_cast<Operands&>(at_last.operands));
-        for (const auto& [operand, step] : steps.hbm_steps) {
-          const HbmAP& ap = *hbm[operand];
-          int64_t low = ap.offset, high = ap.offset;
-          for (int d = 0; d < ap.num_dims; ++d) (ap.dims[d].stride < 0 ? low : high) += ap.dims[d].stride * (ap.dims[d].count - 1);
-          const Tensor& tensor = program_->tensors[ap.tensor];
-          if (low < 0 || high >= tensor.num_elements) {
-            return fail("at iteration " + std::to_string(last) + " HBM operand " + std::to_string(operand) + " (offset step " +
-                        std::to_string(step) + ") covers elements [" + std::to_string(low) + ", " + std::to_string(high) +
-                        "] of tensor " + std::to_string(ap.tensor) + " (" + tensor.name + ") which has " +
-                        std::to_string(tensor.num_elements));
-          }
+        if (step_text.empty()) continue;
+        const HbmAP& ap = *hbm[operand];
+        int64_t below = 0, above = 0;  // the pattern's extent around its offset
+        for (int d = 0; d < ap.num_dims; ++d) (ap.dims[d].stride < 0 ? below : above) += ap.dims[d].stride * (ap.dims[d].count - 1);
+        const Tensor& tensor = program_->tensors[ap.tensor];
+        // The corner of the most moved offset, then that of the least (where it starts lowest).
+        for (const bool largest : {true, false}) {
+          const int64_t offset = ap.offset + (largest ? most : least);
+          const int64_t low = offset + below, high = offset + above;
+          if (low >= 0 && high < tensor.num_elements) continue;
+          const bool plural = step_text.find(',') != std::string::npos;
+          return fail("at " + corner(hbm_step, largest) + " HBM operand " + std::to_string(operand) + " (offset step" +
+                      (plural ? "s " : " ") + step_text + ") covers elements [" + std::to_string(low) + ", " + std::to_string(high) +
+                      "] of tensor " + std::to_string(ap.tensor) + " (" + tensor.name + ") which has " +
+                      std::to_string(tensor.num_elements));
         }
       }
     }
@@ -316,7 +343,8 @@ void Parser::ParseLoops(Block& block, int stream) {
   const auto& insts = block.streams[stream];
   auto& loops = block.loops[stream];
   const uint32_t n = in_.Count("loop count", 16);
-  uint32_t end = 0;  // where the previous loop ended
+  uint32_t end = 0;  // where the previous outermost loop ended
+  std::vector<int32_t> open;  // the loops holding the current one, outermost first
   for (uint32_t l = 0; l < n && in_.ok(); ++l) {
     const size_t at = in_.offset();
     StreamLoop loop;
@@ -330,13 +358,30 @@ void Parser::ParseLoops(Block& block, int stream) {
                        " iterations (a loop runs at least one instruction at least once)");
       return;
     }
-    if (loop.first < end || uint64_t{loop.first} + loop.length > insts.size()) {
-      in_.Fail(at, name + " covers instructions " + std::to_string(loop.first) + ".." + std::to_string(uint64_t{loop.first} + loop.length - 1) +
-                       " but the stream has " + std::to_string(insts.size()) + " and loops are sorted, disjoint and do not nest" +
-                       (l > 0 ? " (the previous loop ends before " + std::to_string(end) + ")" : ""));
+    // Nesting: a loop starting inside an open loop's body lies inside it (after its earlier
+    // nested loops); otherwise it starts after the previous outermost loop.
+    const uint64_t loop_end = uint64_t{loop.first} + loop.length;
+    while (!open.empty() && loop.first >= loops[open.back()].first + loops[open.back()].length) open.pop_back();
+    const bool after_previous = l == 0 || loop.first >= loops[l - 1].first;
+    const bool inside = open.empty() ? loop.first >= end
+                                     : loop_end <= uint64_t{loops[open.back()].first} + loops[open.back()].length;
+    if (!after_previous || !inside || loop_end > insts.size()) {
+      in_.Fail(at, name + " covers instructions " + std::to_string(loop.first) + ".." + std::to_string(loop_end - 1) +
+                       " but the stream has " + std::to_string(insts.size()) +
+                       " and loops are sorted and either disjoint or nested" +
+                       (open.empty() ? (l > 0 ? " (the previous loop ends before " + std::to_string(end) + ")" : "")
+                                     : " (it starts inside loop " + std::to_string(open.back()) + ", which ends before " +
+                                           std::to_string(loops[open.back()].first + loops[open.back()].length) + ")"));
       return;
     }
-    end = loop.first + loop.length;
+    if (open.size() + 1 > static_cast<size_t>(kMaxLoopDepth)) {
+      in_.Fail(at, name + " is nested " + std::to_string(open.size() + 1) + " deep (at most " +
+                       std::to_string(kMaxLoopDepth) + ")");
+      return;
+    }
+    loop.parent = open.empty() ? -1 : open.back();
+    if (open.empty()) end = static_cast<uint32_t>(loop_end);
+    open.push_back(static_cast<int32_t>(l));
     loop.body.resize(loop.length);
     for (uint32_t k = 0; k < loop.length; ++k) loop.body[k].wait_steps.assign(insts[loop.first + k].waits.size(), 0);
     const uint32_t steps = in_.Count("loop step count", 14);
