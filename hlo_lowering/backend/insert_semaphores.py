@@ -16,7 +16,7 @@ instructions are walked in program order with a tracker of its own.
 
 Loops, at cost O(body²), not O(iterations · body): a body instruction x of stream S at
 iteration i conflicts with the same body instructions in every iteration (tiles have the same
-addresses in every iteration; HBM conflicts are per tensor, so an iteration's moved offsets
+addresses in every iteration; HBM conflicts are per tensor (and split share), so an iteration's moved offsets
 never hide one). For each other stream T the latest conflicting instruction is then, in order:
 the last conflicting T instruction before x in the body (same iteration: count
 start_T + i·n_T + q + 1, n_T = T's body length, q its place in T's body); else the last one
@@ -31,19 +31,13 @@ instructions after the loop see the loop's last writes and reads.
 from __future__ import annotations
 
 from hlo_lowering.backend.wait_tracker import WaitTracker, bucket_keys
-from hlo_lowering.program import NUM_STREAMS, ProgramBuilder
-from hlo_lowering.program.instructions import accesses
+from hlo_lowering.program import ProgramBuilder
+from hlo_lowering.program.instructions import accesses, regions_overlap
 from hlo_lowering.report import CompileReport
 
 
 class LoopScheduleError(ValueError):
   """A loop the stage cannot give waits: a compiler bug in the back end's order of stages."""
-
-
-def _overlap(a, b) -> bool:
-  if a[0] == "hbm" or b[0] == "hbm":
-    return a == b
-  return a[1] == b[1] and a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
 
 
 def _conflicts(acc: list) -> list:
@@ -61,12 +55,12 @@ def _conflicts(acc: list) -> list:
     for region in writes:
       for key in bucket_keys(region):
         for k, other in readers.get(key, []) + writers.get(key, []):
-          if k not in mine and _overlap(region, other):
+          if k not in mine and regions_overlap(region, other):
             mine.add(k)
     for region in reads:
       for key in bucket_keys(region):
         for k, other in writers.get(key, ()):
-          if k not in mine and _overlap(region, other):
+          if k not in mine and regions_overlap(region, other):
             mine.add(k)
     mine.discard(j)
     found.append(sorted(mine))
@@ -90,7 +84,7 @@ def _loop_waits(tracker: WaitTracker, body: list) -> None:
   # waits for had started after); own[s]: that of s's latest body instruction, from what s knew
   # before the loop.
   closure: list = []
-  own = {inst.stream: (tracker.known(inst.stream), [0] * NUM_STREAMS) for inst in body}
+  own = {inst.stream: (tracker.known(inst.stream), [0] * tracker.streams) for inst in body}
   for j, inst in enumerate(body):
     stream = inst.stream
     waits = {}  # stream -> (base, moves per iteration, same-iteration body index or None)
@@ -130,8 +124,9 @@ def _loop_waits(tracker: WaitTracker, body: list) -> None:
 
 
 def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> None:
+  streams = builder.num_streams()
   for block in builder.blocks:
-    tracker = WaitTracker()
+    tracker = WaitTracker(streams)
     insts, k = block.instructions, 0
     while k < len(insts):
       if insts[k].loop is None:
