@@ -44,7 +44,13 @@ CASES = {
     "row fusion (softmax) split by row blocks": (lambda x: jax.nn.softmax(x, axis=-1),
                                                 (_rng.randn(2048, 256).astype(np.float32),)),
     "attention": (_attention, (_bf16(16, 256, 64), _bf16(16, 256, 64), _bf16(16, 256, 64))),
+    "concatenate as DMA copies": (lambda x, y: jnp.concatenate([x, y], axis=1),
+                                  (_rng.randn(2048, 512).astype(np.float32),
+                                   _rng.randn(2048, 512).astype(np.float32))),
 }
+# The engine each case keeps busy on both cores.
+ENGINES = {"elementwise split by tiles": "DVE", "row fusion (softmax) split by row blocks": "DVE",
+           "concatenate as DMA copies": "DMA0"}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -59,7 +65,7 @@ def test_split_is_bit_identical_to_one_core_and_matches_cpu(name):
   actual, profile = native().run_program(program, inputs)
   for e, a in zip(expected, actual):
     np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(e).view(np.uint8))
-  engine = "PE" if "matmul" in name or name == "attention" else "DVE"
+  engine = ENGINES.get(name, "PE")
   busy = profile["streams"]
   assert busy[engine]["busy_ns"] > 0 and busy[f"{engine}@1"]["busy_ns"] > 0
   assert busy[f"{engine}@1"]["busy_ns"] == pytest.approx(busy[engine]["busy_ns"], rel=0.5)
