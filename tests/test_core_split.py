@@ -47,9 +47,10 @@ CASES = {
     "concatenate as DMA copies": (lambda x, y: jnp.concatenate([x, y], axis=1),
                                   (_rng.randn(2048, 512).astype(np.float32),
                                    _rng.randn(2048, 512).astype(np.float32))),
+    "transpose on GpSimd": (lambda x: x.T + 0, (_rng.randn(1024, 1024).astype(np.float32),)),
 }
 # The engine each case keeps busy on both cores.
-ENGINES = {"elementwise split by tiles": "DVE", "row fusion (softmax) split by row blocks": "DVE",
+ENGINES = {"transpose on GpSimd": "POOL", "elementwise split by tiles": "DVE", "row fusion (softmax) split by row blocks": "DVE",
            "concatenate as DMA copies": "DMA0"}
 
 
