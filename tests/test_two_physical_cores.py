@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from compiler_harness import finish, native
-from test_pjrt_execute import make_client  # noqa: F401 (a fixture)
+from jax_trn import plugin
+from pypjrt.client import Client
 from hlo_lowering.program.enums import COLLECTIVE_ALL_REDUCE
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, TileAP,
                                   core_of, read_program)
@@ -129,8 +130,15 @@ def test_loader_rejects_a_collective_on_the_second_core():
     native().program_info(finish(b))
 
 
-def test_an_lnc1_client_refuses_a_program_for_two_cores(make_client):
+def test_an_lnc1_client_refuses_a_program_for_two_cores():
   program = _halves_program(2)
-  with pytest.raises(Exception, match="runs on 2 physical cores but this client's devices are LNC=1"):
-    make_client(lnc=1).deserialize_executable(program)
-  assert make_client(lnc=2).deserialize_executable(program) is not None
+  for lnc in (1, 2):
+    client = Client(plugin, options={"lnc": lnc})
+    try:
+      if lnc == 1:
+        with pytest.raises(Exception, match="runs on 2 physical cores but this client's devices are LNC=1"):
+          client.deserialize_executable(program)
+      else:
+        assert client.deserialize_executable(program) is not None
+    finally:
+      client.close()
