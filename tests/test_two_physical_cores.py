@@ -12,6 +12,7 @@ import pytest
 
 from compiler_harness import finish, native
 from jax_trn import plugin
+from pypjrt._loader import Plugin
 from pypjrt.client import Client
 from hlo_lowering.program.enums import COLLECTIVE_ALL_REDUCE
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, TileAP,
@@ -132,8 +133,10 @@ def test_loader_rejects_a_collective_on_the_second_core():
 
 def test_an_lnc1_client_refuses_a_program_for_two_cores():
   program = _halves_program(2)
+  pjrt = Plugin(str(plugin.library_path()))
+  pjrt.initialize()
   for lnc in (1, 2):
-    client = Client(plugin, options={"lnc": lnc})
+    client = Client(pjrt, options={"lnc": lnc})
     try:
       if lnc == 1:
         with pytest.raises(Exception, match="runs on 2 physical cores but this client's devices are LNC=1"):
