@@ -122,12 +122,16 @@ def _busy_ns(record: dict) -> float:
   return record.get("busy_end_ns", record["end_ns"]) - record["start_ns"]
 
 
-def _track_key(stream: str) -> tuple[int, int]:
-  if stream in _TRACK_ORDER:
-    return (0, _TRACK_ORDER[stream])
-  if stream.startswith("DMA") and stream[3:].isdigit():
-    return (1, int(stream[3:]))
-  return (2, 0)
+def _track_key(stream: str) -> tuple[int, int, int]:
+  """Core 0's tracks, then core 1's ("PE@1": an LNC=2 program's second physical core), each
+  engines first, then DMA queues in order."""
+  name, _, core = stream.partition("@")
+  core = int(core) if core.isdigit() else 0
+  if name in _TRACK_ORDER:
+    return (core, 0, _TRACK_ORDER[name])
+  if name.startswith("DMA") and name[3:].isdigit():
+    return (core, 1, int(name[3:]))
+  return (core, 2, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +193,7 @@ class ExecutionProfile:
              f"TFLOPS, {peak.hbm_bytes_per_ns:.0f} GB/s HBM)",
              f"  HBM traffic {self.hbm_bytes / 1e6:.3f} MB, TensorE {self.matmul_flops / 1e9:.3f} "
              f"GFLOP matmul + {self.transpose_flops / 1e9:.3f} GFLOP transposes"]
-    for name in ENGINES:
+    for name in ENGINES + tuple(f"{e}@1" for e in ENGINES):  # "@1": the second physical core
       entry = self.streams.get(name)
       if entry and entry.instructions:
         lines.append(f"  {name:<5} busy {entry.busy_ns / 1e3:10.2f} us ({100 * self.utilization(name):5.1f} %)"

@@ -56,7 +56,7 @@ def _hint(o) -> str:
     if o.utilization.mfu < _LOW_MFU:
       return (f"MFU {100 * o.utilization.mfu:.0f} % while it runs: fp32 operands run at a "
               "quarter of the bf16 rate, tiles short of 128x128 leave the array part idle, and "
-              "an LNC=2 device's program runs on one of its two cores today.")
+              "at LNC=2 a matmul too small to split runs on one of the device's two cores.")
     return "It runs near the TensorE roofline: only fewer FLOPs make it faster."
   if label in ("VectorE-bound", "ScalarE-bound", "GpSimdE-bound"):
     return ("Elementwise work bounds it: fuse elementwise chains, use bf16, or balance the work "

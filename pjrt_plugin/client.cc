@@ -7,6 +7,7 @@
 #include "compiler_bridge.h"
 #include "element_type.h"
 #include "host_layout.h"
+#include "sim/program.h"
 
 namespace trn::pjrt {
 
@@ -76,6 +77,11 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::LoadProgram(std::string_view
     return InvalidArgument("the program was compiled for " + std::string(program_target) +
                            " but this client simulates " + options_.target->name);
   }
+  // A program for an LNC=2 device's two physical cores needs a device that has them.
+  if ((*loaded)->program().cores > options_.lnc) {
+    return InvalidArgument("the program runs on " + std::to_string((*loaded)->program().cores) +
+                           " physical cores but this client's devices are LNC=" + std::to_string(options_.lnc));
+  }
   return LoadedExecutable::Load(std::move(*loaded), std::move(devices));
 }
 
@@ -86,7 +92,7 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view cod
   if (!options.ok()) return options.status();
   StatusOr<std::vector<Device*>> devices = AssignedDevices(*options);
   if (!devices.ok()) return devices.status();
-  StatusOr<std::string> program = CompileInPython(code, format, *options, *options_.target);
+  StatusOr<std::string> program = CompileInPython(code, format, *options, *options_.target, options_.lnc);
   if (!program.ok()) return program.status();
   StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, std::move(*devices));
   if (!executable.ok() && executable.status().code() == StatusCode::kInvalidArgument) {

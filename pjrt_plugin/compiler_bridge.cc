@@ -66,10 +66,15 @@ PyObject* OptionsDict(const CompileOptions& options) {
   return dict;
 }
 
-// The target description, or nullptr with an exception pending.
-PyObject* TargetDict(const sim::TargetSpec& target) {
+// The target description with the device's LNC (its physical cores: the compiler splits an LNC=2
+// device's work between its two cores), or nullptr with an exception pending.
+PyObject* TargetDict(const sim::TargetSpec& target, int lnc) {
   PyObject* dict = PyDict_New();
   if (dict == nullptr) return nullptr;
+  if (!SetItem(dict, "lnc", PyLong_FromLong(lnc))) {
+    Py_DECREF(dict);
+    return nullptr;
+  }
   for (const sim::TargetFigure& figure : sim::TargetFigures(target)) {
     if (!SetItem(dict, figure.name, FigureValue(figure))) {
       Py_DECREF(dict);
@@ -80,7 +85,7 @@ PyObject* TargetDict(const sim::TargetSpec& target) {
 }
 
 StatusOr<std::string> CallCompiler(std::string_view code, std::string_view format,
-                                   const CompileOptions& options, const sim::TargetSpec& target) {
+                                   const CompileOptions& options, const sim::TargetSpec& target, int lnc) {
   PyRef service(PyImport_ImportModule("jax_trn.compilation"));
   if (!service) {
     return FailedPrecondition(
@@ -88,7 +93,7 @@ StatusOr<std::string> CallCompiler(std::string_view code, std::string_view forma
         PythonError::Fetch().Summary());
   }
   PyRef options_dict(OptionsDict(options));
-  PyRef target_dict(options_dict ? TargetDict(target) : nullptr);
+  PyRef target_dict(options_dict ? TargetDict(target, lnc) : nullptr);
   if (!target_dict) {
     return Internal("internal compiler error: the compile arguments could not be built: " +
                     PythonError::Fetch().Summary());
@@ -113,7 +118,7 @@ StatusOr<std::string> CallCompiler(std::string_view code, std::string_view forma
 
 StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
                                       const CompileOptions& options,
-                                      const sim::TargetSpec& target) {
+                                      const sim::TargetSpec& target, int lnc) {
   // Checked through the dynamic linker first: in a process without Python the API is absent.
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
     return FailedPrecondition(
@@ -122,7 +127,7 @@ StatusOr<std::string> CompileInPython(std::string_view code, std::string_view fo
   const std::shared_ptr<sim::HostCallPermit> permit = sim::HostCallPermit::Acquire();
   if (permit == nullptr) return Status(StatusCode::kCancelled, "the Python interpreter is exiting: the program was not compiled");
   GilLock gil;
-  return CallCompiler(code, format, options, target);
+  return CallCompiler(code, format, options, target, lnc);
 }
 
 }  // namespace trn::pjrt

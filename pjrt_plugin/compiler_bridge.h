@@ -18,6 +18,6 @@ namespace trn::pjrt {
 // exception type and the end of its traceback.
 StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
                                       const CompileOptions& options,
-                                      const sim::TargetSpec& target);
+                                      const sim::TargetSpec& target, int lnc);
 
 }  // namespace trn::pjrt

@@ -30,15 +30,20 @@ def native():
                              exc_type=ImportError)
 
 
-def compile_code(code: bytes, fmt: str = "mlir", target: str = "trn2", **options) -> bytes:
+def compile_code(code: bytes, fmt: str = "mlir", target: str = "trn2", lnc: int | None = None,
+                 **options) -> bytes:
   """Compiles program bytes through the plugin's compile service as PJRT_Client_Compile does;
-  `options` are parsed compile options (num_replicas=4)."""
-  return compilation.compile_for_pjrt(code, fmt, options, config.target_spec(target))
+  `options` are parsed compile options (num_replicas=4). `lnc`: the device's physical cores as
+  the PJRT client passes them (None: a description without it, one core)."""
+  target_spec = dict(config.target_spec(target))
+  if lnc is not None:
+    target_spec["lnc"] = lnc
+  return compilation.compile_for_pjrt(code, fmt, options, target_spec)
 
 
-def compile_fn(f, *args, target: str = "trn2") -> bytes:
+def compile_fn(f, *args, target: str = "trn2", lnc: int | None = None) -> bytes:
   """The program, validated by the C++ loader (as the plugin's compile path does)."""
-  program = compile_code(artifact(f, *args), target=target)
+  program = compile_code(artifact(f, *args), target=target, lnc=lnc)
   native().program_info(program)
   return program
 
@@ -60,10 +65,10 @@ def run_program(program: bytes, args) -> list[np.ndarray]:
   return outputs
 
 
-def check(f, *args, scale: float = 1.0, target: str = "trn2", bounds=None):
+def check(f, *args, scale: float = 1.0, target: str = "trn2", bounds=None, lnc: int | None = None):
   """Compiles f, runs it on the simulator and compares with f on the JAX CPU backend
   (cpu_reference.assert_close: per-dtype tolerances times `scale`, or per-element `bounds`)."""
-  program = compile_fn(f, *args, target=target)
+  program = compile_fn(f, *args, target=target, lnc=lnc)
   cpu = jax.devices("cpu")[0]
   expected = jax.jit(f)(*[jax.device_put(a, cpu) for a in args])
   expected_leaves = jax.tree_util.tree_leaves(expected)

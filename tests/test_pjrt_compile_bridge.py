@@ -36,7 +36,8 @@ def test_the_compiler_receives_code_format_parsed_options_and_target(client, mon
   exe = client.compile(TEXT)
   assert seen["code"] == TEXT.encode() and seen["fmt"] == "mlir"
   assert seen["options"] == {"num_replicas": 1, "num_partitions": 1}
-  assert seen["target"] == _native.target_spec("trn2")  # the client's target description
+  # The client's target description, with its devices' LNC (the compiler splits LNC=2 work).
+  assert seen["target"] == {**_native.target_spec("trn2"), "lnc": 2}
   assert exe.num_outputs == 1
 
 

@@ -121,7 +121,7 @@ def _exit_offset(data):
   program = read_program(data)
   assert not program.blocks[0].streams
   offset = 12
-  offset += 4 + len(program.target)
+  offset += 4 + len(program.target) + 1  # and the core count (version 6)
   offset += 4
   for t in program.tensors:
     offset += 4 + len(t.name.encode()) + 1 + 4 + 1 + 4 + 8 * len(t.shape) + 8 + len(t.data)
@@ -170,12 +170,12 @@ def test_loader_rejects_malformed_exits():
 def test_loader_rejects_an_empty_block_list_and_control_opcodes_in_streams():
   b = ProgramBuilder()
   data = finish(b)
-  empty = data[:12] + struct.pack("<I", 4) + b"trn2" + struct.pack("<III", 0, 0, 0) + \
+  empty = data[:12] + struct.pack("<I", 4) + b"trn2\x01" + struct.pack("<III", 0, 0, 0) + \
       struct.pack("<I", 0)
   _expect_invalid(empty, "at least one block")
   # One stream (DVE) holding an instruction whose opcode is a control opcode.
   body = struct.pack("<IBI", 1, 3, 1) + struct.pack("<HII", int(ControlOp.JUMP), 0, 0)
-  bad = data[:12] + struct.pack("<I", 4) + b"trn2" + struct.pack("<I", 0) + \
+  bad = data[:12] + struct.pack("<I", 4) + b"trn2\x01" + struct.pack("<I", 0) + \
       struct.pack("<I", 1) + body
   _expect_invalid(bad, "control instructions are block exits")
 
@@ -190,8 +190,11 @@ def test_versions_1_to_3_still_load():
   y = b.tensor("output", DType.S32, (1,), index=0)
   b.gp_copy(_scalar(y), _scalar(x), debug=b.debug("stablehlo.copy", "jit(f)/copy", "f.py:1:2",
                                                   "gpsimd", "gpsimd.copy"))
-  v4 = finish(b)
-  program = read_program(v4)
+  v6 = finish(b)
+  program = read_program(v6)
+  # Version 5 and before: no core count after the target name.
+  cores_at = 12 + 4 + len(program.target)
+  v4 = v6[:cores_at] + v6[cores_at + 1:]
   # Version 3: no loop list after a stream's instructions (here: one stream, before the exit).
   exit_at = len(v4) - (4 + sum(20 + len(e.op) + len(e.name) + len(e.location) + len(e.lowering)
                                + len(e.rule) for e in program.debug) + 4 + len(program.source)) - 6

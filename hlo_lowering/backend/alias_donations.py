@@ -10,7 +10,9 @@ order does, keeps it so on the engines. A pair is left as two tensors (correct, 
 that does not hold, when a write of o can reach a read of p through the block graph's back edges
 (a loop whose next iteration would read what this one wrote), or when their dtype or shape
 differ. The test is exact: it follows every element each access pattern addresses (a counted
-loop's at every iteration), in program order.
+loop's at every iteration), in program order. The shares of an op split between the physical
+cores (`Instruction.part`) run concurrently, not in program order: a share's read of an element
+that another share of the same split writes is unsafe wherever it comes.
 
 Requires: codegen (builder.output_aliases: parameter number -> output number; the HBM tensor
 table final, every output tensor present).
@@ -64,6 +66,12 @@ def _in_place_is_safe(builder: ProgramBuilder, parameter: int, output: int) -> b
   size = math.prod(builder.tensors[output].shape)
   written = np.zeros(size, dtype=bool)  # elements of `output` written so far
   write_blocks, read_blocks = set(), set()
+  # (split, share) -> elements of `parameter` it reads, of `output` it writes
+  share_reads, share_writes = {}, {}
+
+  def mark(shares: dict, part, ap) -> None:
+    if part is not None:
+      shares.setdefault(part, np.zeros(size, dtype=bool))[_elements(ap, size)] = True
 
   def touches(inst) -> bool:
     return any(t in (parameter, output) for t, _ in sum(hbm_accesses(inst), []))
@@ -77,13 +85,19 @@ def _in_place_is_safe(builder: ProgramBuilder, parameter: int, output: int) -> b
           if written[_elements(ap, size)].any():
             return False
           read_blocks.add(b)
+          mark(share_reads, inst.part, ap)
       for tensor, ap in writes:
         if tensor == output:
           written[_elements(ap, size)] = True
           write_blocks.add(b)
+          mark(share_writes, inst.part, ap)
     selector = block.exit.selector  # a branch's selector is read when the block ends
     if isinstance(selector, HbmAP) and selector.tensor == parameter:
       read_blocks.add(b)
+  for (split, share), reads in share_reads.items():
+    for (other_split, other), writes in share_writes.items():
+      if split == other_split and share != other and (reads & writes).any():
+        return False
   # A read that a write can reach again through the block graph (a loop's next iteration, or
   # an earlier block entered again) would read what the write left.
   return not any(r <= w for w in write_blocks for r in _reachable_from(builder, w) & read_blocks)

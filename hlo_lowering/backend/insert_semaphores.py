@@ -17,9 +17,9 @@ instructions are walked in program order with a tracker of its own.
 Loops, at cost O(body²), not O(iterations · body) (a loop's body here: an outermost loop's
 instructions, its nested loops' once): a body instruction x of stream S conflicts with the same
 body instructions at every iteration (tiles have the same addresses in every iteration; HBM
-conflicts are per tensor, so moved offsets never hide one). Stream T's instructions form a count
-affine in the counters of the loops: start_T + offset + Σ i_L·n_T(L), n_T(L) the T instructions
-one iteration of L's body runs. For each other stream T the latest conflicting instance y is, in
+conflicts are per tensor (and split share), so moved offsets never hide one). Stream T's
+instructions form a count affine in the counters of the loops: start_T + offset + Σ i_L·n_T(L),
+n_T(L) the T instructions one iteration of L's body runs. For each other stream T the latest conflicting instance y is, in
 order: one whose deepest loop in common with x is deepest; among those, one before x in that
 loop's body (the same iteration of it, y's own loops below it at their last iteration), else
 one after x (the previous iteration of that loop: for i = 0 the peeled copy's instruction, which
@@ -34,19 +34,13 @@ positions, so the instructions after the loop see the loop's last writes and rea
 from __future__ import annotations
 
 from hlo_lowering.backend.wait_tracker import WaitTracker, bucket_keys
-from hlo_lowering.program import NUM_STREAMS, ProgramBuilder
-from hlo_lowering.program.instructions import accesses
+from hlo_lowering.program import ProgramBuilder
+from hlo_lowering.program.instructions import accesses, regions_overlap
 from hlo_lowering.report import CompileReport
 
 
 class LoopScheduleError(ValueError):
   """A loop the stage cannot give waits: a compiler bug in the back end's order of stages."""
-
-
-def _overlap(a, b) -> bool:
-  if a[0] == "hbm" or b[0] == "hbm":
-    return a == b
-  return a[1] == b[1] and a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
 
 
 def _conflicts(acc: list) -> list:
@@ -64,12 +58,12 @@ def _conflicts(acc: list) -> list:
     for region in writes:
       for key in bucket_keys(region):
         for k, other in readers.get(key, []) + writers.get(key, []):
-          if k not in mine and _overlap(region, other):
+          if k not in mine and regions_overlap(region, other):
             mine.add(k)
     for region in reads:
       for key in bucket_keys(region):
         for k, other in writers.get(key, ()):
-          if k not in mine and _overlap(region, other):
+          if k not in mine and regions_overlap(region, other):
             mine.add(k)
     mine.discard(j)
     found.append(sorted(mine))
@@ -158,7 +152,7 @@ def _loop_waits(tracker: WaitTracker, body: list) -> None:
   for chain in region.chains:
     if not all(loop.peeled for loop in chain):
       raise LoopScheduleError("insert-semaphores: a loop that peel-loops has not peeled")
-  start = {t: tracker.length(t) for t in range(NUM_STREAMS)}
+  start = {t: tracker.length(t) for t in range(tracker.streams)}
   acc = [accesses(inst) for inst in body]
   conflicts = _conflicts(acc)
   # Guarantees, per stream t, as forms (base, {Loop: step}): once an instruction has started at
@@ -229,8 +223,9 @@ def _feed_last_iterations(tracker: WaitTracker, region: _Region) -> None:
 
 
 def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> None:
+  streams = builder.num_streams()
   for block in builder.blocks:
-    tracker = WaitTracker()
+    tracker = WaitTracker(streams)
     insts, k = block.instructions, 0
     while k < len(insts):
       if insts[k].loop is None:

@@ -17,8 +17,9 @@ Ensures promises (the IR passes have hlo_lowering/verifier.py).
 from __future__ import annotations
 
 from hlo_lowering.backend.plan_memory import capacity
-from hlo_lowering.program import NUM_STREAMS, Opcode, ProgramBuilder, Stream, TileAP, stream_name
-from hlo_lowering.program.instructions import accesses
+from hlo_lowering.program import (MAX_STREAMS, NUM_STREAMS, Opcode, ProgramBuilder, Stream,
+                                  TileAP, stream_name)
+from hlo_lowering.program.instructions import accesses, regions_overlap
 
 
 class ProgramVerificationError(AssertionError):
@@ -57,25 +58,15 @@ def _check_dma_queues(builder: ProgramBuilder, target_spec: dict, where: str) ->
   for index, inst in enumerate(builder.instructions):
     if inst.stream is None:
       raise ProgramVerificationError(f"{where}: {_where(builder, index)} has no stream")
-    if (inst.opcode == Opcode.DMA_COPY) != (inst.stream in queues):
+    if (inst.opcode == Opcode.DMA_COPY) != (inst.stream % NUM_STREAMS in queues):
       raise ProgramVerificationError(f"{where}: {_where(builder, index)} is on stream "
                                      f"{stream_name(inst.stream)}")
 
 
-def _overlap(a, b) -> bool:
-  if a[0] != b[0]:
-    return False
-  if a[0] == "hbm":
-    return a[1] == b[1]
-  _, memory, p0, p1, b0, b1 = a
-  _, memory_b, q0, q1, c0, c1 = b
-  return memory == memory_b and p0 < q1 and q0 < p1 and b0 < c1 and c0 < b1
-
-
 def _conflict(x, y) -> bool:
   (x_reads, x_writes), (y_reads, y_writes) = x, y
-  return (any(_overlap(w, r) for w in x_writes for r in y_reads + y_writes)
-          or any(_overlap(r, w) for r in x_reads for w in y_writes))
+  return (any(regions_overlap(w, r) for w in x_writes for r in y_reads + y_writes)
+          or any(regions_overlap(r, w) for r in x_reads for w in y_writes))
 
 
 def _check_block_order(block, where: str) -> None:
@@ -85,7 +76,7 @@ def _check_block_order(block, where: str) -> None:
   for inst in block.executed():
     own = by_stream.setdefault(inst.stream, [])
     # Completed counts of every stream guaranteed when `inst` starts.
-    known = list(own[-1][2]) if own else [0] * NUM_STREAMS
+    known = list(own[-1][2]) if own else [0] * MAX_STREAMS
     for stream, count in inst.waits:
       if stream == inst.stream or not 1 <= count <= len(by_stream.get(stream, ())):
         raise ProgramVerificationError(

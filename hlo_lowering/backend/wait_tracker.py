@@ -3,7 +3,8 @@
 
 For a new instruction on stream S, each other stream T contributes the latest earlier
 instruction of T that conflicts with it (read-after-write, write-after-read or write-after-write
-on overlapping tile regions, or on the same HBM tensor); the wait is (T, that instruction's
+on overlapping tile regions of one core, or on the same HBM tensor unless the two are different
+shares of one op split between the physical cores: `instructions.disjoint_parts`); the wait is (T, that instruction's
 1-based position in T). Order within S is implicit. Waits already implied are dropped: by an
 earlier wait of S (streams run in order), or by what a waited-for instruction itself waited on
 (it could not start before its own waits were met).
@@ -14,7 +15,7 @@ all 128, and a quadrant index scanned each of them four times), and inside
 a chunk the narrow accesses (within one 64-byte slice) by slice. An access is forgotten once a
 later access covers it and conflicts with at least as much, which keeps the buckets short (independent of program length) when buffers are reused:
 - a read covers the same stream's reads;
-- a write covers every access, of any stream. Of its own stream: stream order. Of another
+- a write covers every access, of any stream (a write of a split's share: only that share's). Of its own stream: stream order. Of another
   stream T: the write waited (directly or through a chain) for T's access, and the known counts
   are transitively closed (if an instruction's known count of S is c, its known counts include
   those of S's instruction c), so any later instruction that would conflict with T's access
@@ -28,7 +29,7 @@ recording anything: what a region forgets was either of the instruction's own st
 conflict) or overlapped and already counted by it.
 """
 
-from hlo_lowering.program.enums import NUM_STREAMS
+from hlo_lowering.program.instructions import disjoint_parts
 
 _CHUNK_BYTES = 2048
 # A tile access whose bytes lie in one such slice of a chunk is "narrow" (a column written or read
@@ -39,7 +40,7 @@ _SLICE_BYTES = 64
 def bucket_keys(region):
   """The index keys of the buckets a region lies in (HBM: its tensor; tiles: memory, chunk)."""
   if region[0] == "hbm":
-    return [region]
+    return [region[:2]]
   _, memory, _, _, b0, b1 = region
   return [(memory, c) for c in range(b0 // _CHUNK_BYTES, (b1 - 1) // _CHUNK_BYTES + 1)]
 
@@ -90,8 +91,10 @@ def _raise_latest(accesses, stream, is_write, region, latest) -> None:
   """Raises latest[t] to the position of every access of another stream t in `accesses` that
   conflicts with an access of `region` (a write when `is_write`)."""
   if region[0] == "hbm":
-    for s, position, was_write, _ in accesses:
-      if s != stream and (is_write or was_write) and position > latest.get(s, 0):
+    part = region[2]
+    for s, position, was_write, r in accesses:
+      if (s != stream and (is_write or was_write) and position > latest.get(s, 0)
+          and not disjoint_parts(part, r[2])):
         latest[s] = position
     return
   _, _, p0, p1, b0, b1 = region
@@ -106,10 +109,15 @@ def _forget_covered(accesses, stream, is_write, region) -> None:
   a write every covered access that it overlaps (so _raise_latest counted it first), a read the
   covered reads of its own stream."""
   if region[0] == "hbm":
-    if is_write:
+    # A write of one share of a split (part) covers only that share's accesses: the others it
+    # did not wait for, and what conflicts with them need not conflict with it.
+    part = region[2]
+    if is_write and part is None:
       accesses.clear()
+    elif is_write:
+      accesses[:] = [a for a in accesses if a[3][2] != part]
     else:
-      accesses[:] = [a for a in accesses if a[0] != stream or a[2]]
+      accesses[:] = [a for a in accesses if a[0] != stream or a[2] or a[3][2] != part]
     return
   _, _, p0, p1, b0, b1 = region
   if is_write:
@@ -125,16 +133,18 @@ def _forget_covered(accesses, stream, is_write, region) -> None:
 class WaitTracker:
   """Feed instructions in program order with `add`; it returns each one's waits."""
 
-  def __init__(self):
-    self._length = [0] * NUM_STREAMS
+  def __init__(self, streams: int):
+    """`streams`: how many stream ids the program uses (21 per physical core)."""
+    self.streams = streams
+    self._length = [0] * streams
     self._buckets = {}
     # region -> (its narrow slice or None, ((bucket key, slices of that key's chunk it touches),
     # ...)): tile regions recur (buffers are reused), so each is placed once.
     self._placements = {}
     # known[s][p]: for instruction p (1-based) of stream s, the completed count of every stream
     # that is guaranteed once it has started; last_known[s]: that of s's latest instruction.
-    self._known = [{} for _ in range(NUM_STREAMS)]
-    self._last_known = [[0] * NUM_STREAMS for _ in range(NUM_STREAMS)]
+    self._known = [{} for _ in range(streams)]
+    self._last_known = [[0] * streams for _ in range(streams)]
 
   def length(self, stream: int) -> int:
     """Instructions of `stream` so far."""
@@ -201,7 +211,7 @@ class WaitTracker:
     if not candidates:  # nothing new: it knows what its stream's previous instruction knew
       self._known[stream][position] = known
       return []
-    implied = [0] * NUM_STREAMS
+    implied = [0] * self.streams
     for s, c in candidates.items():
       implied = list(map(max, implied, self._known[s][c]))
     waits = sorted((s, c) for s, c in candidates.items() if c > implied[s])

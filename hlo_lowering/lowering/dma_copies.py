@@ -13,6 +13,9 @@ head split and merge, [b, t, h, d] <-> [b, h, t, d]) moves runs of that dim: wit
 `MIN_TRANSPOSE_RUN_BYTES` the copy is DMAs too. Even at 64 B runs (20 % of a DMA engine's rate,
 the per-run cost being 256 B of transfer) the 16 engines of the split copy move about 3x what
 GpSimd's copy does through its one engine (a [16, 2048, 64] bf16 head merge: 365 us on GpSimd).
+
+On an LNC=2 device the chunks are twice as many and the second half runs on the other physical
+core's queues (lowering/core_split.py): the device's two DMA ledgers move the copy.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import math
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.core_split import emit_shares, physical_cores, tile_shares
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tiling import MIN_RUN_BYTES
@@ -44,18 +48,38 @@ def _long_runs(dst: Place, src: Place) -> bool:
           and dst.shape[-1] * dst.dtype.itemsize >= MIN_RUN_BYTES)
 
 
-def _copy(ctx: LoweringContext, dst: Place, src: Place) -> None:
-  """dst ← src as one DMA per queue over chunks of the outermost collapsed dim."""
+def _chunks(ctx: LoweringContext, dst: Place, src: Place) -> list:
+  """(dst, src) access patterns of dst ← src as one DMA per queue (of every physical core) over
+  chunks of the outermost collapsed dim."""
   if not dst.size:
-    return
+    return []
   dst, src = _collapsed(dst, src)
   outer, rank = dst.shape[0], len(dst.shape)
-  chunk = math.ceil(outer / int(ctx.target_spec["dma_queues"])) if rank > 1 else outer
+  queues = int(ctx.target_spec["dma_queues"]) * physical_cores(ctx)
+  chunk = math.ceil(outer / queues) if rank > 1 else outer
+  pairs = []
   for start in range(0, outer, chunk):
     starts = [start] + [0] * (rank - 1)
     counts = [min(chunk, outer - start), *dst.shape[1:]]
     ones = [1] * rank
-    ctx.dma(dst.sliced(starts, counts, ones).ap(), src.sliced(starts, counts, ones).ap())
+    pairs.append((dst.sliced(starts, counts, ones).ap(), src.sliced(starts, counts, ones).ap()))
+  return pairs
+
+
+def _copy(ctx: LoweringContext, pieces: list[tuple[Place, Place]]) -> None:
+  """Each dst ← src of `pieces` (disjoint destinations), the chunks' second half on the other
+  physical core of an LNC=2 device."""
+  pairs = [pair for dst, src in pieces for pair in _chunks(ctx, dst, src)]
+
+  def emit(some):
+    for dst, src in some:
+      ctx.dma(dst, src)
+
+  share = tile_shares(ctx, pairs, 2 * sum(dst.size * dst.dtype.itemsize for dst, _ in pieces))
+  if share is None:
+    emit(pairs)
+  else:
+    emit_shares(ctx, [(pairs[:share],), (pairs[share:],)], emit)
 
 
 def concatenate_pieces(ctx: LoweringContext, op: Op, out: Place):
@@ -89,14 +113,13 @@ _DESCRIBE = f"the innermost dim contiguous on both sides in runs of >= {MIN_RUN_
                    describe=_DESCRIBE)
 def lower_concatenate(ctx: LoweringContext, op: Op) -> None:
   out = ctx.new_result(op.result)
-  for slot, src in concatenate_pieces(ctx, op, out):
-    _copy(ctx, slot, src)
+  _copy(ctx, list(concatenate_pieces(ctx, op, out)))
 
 
 @register_lowering("stablehlo.slice", kind="native", when_placed=_slice_in_long_runs,
                    describe=_DESCRIBE)
 def lower_slice(ctx: LoweringContext, op: Op) -> None:
-  _copy(ctx, ctx.new_result(op.result), slice_source(ctx, op))
+  _copy(ctx, [(ctx.new_result(op.result), slice_source(ctx, op))])
 
 
 def _transposed(ctx: LoweringContext, op: Op) -> Place:
@@ -115,4 +138,4 @@ def _transpose_in_runs(ctx: LoweringContext, op: Op) -> bool:
                    describe=f"not a view, the innermost dim kept innermost, in runs of >= "
                             f"{MIN_TRANSPOSE_RUN_BYTES} B")
 def lower_transpose(ctx: LoweringContext, op: Op) -> None:
-  _copy(ctx, ctx.new_result(op.result), _transposed(ctx, op))
+  _copy(ctx, [(ctx.new_result(op.result), _transposed(ctx, op))])

@@ -26,6 +26,7 @@ import numpy as np
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.affine_index import affine_select, analyse
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.core_split import emit_shares, tile_shares
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
@@ -273,20 +274,30 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
         k = stored.index(op.result)
         ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps={"dst": steps[k]} if steps else None)
 
-  all_tiles = list(tiles(places, ctx.partitions, max_free))
   period = tile_period([(takes, ring)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
-  shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
-            for t in all_tiles]
-  periods = periodic_prefix(shapes, period) if loops_enabled() else 0
-  rest = all_tiles
-  if periods >= MIN_PERIODS:
-    with ctx.builder.loop(periods):
-      for tile, steps in zip(all_tiles, offset_steps(shapes, period)):
-        emit(tile, steps)
-    rest = all_tiles[periods * period:]
-  for tile in rest:
-    emit(tile)
+
+  def emit_tiles(some_tiles):
+    """The tiles in order, a periodic prefix of them as a counted loop."""
+    shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
+              for t in some_tiles]
+    periods = periodic_prefix(shapes, period) if loops_enabled() else 0
+    rest = some_tiles
+    if periods >= MIN_PERIODS:
+      with ctx.builder.loop(periods):
+        for tile, steps in zip(some_tiles, offset_steps(shapes, period)):
+          emit(tile, steps)
+      rest = some_tiles[periods * period:]
+    for tile in rest:
+      emit(tile)
+
+  all_tiles = list(tiles(places, ctx.partitions, max_free))
+  # An LNC=2 device: the tiles' first half on one physical core, the rest on the other.
+  share = tile_shares(ctx, all_tiles, sum(p.size * p.dtype.itemsize for p in places))
+  if share is None:
+    emit_tiles(all_tiles)
+  else:
+    emit_shares(ctx, [(all_tiles[:share],), (all_tiles[share:],)], emit_tiles)
   ctx.debug_id = saved_debug
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.broadcast_store import innermost_broadcast, store_broadcast
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.core_split import dim_share, emit_shares, halves, physical_cores
 from hlo_lowering.lowering.matmul_resident import (DMA_TRANSPOSE_MAX_ROWS, MatmulTiling,
                                                    ResidentRhsMatmul, Span, spans)
 from hlo_lowering.lowering.places import Place
@@ -326,4 +327,40 @@ def _take(place: Place, shape: tuple[int, ...]) -> Place:
 
 
 def _emit_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place) -> None:
+  """One matmul into `out`, its shares on both physical cores where that pays."""
+  shares = _core_shares(ctx, lhs, rhs, out)
+  if shares is None:
+    _emit_on_one_core(ctx, lhs, rhs, out)
+  else:
+    emit_shares(ctx, shares, lambda l, r, o: _emit_on_one_core(ctx, l, r, o))
+
+
+def _emit_on_one_core(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place) -> None:
   (ResidentRhsMatmul.plan(ctx, lhs, rhs, out) or _Matmul(ctx, lhs, rhs, out)).emit()
+
+
+# Below this many FLOPs (~1 us of one core's TensorE) a matmul stays on one core: the second
+# core's own rhs load and the cross-core hand-off would cost more than its half saves.
+MIN_SPLIT_FLOPS = 2 ** 27
+
+
+def _core_shares(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
+  """[(lhs, rhs, out)] per physical core of an LNC=2 device (docs/compiler.md "Two physical
+  cores"), or None to run on one: split by batches, else n-blocks (each core then loads half the
+  rhs: GEMM 4096^3 bf16 91.0 % of the device against 90.7 % by m-tiles), else m-tiles, each
+  core's share a whole number of them (each output element keeps its K-accumulation order)."""
+  if physical_cores(ctx) < 2:
+    return None
+  batch, m, k = lhs.shape
+  n = rhs.shape[2]
+  if 2 * batch * m * n * k < MIN_SPLIT_FLOPS:
+    return None
+  tiling = MatmulTiling(ctx, lhs, rhs, out)
+  # (unit, the dim of each of lhs, rhs, out it cuts; None: that operand is whole in each share)
+  for unit, dims in ((1, (0, 0, 0)), (tiling.n_block, (None, 2, 2)),
+                     (tiling.m_tile, (1, None, 1))):
+    cut = halves(out.shape[dims[2]], unit)
+    if cut is not None:
+      return [tuple(place if dim is None else dim_share(place, dim, start, count)
+                    for place, dim in zip((lhs, rhs, out), dims)) for start, count in cut]
+  return None

@@ -47,6 +47,7 @@ from hlo_lowering.errors import CompileError
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.core_split import emit_shares, tile_shares
 from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_op,
                                               splat_operand_index)
 from hlo_lowering.lowering.places import Place, collapse_dims
@@ -375,12 +376,13 @@ class _RowFusion:
                          for b in range(banks)]
     blocks = self._blocks(block_views)
     partitions = max(p for p, _, _ in blocks)
-    resident = {}
-    for i, v in enumerate(persistent):
-      ctx.debug_id = self.first_reader[v]
-      full = self._tile(v.dtype, partitions, arena + SBUF_SLOT_BYTES + i * tile)
-      ctx.dma(full, views[v].ap(views[v].place.offset, 0, partitions))
-      resident[v] = arena + SBUF_SLOT_BYTES + i * tile
+    resident = {v: arena + SBUF_SLOT_BYTES + i * tile for i, v in enumerate(persistent)}
+
+    def load_resident():
+      for v, address in resident.items():
+        ctx.debug_id = self.first_reader[v]
+        ctx.dma(self._tile(v.dtype, partitions, address),
+                views[v].ap(views[v].place.offset, 0, partitions))
 
     def start(item):
       index, (p, offsets, strides), steps = item
@@ -393,15 +395,30 @@ class _RowFusion:
                          int(ctx.target_spec["dma_queues"]))
     if stage_count > 1:  # enough blocks per loop iteration for its pipeline to fill
       period *= -(-PIPELINED_BLOCKS // period)
-    shapes = [((p, strides), offsets) for p, offsets, strides in blocks]
-    periods = periodic_prefix(shapes, period) if loops_enabled() else 0
-    rest = [(j, block, None) for j, block in enumerate(blocks)]
-    if periods >= MIN_PERIODS:
-      with ctx.builder.loop(periods):
-        run_pipelined(list(zip(range(period), blocks, offset_steps(shapes, period))),
-                      stage_count, start)
-      rest = rest[periods * period:]
-    run_pipelined(rest, stage_count, start)
+
+    def emit_blocks(numbered):
+      """The resident rows' loads, then the blocks [(index, block)] software-pipelined, a
+      periodic prefix of them as a counted loop."""
+      load_resident()
+      shapes = [((p, strides), offsets) for _, (p, offsets, strides) in numbered]
+      periods = periodic_prefix(shapes, period) if loops_enabled() else 0
+      rest = [(j, block, None) for j, block in numbered]
+      if periods >= MIN_PERIODS:
+        with ctx.builder.loop(periods):
+          run_pipelined([(j, block, steps) for (j, block), steps
+                         in zip(numbered, offset_steps(shapes, period))], stage_count, start)
+        rest = rest[periods * period:]
+      run_pipelined(rest, stage_count, start)
+
+    numbered = list(enumerate(blocks))
+    # An LNC=2 device: the first half of the row blocks on one physical core, the rest on the
+    # other (each core loads the resident rows into its own SBUF).
+    share = tile_shares(ctx, blocks, sum(v.place.size * v.place.dtype.itemsize
+                                         for v in block_views))
+    if share is None:
+      emit_blocks(numbered)
+    else:
+      emit_shares(ctx, [(numbered[:share],), (numbered[share:],)], emit_blocks)
     ctx.debug_id = saved_debug
 
   def _step_engines(self) -> list[tuple[Op, str | None]]:

@@ -14,8 +14,9 @@ import contextlib
 import numpy as np
 
 from .buffers import Buffer
-from .enums import (ARG_REDUCE_COMPARATOR, COLLECTIVE_RING, MATMUL_START, MATMUL_STOP,
-                    SORT_FLOAT_CANONICAL, Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind)
+from .enums import (ARG_REDUCE_COMPARATOR, COLLECTIVE_RING, MATMUL_START, MATMUL_STOP, NUM_STREAMS,
+                    SORT_FLOAT_CANONICAL, Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind,
+                    on_core)
 from .instructions import Block, DebugEntry, Exit, Instruction, Loop, Tensor, stepped_values
 from .operands import HbmAP, Scalar, TileAP
 from .writer import serialize
@@ -81,6 +82,10 @@ class ProgramBuilder:
     self.output_aliases: dict[int, int] = {}
     self._default_debug = None
     self._loop = None  # the Loop being emitted, if any
+    self._core = 0  # the physical core instructions go to (`on_core`)
+    self._part = None  # their share of a split (`on_core`)
+    self._splits = 0
+    self.cores = 1  # physical cores used so far (an LNC=2 device's program may use 2)
 
   @property
   def streams(self) -> dict:
@@ -110,6 +115,33 @@ class ProgramBuilder:
       yield self._loop
     finally:
       self._loop = outer
+
+  # --- the physical cores of an LNC=2 device (format version 6) --------------------------------
+
+  def new_split(self) -> int:
+    """A fresh id for one op's work divided between the physical cores (`on_core`)."""
+    self._splits += 1
+    return self._splits
+
+  @contextlib.contextmanager
+  def on_core(self, core: int, split: int | None = None):
+    """Instructions emitted inside run on physical core `core` (its engines, its SBUF and PSUM;
+    HBM is shared). `split` (`new_split`): the instructions are core `core`'s share of one op
+    divided between the cores, whose HBM writes are disjoint from every other share's: the back
+    end orders the shares only where another op reads or writes what a share wrote."""
+    if self._loop is not None:
+      raise ValueError("a loop stays on one core")
+    saved = self._core, self._part
+    self._core, self._part = int(core), None if split is None else (int(split), int(core))
+    self.cores = max(self.cores, self._core + 1)
+    try:
+      yield
+    finally:
+      self._core, self._part = saved
+
+  def num_streams(self) -> int:
+    """Stream ids the program uses: 21 per physical core."""
+    return self.cores * NUM_STREAMS
 
   def set_block(self, index: int) -> None:
     """Instructions emitted from now on go to block `index`."""
@@ -439,8 +471,8 @@ class ProgramBuilder:
 
   def _emit(self, opcode, stream, debug, **operands):
     debug = self._debug_id(debug)
-    inst = Instruction(opcode, None if stream is None else int(stream), debug, operands,
-                       loop=self._loop)
+    inst = Instruction(opcode, None if stream is None else on_core(int(stream), self._core), debug,
+                       operands, loop=self._loop, core=self._core, part=self._part)
     self.instructions.append(inst)
     self.blocks[self.block].instructions.append(inst)
     return inst

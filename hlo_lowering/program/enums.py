@@ -88,10 +88,27 @@ class _Stream(enum.IntEnum):
 Stream = _make(_Stream, "Stream", {**isa_table.ENGINE_STREAMS,
                                    "DMA0": {"code": isa_table.FIRST_DMA_STREAM}})
 NUM_DMA_STREAMS = isa_table.NUM_DMA_STREAMS
-NUM_STREAMS = isa_table.FIRST_DMA_STREAM + NUM_DMA_STREAMS
+NUM_STREAMS = isa_table.FIRST_DMA_STREAM + NUM_DMA_STREAMS  # streams of one physical core
+# A program may run on MAX_CORES physical cores (an LNC=2 device's pair, format version 6): core
+# c's stream s has id c * NUM_STREAMS + s.
+MAX_CORES = isa_table.MAX_CORES
+MAX_STREAMS = MAX_CORES * NUM_STREAMS
+
+
+def core_of(stream: int) -> int:
+  """The physical core a stream id belongs to."""
+  return stream // NUM_STREAMS
+
+
+def on_core(stream: int, core: int) -> int:
+  """Stream `stream` (of core 0) on physical core `core`."""
+  return core * NUM_STREAMS + stream % NUM_STREAMS
 
 
 def stream_name(stream: int) -> str:
+  """"PE", "DMA3"; core 1's streams "PE@1", "DMA3@1" (the runtime's StreamName)."""
+  if stream >= NUM_STREAMS:
+    return f"{stream_name(stream % NUM_STREAMS)}@{core_of(stream)}"
   if stream >= Stream.DMA0:
     return f"DMA{stream - Stream.DMA0}"
   return Stream(stream).name

@@ -74,6 +74,12 @@ class Instruction:
   wait_steps: dict = dataclasses.field(default_factory=dict)
   # The same per iteration of each enclosing loop of `loop`: Loop -> (steps, wait_steps).
   outer: dict = dataclasses.field(default_factory=dict)
+  # The physical core it runs on (its stream is one of that core's; a DMA without a queue yet
+  # gets one of that core's queues).
+  core: int = 0
+  # (split, share) for the shares of one op divided between the physical cores
+  # (ProgramBuilder.on_core): the HBM writes of different shares of one split are disjoint.
+  part: tuple | None = None
 
   def loops(self) -> list:
     """The loops holding this instruction, outermost first."""
@@ -103,10 +109,6 @@ class Instruction:
                           for k, ap in enumerate(operands[name])]
     waits = [(s, c + wait_steps.get(s, 0) * i) for s, c in self.waits]
     return dataclasses.replace(self, operands=operands, waits=waits)
-
-  def at_iteration(self, i: int) -> "Instruction":
-    """This instruction as iteration `i` of its innermost loop runs it (no loop: itself)."""
-    return self if self.loop is None else self.moved(self.loop, i)
 
   def at_iterations(self, iterations: dict) -> "Instruction":
     """As iterations[L] of each loop L holding it runs it (a loop not given: iteration 0)."""
@@ -279,16 +281,36 @@ _READS_DST = frozenset({Opcode.GP_SCATTER, Opcode.GP_REGION_SCATTER})
 
 
 
-def region(operand):
-  """The memory region an operand touches: ("hbm", tensor) or
-  ("tile", memory, first_partition, end_partition, first_byte, end_byte); None for immediates."""
+# Tile regions of core c carry memory + c * _CORE_MEMORY_KEY: each core has its own SBUF and PSUM.
+_CORE_MEMORY_KEY = 16
+
+
+def region(operand, core: int = 0, part=None):
+  """The memory region an operand touches: ("hbm", tensor, part) (part: the instruction's
+  `part`) or ("tile", memory key, first_partition, end_partition, first_byte, end_byte), the
+  memory key telling the cores' SBUF and PSUM apart; None for immediates."""
   if isinstance(operand, HbmAP):
-    return ("hbm", operand.tensor)
+    return ("hbm", operand.tensor, part)
   if isinstance(operand, TileAP):
     low, high = operand.byte_range()
-    return ("tile", int(operand.memory), operand.partition_start,
+    return ("tile", int(operand.memory) + _CORE_MEMORY_KEY * core, operand.partition_start,
             operand.partition_start + operand.partition_count, low, high)
   return None
+
+
+def disjoint_parts(a, b) -> bool:
+  """Whether HBM accesses of parts a and b are disjoint: different shares of one split."""
+  return a is not None and b is not None and a[0] == b[0] and a[1] != b[1]
+
+
+def regions_overlap(a, b) -> bool:
+  """Whether two regions (`region`) may touch the same bytes (HBM: the same tensor, unless the
+  accesses are of different shares of a split)."""
+  if a[0] != b[0]:
+    return False
+  if a[0] == "hbm":
+    return a[1] == b[1] and not disjoint_parts(a[2], b[2])
+  return a[1] == b[1] and a[2] < b[3] and b[2] < a[3] and a[4] < b[5] and b[4] < a[5]
 
 
 def hbm_accesses(inst: Instruction):
@@ -312,7 +334,7 @@ def accesses(inst: Instruction):
   """(reads, writes): lists of regions."""
   ops = inst.operands
   if inst.opcode == Opcode.GP_BITCAST:
-    return [("hbm", ops["src"])], [("hbm", ops["dst"])]
+    return [("hbm", ops["src"], inst.part)], [("hbm", ops["dst"], inst.part)]
   reads, writes = [], []
   for name, kind in OPERAND_LAYOUT[inst.opcode]:
     if kind in ("u8", "u32", "u64", "f32", "scalar", "i64_list"):
@@ -320,7 +342,7 @@ def accesses(inst: Instruction):
     values = ops[name] if kind == "hbm_list" else [ops[name]]
     # Destination fields are named dst, dst_* or dsts.
     target = writes if name.startswith("dst") else reads
-    target.extend(r for r in map(region, values) if r is not None)
+    target.extend(r for r in (region(v, inst.core, inst.part) for v in values) if r is not None)
   if inst.opcode in _READS_DST or (inst.opcode == Opcode.MATMUL and
                                    not ops["flags"] & MATMUL_START):
     # combines into / accumulates into what is there

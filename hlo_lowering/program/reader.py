@@ -6,7 +6,7 @@ import dataclasses
 import struct
 
 from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
-                    ScalarKind, TensorKind, stream_name)
+                    ScalarKind, TensorKind, core_of, stream_name)
 from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, Block, DebugEntry, Exit, Instruction, Loop,
                            Tensor, hbm_operand_keys, operand_layout)
 from .operands import HbmAP, Scalar, TileAP
@@ -21,6 +21,7 @@ class Program:
   blocks: list  # [Block]; execution starts at blocks[0]
   debug: list
   source: str
+  cores: int = 1  # physical cores (version 6)
 
   @property
   def streams(self) -> dict:
@@ -106,6 +107,7 @@ def read_program(data: bytes) -> Program:
   if not 1 <= version <= VERSION:
     raise ValueError(f"program format version {version}; this reader knows 1 to {VERSION}")
   target = r.str()
+  cores = r.unpack("B") if version >= 6 else 1
   tensors = []
   for _ in range(r.unpack("I")):
     name = r.str()
@@ -129,7 +131,7 @@ def read_program(data: bytes) -> Program:
   source = r.str()
   if r.pos != len(r.data):
     raise ValueError(f"{len(r.data) - r.pos} trailing bytes after the program")
-  return Program(target, tensors, blocks, debug, source)
+  return Program(target, tensors, blocks, debug, source, cores)
 
 
 def _read_streams(r: _Reader, version: int) -> list:
@@ -145,7 +147,7 @@ def _read_streams(r: _Reader, version: int) -> list:
       stored = dict(operand_layout(opcode, version))
       operands = {name: r.operand(kind) if name in stored else FIELD_SINCE[(opcode, name)][1]
                   for name, kind in OPERAND_LAYOUT[opcode]}
-      own.append(Instruction(opcode, stream, debug_id, operands, waits))
+      own.append(Instruction(opcode, stream, debug_id, operands, waits, core=core_of(stream)))
     open_loops = []  # (end, Loop) of the loops holding the current one (sorted, nested)
     for _ in range(r.unpack("I") if version >= 4 else 0):
       first, length, count, num_steps = r.unpack("IIII")
@@ -226,6 +228,8 @@ def format_program(program: Program) -> str:
   DMA without a queue is listed under stream DMA?, a tile in an unplaced buffer at
   @<buffer>+<offset>)."""
   lines = [f"target {program.target}"]
+  if program.cores > 1:
+    lines.append(f"physical cores {program.cores}")
   for i, t in enumerate(program.tensors):
     extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
     dtype, shape = t.table_dtype_shape

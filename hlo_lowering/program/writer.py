@@ -2,12 +2,12 @@
 
 import struct
 
-from .enums import ControlOp, EndpointKind, Memory, ScalarKind, TensorKind
+from .enums import ControlOp, EndpointKind, Memory, ScalarKind, TensorKind, core_of
 from .instructions import OPERAND_LAYOUT, hbm_operand_keys, stepped_values
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
-VERSION = 5
+VERSION = 6
 
 
 class _Writer:
@@ -177,6 +177,9 @@ def serialize(target: str, tensors, blocks, debug, source: str) -> bytes:
   w.out += MAGIC
   w.pack("I", VERSION)
   w.str(target)
+  # The physical cores the streams use (version 6): core 1's streams make an LNC=2 program.
+  w.pack("B", 1 + max((core_of(s) for block in blocks for s, insts in block.streams.items()
+                       if insts), default=0))
   w.pack("I", len(tensors))
   for t in tensors:
     w.str(t.name)

@@ -104,8 +104,8 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     rec["block"] = r.block;
     const bool known = program != nullptr && r.block >= 0 &&
                        static_cast<size_t>(r.block) < program->blocks.size();
-    const auto* insts = known ? &program->blocks[r.block].streams[r.stream % kNumStreams] : nullptr;
-    if (insts != nullptr && r.index >= 0 && r.stream < kNumStreams &&
+    const auto* insts = known ? &program->blocks[r.block].streams[r.stream % kMaxStreams] : nullptr;
+    if (insts != nullptr && r.index >= 0 && r.stream < kMaxStreams &&
         static_cast<size_t>(r.index) < insts->size()) {
       // In a loop, the counts of the iteration that ran (`iteration`: the how-manieth run of the
       // stored instruction, the iterations of nested loops in mixed radix).
@@ -291,7 +291,7 @@ NB_MODULE(_native, m) {
         "Whether executions now record their per-instruction timeline.");
   m.def("stream_names", []() {
     std::vector<std::string> names;
-    for (int s = 0; s < kNumStreams; ++s) names.push_back(StreamName(s));
+    for (int s = 0; s < kMaxStreams; ++s) names.push_back(StreamName(s));
     return names;
   }, "Names of the instruction streams, indexed by stream id.");
 }

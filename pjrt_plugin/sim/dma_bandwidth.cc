@@ -34,8 +34,9 @@ void SlotLedger::Take(size_t slot, double bytes) {
   used_[slot - first_] += bytes;
 }
 
-ChipHbmBandwidth::ChipHbmBandwidth(const TargetSpec& target)
-    : ledger_(target.hbm_bytes_per_ns_per_chip) {}
+ChipHbmBandwidth::ChipHbmBandwidth(const TargetSpec& target, int cores)
+    : ledger_(cores > 1 ? target.hbm_bytes_per_ns_per_chip * cores / target.physical_cores_per_chip
+                        : target.hbm_bytes_per_ns_per_chip) {}
 
 CoreDmaBandwidth::CoreDmaBandwidth(const TargetSpec& target, ChipHbmBandwidth* chip)
     : engines_(target.dma_bytes_per_ns_per_engine * target.dma_engines_per_core), chip_(chip) {}

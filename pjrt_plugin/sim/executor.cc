@@ -96,12 +96,12 @@ struct StreamState {
 };
 
 std::string DeadlockReport(const Program& program, size_t block_index,
-                           const std::array<StreamState, kNumStreams>& state) {
+                           const std::array<StreamState, kMaxStreams>& state) {
   const Block& block = program.blocks[block_index];
   std::string report = "deadlock: no stream can make progress";
   if (program.blocks.size() > 1) report += " in block " + std::to_string(block_index);
   report += ";";
-  for (int s = 0; s < kNumStreams; ++s) {
+  for (int s = 0; s < program.num_streams(); ++s) {
     const auto& insts = block.streams[s];
     if (state[s].next >= insts.size()) continue;
     const Instruction& inst = insts[state[s].next];
@@ -155,9 +155,12 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
                           const ExecuteOptions& options, ExecutionProfile* profile) {
   const Program& program = machine.program;
   const Block& block = program.blocks[block_index];
-  std::array<StreamState, kNumStreams> state;
+  std::array<StreamState, kMaxStreams> state;
+  const int num_streams = program.num_streams();
+  // A wait on the other physical core's semaphore (an LNC=2 program) sees it this much later.
+  const double cross_core_ns = CrossCoreSemaphoreNs();
   size_t remaining = 0;
-  for (int s = 0; s < kNumStreams; ++s) {
+  for (int s = 0; s < num_streams; ++s) {
     const size_t executed = static_cast<size_t>(block.ExecutedCount(s));
     remaining += executed;
     state[s].free_ns = start_ns;
@@ -171,10 +174,11 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     }
     int best = -1;
     double best_start = std::numeric_limits<double>::infinity();
-    for (int s = 0; s < kNumStreams; ++s) {
+    for (int s = 0; s < num_streams; ++s) {
       const auto& insts = block.streams[s];
       if (state[s].next >= insts.size()) continue;
       double start = state[s].free_ns;
+      const int core = CoreOfStream(s);
       bool runnable = true;
       const Instruction& next = insts[state[s].next];
       for (size_t k = 0; k < next.waits.size(); ++k) {
@@ -185,7 +189,7 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
           runnable = false;
           break;
         }
-        start = std::max(start, done[count - 1]);
+        start = std::max(start, done[count - 1] + (CoreOfStream(next.waits[k].stream) == core ? 0 : cross_core_ns));
       }
       if (runnable && start < best_start) {
         best = s;
@@ -199,6 +203,7 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     Instruction concrete;
     const bool moved = stream.depth > 0 && stream.Moved(block.loops[best], stored, concrete);
     const Instruction& inst = moved ? concrete : stored;
+    machine.core = CoreOfStream(best);
     InstructionTiming timing;
     if (inst.opcode == Opcode::kCollective) {
       // Meets the other cores: its data and its time depend on theirs (collectives.h).
@@ -263,8 +268,8 @@ int64_t ReadSelector(Machine& machine, const HbmAP& ap, bool* is_unsigned) {
 
 Status RunStreams(Machine& machine, const ExecuteOptions& options, ExecutionProfile* profile) {
   const Program& program = machine.program;
-  profile->stream_busy_ns.assign(kNumStreams, 0.0);
-  profile->stream_instructions.assign(kNumStreams, 0);
+  profile->stream_busy_ns.assign(program.num_streams(), 0.0);
+  profile->stream_instructions.assign(program.num_streams(), 0);
   const int64_t cap = BlockEntryCap(options);
   std::vector<int64_t> entries(program.blocks.size(), 0);
   size_t current = 0;

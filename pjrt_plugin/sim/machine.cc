@@ -15,10 +15,10 @@ ZeroedBuffer::~ZeroedBuffer() {
 
 namespace {
 
-// This thread's tile memory of the given geometry (one per memory kind; reallocated when a
-// program for another target needs another size).
+// This thread's tile memory of the given geometry (one per memory kind and physical core;
+// reallocated when a program for another target needs another size).
 TileMemory& ThreadTileMemory(int kind, int partitions, int64_t bytes_per_partition) {
-  thread_local std::unique_ptr<TileMemory> memories[2];
+  thread_local std::unique_ptr<TileMemory> memories[2 * kMaxCores];
   std::unique_ptr<TileMemory>& memory = memories[kind];
   if (!memory || !memory->ok() || memory->partitions() != partitions ||
       memory->bytes_per_partition() != bytes_per_partition) {
@@ -30,16 +30,24 @@ TileMemory& ThreadTileMemory(int kind, int partitions, int64_t bytes_per_partiti
 }  // namespace
 
 Machine::Machine(const Program& program)
-    : program(program),
-      sbuf(ThreadTileMemory(0, program.target->partitions, program.target->sbuf_bytes_per_partition)),
-      psum(ThreadTileMemory(1, program.target->partitions,
-                            program.target->psum_banks * program.target->psum_bank_bytes)),
-      hbm(program.tensors.size(), HbmTensor{nullptr, 0}),
-      chip_hbm(*program.target),
-      dma_bandwidth(*program.target, &chip_hbm) {}
+    : program(program), hbm(program.tensors.size(), HbmTensor{nullptr, 0}), chip_hbm(*program.target, program.cores) {
+  const TargetSpec& t = *program.target;
+  for (int c = 0; c < program.cores; ++c) {
+    sbufs[c] = &ThreadTileMemory(2 * c, t.partitions, t.sbuf_bytes_per_partition);
+    psums[c] = &ThreadTileMemory(2 * c + 1, t.partitions, t.psum_banks * t.psum_bank_bytes);
+    dma_bandwidth.emplace_back(t, &chip_hbm);
+  }
+}
+
+bool Machine::ok() const {
+  for (int c = 0; c < program.cores; ++c) {
+    if (!sbufs[c]->ok() || !psums[c]->ok()) return false;
+  }
+  return true;
+}
 
 StridedView Machine::View(const TileAP& ap) {
-  TileMemory& memory = ap.memory == Memory::kSbuf ? sbuf : psum;
+  TileMemory& memory = ap.memory == Memory::kSbuf ? *sbufs[core] : *psums[core];
   const int64_t size = DTypeSize(ap.dtype);
   StridedView view;
   view.base = memory.partition(ap.partition_start) + ap.byte_offset;

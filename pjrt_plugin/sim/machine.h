@@ -2,6 +2,7 @@
 // for this execution (parameters and constants read-only, outputs and temporaries writable).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -63,18 +64,21 @@ struct HbmTensor {
 // SBUF and PSUM start each execution with unspecified contents, as on the chip: the compiler's
 // waits order every read after its write, so a valid program's results do not depend on them.
 // Each thread keeps its SBUF/PSUM between executions; mapping 28 MiB afresh each time cost
-// more than running a small program.
+// more than running a small program. A program on two physical cores (an LNC=2 device) has two
+// of each: tile operands always address the executing core's own (`core`, set by the executor
+// before each instruction), so no instruction can reach the other core's.
 struct Machine {
   Machine(const Program& program);
   const Program& program;
-  TileMemory& sbuf;
-  TileMemory& psum;
+  std::array<TileMemory*, kMaxCores> sbufs{}, psums{};  // [program.cores] set
+  int core = 0;  // the physical core of the instruction being run
+  bool ok() const;  // every core's SBUF and PSUM could be mapped
   std::vector<HbmTensor> hbm;  // indexed like program.tensors
   std::vector<ZeroedBuffer> temporaries;  // owns the temporaries' storage
-  // Timing state of this execution: the chip's HBM and this core's DMA engines, shared by the
-  // transfers of all its queues (one core per chip today; more cores would share chip_hbm).
+  // Timing state of this execution: the chip's HBM, shared by the device's cores, and each
+  // core's DMA engines, shared by the transfers of all its queues.
   ChipHbmBandwidth chip_hbm;
-  CoreDmaBandwidth dma_bandwidth;
+  std::vector<CoreDmaBandwidth> dma_bandwidth;  // one per core of the program
   // The cores of this execution (null: a one-core execution) and this core's rank among them;
   // collectives_run counts the collectives this core has reached (their rendezvous key).
   CollectiveSession* collectives = nullptr;

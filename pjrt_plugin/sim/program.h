@@ -273,8 +273,8 @@ struct StreamLoop {
 // streams' counted loops (sorted by first instruction, an enclosing loop before the loops it
 // holds) and the block's exit.
 struct Block {
-  std::array<std::vector<Instruction>, kNumStreams> streams;
-  std::array<std::vector<StreamLoop>, kNumStreams> loops;
+  std::array<std::vector<Instruction>, kMaxStreams> streams;  // core 1's from kNumStreams on
+  std::array<std::vector<StreamLoop>, kMaxStreams> loops;
   BlockExit exit;
 
   // Instructions stream `s` executes in one entry of the block (loops counted per iteration;
@@ -302,10 +302,15 @@ std::string DescribeInstruction(const Program& program, size_t block, int stream
 
 struct Program {
   const TargetSpec* target = nullptr;
+  // Physical NeuronCores the program runs on (format version 6; 1 before): an LNC=2 device's
+  // program may give work to both of its cores, each with its own engines, SBUF and PSUM, sharing
+  // the device's HBM. Core c's streams are ids c * kNumStreams + s.
+  int cores = 1;
+  int num_streams() const { return cores * kNumStreams; }
   std::vector<Tensor> tensors;
   std::vector<Block> blocks;  // execution starts at blocks[0]; never empty once loaded
   // A copy of blocks[0].streams, for readers that predate blocks (the profiler's wait lookup).
-  std::array<std::vector<Instruction>, kNumStreams> streams;
+  std::array<std::vector<Instruction>, kMaxStreams> streams;
   std::vector<DebugInfo> debug;
   // Where the debug table starts in the program bytes: it and the source text end the program, so
   // the compile cache can re-attach another request's source locations (jax_trn/compile_cache.py).

@@ -1,5 +1,6 @@
 #include "program_loader.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -12,8 +13,8 @@ namespace {
 constexpr char kMagic[8] = {'T', 'R', 'N', 'P', 'R', 'O', 'G', '\0'};
 // Version 2 added blocks and control flow; a version 1 program (one stream list) still loads, as
 // one block that ends the program. Version 4 added each stream's counted loops, version 5 the
-// collective's algorithm.
-constexpr uint32_t kVersion = 5;
+// collective's algorithm, version 6 the physical core count (an LNC=2 device's two cores).
+constexpr uint32_t kVersion = 6;
 constexpr uint32_t kOldestVersion = 1;
 
 }  // namespace
@@ -33,6 +34,16 @@ StatusOr<std::unique_ptr<Program>> Parser::Parse() {
   if (in_.ok()) {
     program_->target = FindTarget(target);
     if (program_->target == nullptr) in_.Fail(target_at, "unknown target \"" + target + "\" (expected one of " + KnownTargets() + ")");
+  }
+  if (version >= 6 && in_.ok()) {
+    const size_t cores_at = in_.offset();
+    const uint8_t cores = in_.Read<uint8_t>("core count");
+    const int most = program_->target != nullptr ? std::min(kMaxCores, program_->target->default_lnc) : kMaxCores;
+    if (in_.ok() && (cores < 1 || cores > most)) {
+      in_.Fail(cores_at, std::to_string(cores) + " physical cores: a " + target + " program runs on 1" +
+                             (most > 1 ? " to " + std::to_string(most) : std::string()) + " (the cores of one logical device)");
+    }
+    program_->cores = cores;
   }
   ParseTensors();
   if (version == 1) {
@@ -72,7 +83,7 @@ Status Parser::CheckBlocks() const {
   for (size_t b = 0; b < num_blocks; ++b) {
     const Block& block = program_->blocks[b];
     const std::string where = num_blocks > 1 ? "block " + std::to_string(b) + " " : "";
-    for (int s = 0; s < kNumStreams; ++s) {
+    for (int s = 0; s < program_->num_streams(); ++s) {
       const auto& insts = block.streams[s];
       for (size_t i = 0; i < insts.size(); ++i) {
         if (insts[i].debug_id >= num_debug) {
@@ -107,7 +118,7 @@ Status Parser::CheckBlocks() const {
 // iterations (checked with the stored instruction) and the corners of last iterations bound them all.
 Status Parser::CheckLoops(size_t b) const {
   const Block& block = program_->blocks[b];
-  for (int s = 0; s < kNumStreams; ++s) {
+  for (int s = 0; s < program_->num_streams(); ++s) {
     if (block.ExecutedCount(s) > UINT32_MAX) {
       return InvalidArgument("malformed program: " + std::string(program_->blocks.size() > 1 ? "block " + std::to_string(b) + " " : "") +
                              StreamName(s) + " executes " + std::to_string(block.ExecutedCount(s)) +
@@ -315,12 +326,13 @@ void Parser::ParseTensors() {
 
 void Parser::ParseStreams(Block& block) {
   const uint32_t n = in_.Count("stream count", 5);
-  bool seen[kNumStreams] = {};
+  bool seen[kMaxStreams] = {};
+  const int streams = program_->num_streams();
   for (uint32_t i = 0; i < n && in_.ok(); ++i) {
     const size_t at = in_.offset();
     const uint8_t id = in_.Read<uint8_t>("stream id");
-    if (in_.ok() && (id >= kNumStreams || seen[id])) {
-      in_.Fail(at, "stream id " + std::to_string(id) + (id >= kNumStreams ? " out of range 0..20" : " appears twice"));
+    if (in_.ok() && (id >= streams || seen[id])) {
+      in_.Fail(at, "stream id " + std::to_string(id) + (id >= streams ? " out of range 0.." + std::to_string(streams - 1) + StreamsOfCores() : " appears twice"));
       return;
     }
     seen[id] = true;
@@ -434,7 +446,8 @@ void Parser::ParseLoops(Block& block, int stream) {
 }
 
 // isa.def's `engine` column: DMA runs on every DMA queue's stream, the others on their engine's.
-bool OpcodeRunsOn(uint16_t opcode, int stream) {
+bool OpcodeRunsOn(uint16_t opcode, int stream_id) {
+  const int stream = stream_id % kNumStreams;  // every core has the same engines
   const auto runs_on = [stream](std::string_view engine) {
     return engine == "DMA" ? stream >= kFirstDmaStream : StreamName(stream) == engine;
   };
@@ -443,6 +456,11 @@ bool OpcodeRunsOn(uint16_t opcode, int stream) {
 #include "isa.def"
   }
   return false;
+}
+
+// For range errors: which cores' streams the ids cover.
+std::string Parser::StreamsOfCores() const {
+  return program_->cores == 1 ? ": the program runs on one physical core" : ": the streams of " + std::to_string(program_->cores) + " physical cores";
 }
 
 Instruction Parser::ParseInstruction(int stream, const std::string& where) {
@@ -462,6 +480,13 @@ Instruction Parser::ParseInstruction(int stream, const std::string& where) {
     in_.Fail(at, "opcode " + OpcodeName(opcode) + " does not run on stream " + StreamName(stream));
     return inst;
   }
+  // A collective meets the other devices' programs once per device, a host callback reaches the
+  // host once: both belong to the device's first core.
+  if (in_.ok() && CoreOfStream(stream) != 0 &&
+      (opcode == static_cast<uint16_t>(Opcode::kCollective) || opcode == static_cast<uint16_t>(Opcode::kHostCallback))) {
+    in_.Fail(at, "opcode " + OpcodeName(opcode) + " runs on the device's first physical core, not on stream " + StreamName(stream));
+    return inst;
+  }
   inst.opcode = static_cast<Opcode>(opcode);
   inst.debug_id = in_.Read<uint32_t>("debug id");
   // The debug table follows the blocks: an operand error names the entry by id.
@@ -470,7 +495,9 @@ Instruction Parser::ParseInstruction(int stream, const std::string& where) {
   for (uint32_t i = 0; i < waits && in_.ok(); ++i) {
     const size_t wait_at = in_.offset();
     Wait w{in_.Read<uint8_t>("wait stream"), in_.Read<uint32_t>("wait count")};
-    if (in_.ok() && w.stream >= kNumStreams) in_.Fail(wait_at, "wait on stream " + std::to_string(w.stream) + " (expected 0..20)");
+    if (in_.ok() && w.stream >= program_->num_streams()) {
+      in_.Fail(wait_at, "wait on stream " + std::to_string(w.stream) + " (expected 0.." + std::to_string(program_->num_streams() - 1) + StreamsOfCores() + ")");
+    }
     inst.waits.push_back(w);
   }
   if (in_.ok()) inst.operands = ParseOperands(inst.opcode);

@@ -29,6 +29,7 @@ class Parser {
   void ParseExit(Block& block);
   Status CheckBlocks() const;
   Status CheckLoops(size_t b) const;
+  std::string StreamsOfCores() const;
   Instruction ParseInstruction(int stream, const std::string& where);  // where: "DVE instruction 3"
   Operands ParseOperands(Opcode opcode);
   DType ReadDType(const char* what, bool allow_f64, bool allow_c64 = false);

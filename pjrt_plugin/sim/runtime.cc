@@ -87,7 +87,7 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
   Machine machine(program);
   machine.collectives = options.collectives.get();
   machine.rank = options.rank;
-  if (!machine.sbuf.ok() || !machine.psum.ok()) return ResourceExhausted("cannot allocate SBUF/PSUM for the simulated NeuronCore");
+  if (!machine.ok()) return ResourceExhausted("cannot allocate SBUF/PSUM for the simulated NeuronCore");
   for (size_t i = 0; i < program.tensors.size(); ++i) {
     const Tensor& t = program.tensors[i];
     uint8_t* data = nullptr;
@@ -131,6 +131,9 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
 }
 
 std::string StreamName(int stream) {
+  if (stream >= kNumStreams && stream < kMaxStreams) {
+    return StreamName(stream % kNumStreams) + "@" + std::to_string(CoreOfStream(stream));
+  }
   switch (stream) {
 #define TRN_ENGINE_STREAM(NAME, code) case code: return #NAME;
 #include "isa.def"

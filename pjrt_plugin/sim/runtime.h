@@ -87,7 +87,7 @@ struct InstructionRecord {
 
 struct ExecutionProfile {
   double device_time_ns = 0;             // end of the last instruction
-  std::vector<double> stream_busy_ns;    // indexed by stream id (21 entries)
+  std::vector<double> stream_busy_ns;    // indexed by stream id (21 entries per physical core)
   std::vector<int64_t> stream_instructions;
   int64_t matmul_flops = 0;
   // Always kept, for MFU / HFU / MBU (utilization_accounting.h): the matmul FLOPs that ran at
@@ -137,12 +137,16 @@ TRN_API Status Execute(const LoadedProgram& program, const std::vector<const voi
                const std::vector<void*>& outputs, const ExecuteOptions& options,
                ExecutionProfile* profile);
 
-// Names for reports: "SP", "ACT", "PE", "DVE", "POOL", "DMA0".."DMA15".
+// Names for reports: "SP", "ACT", "PE", "DVE", "POOL", "DMA0".."DMA15"; core 1's streams (an
+// LNC=2 program's second physical core) "SP@1" .. "DMA15@1".
 TRN_API std::string StreamName(int stream);
 // kFirstDmaStream, kNumDmaStreams (isa.def).
 #define TRN_ISA_CONSTANT(Camel, SNAKE, value) constexpr int k##Camel = value;
 #include "isa.def"
-constexpr int kNumStreams = kFirstDmaStream + kNumDmaStreams;
+constexpr int kNumStreams = kFirstDmaStream + kNumDmaStreams;  // streams of one physical core
+// Stream ids of a program on kMaxCores physical cores: core c's stream s is c * kNumStreams + s.
+constexpr int kMaxStreams = kMaxCores * kNumStreams;
+inline int CoreOfStream(int stream) { return stream / kNumStreams; }
 
 // Whether executions should record their per-instruction timeline: TRN_PROFILE is set, or a
 // caller turned it on (jax_trn.profile.trace()). SetRecordTimeline nests: each `true` needs a

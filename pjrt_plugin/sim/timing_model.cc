@@ -89,6 +89,13 @@ constexpr double kBlockBarrierNs = 100;
 // queue) but still DRAM latency: ~500 ns.
 constexpr double kSelectorReadNs = 500;
 
+// --- the two physical cores of an LNC=2 device (est.; unpublished) --------------------------
+// est.: a semaphore increment for the other core's sequencer is a posted write across the chip's
+// on-chip fabric instead of the core's local sequencer path; the receiving sequencer's wake-up is
+// already in semaphore_handoff_ns, the fabric round adds ~150 ns (about an SBUF-to-SBUF DMA's
+// descriptor hand-off without its data). AWS does not publish the figure.
+constexpr double kCrossCoreSemaphoreExtraNs = 150;
+
 bool IsTwoByteFloat(DType t) { return t == DType::kBF16 || t == DType::kF16; }
 
 bool IsTranscendental(AluOp op) {
@@ -162,7 +169,7 @@ InstructionTiming DmaTiming(Machine& machine, const DmaCopy& d, double start_ns)
                         d.src.is_tile ? TileRunBytes(d.src.tile) : HbmRunBytes(p, d.src.hbm));
   const double efficiency = run / (run + kDmaRunOverheadBytes);
   const int hbm_crossings = (d.dst.is_tile ? 0 : 1) + (d.src.is_tile ? 0 : 1);
-  const double end = machine.dma_bandwidth.Transfer(
+  const double end = machine.dma_bandwidth[machine.core].Transfer(
       start_ns, bytes, t.dma_bytes_per_ns_per_engine * used * efficiency, hbm_crossings);
   // The queue is busy until the transfer ends: the published end-to-end time the rate comes from
   // already contains the descriptor hand-off and the trigger-to-start latency.
@@ -465,6 +472,8 @@ InstructionTiming EstimateTiming(Machine& machine, const Instruction& inst, doub
   if (inst.opcode == Opcode::kDmaCopy) return DmaTiming(machine, std::get<DmaCopy>(inst.operands), start_ns);
   return SignalledBySemaphore(*machine.program.target, ComputeTiming(machine.program, inst));
 }
+
+double CrossCoreSemaphoreNs() { return kCrossCoreSemaphoreExtraNs; }
 
 InstructionTiming EstimateControlTiming(const Program& program, const BlockExit& exit) {
   const bool reads = exit.op == ControlOp::kBranch || exit.op == ControlOp::kSwitch;

@@ -23,6 +23,10 @@ InstructionTiming EstimateTiming(Machine& machine, const Instruction& inst, doub
 // Whether a matmul runs at the generation's fp8 rate (both operands fp8).
 bool RunsAtFp8Rate(const Matmul& m);
 
+// How much later than an engine of its own core an engine of the other physical core (an LNC=2
+// program) sees an instruction's semaphore increment.
+double CrossCoreSemaphoreNs();
+
 // The cost of leaving a block: the barrier (every engine reports to SP, SP releases them) and,
 // for branch/switch, SP's read of the selector from HBM. Charged from the moment the block's
 // last stream finished; the next block starts after latency_ns.
