@@ -8,7 +8,8 @@ holds the policy around the pure compiler (`hlo_lowering.compiler.compile_progra
 programs from the persistent compile cache (`compile_cache.py`, `TRN_CACHE_DIR`) when it holds them
 (a hit returns the stored program and records the stored compile report, identical in content to
 what a compile would make: when the request differs from the stored one only in source locations,
-both carry the request's, source_locations.py), counts compilations and keeps every compile report of this process
+both carry the request's, source_locations.py; a request whose exact bytes were compiled or served
+before is found through an alias, without parsing it), counts compilations and keeps every compile report of this process
 (`compile_count()`, `cache_stats()`, `last_report()`, `reports()`; `jax_trn.compile_report()`).
 `compile_count()` counts the compilations requested of this process (hits included: what JAX asked
 to compile); `cache_stats()` tells hits, misses and the real compiles apart.
@@ -142,10 +143,16 @@ def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],
       _cache_stats["bypassed"] += 1
     return _compile(code, fmt, parsed, target, tag)[0]
   start = time.perf_counter()
+  options_key, target_name = _options_key(parsed), str(target["name"])
+  exact_key = None
   try:
+    # The exact bytes first: an alias serves a request seen before without parsing it.
+    exact_key = compile_cache.make_key(code, fmt, options_key, target_name, target)
+    entry = compile_cache.load(exact_key, compile_cache.ALIAS_SUFFIX)
+    if entry is not None:
+      return _served(entry.program, entry.report, exact_key, start)
     identity = module_identity.identify(code, fmt)
-    key = compile_cache.make_key(identity.canonical, fmt, _options_key(parsed),
-                                 str(target["name"]), target)
+    key = compile_cache.make_key(identity.canonical, fmt, options_key, target_name, target)
     entry = compile_cache.load(key)
     served = None if entry is None else source_locations.reattach(entry, identity.locations,
                                                                     identity.source)
@@ -153,25 +160,40 @@ def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],
     raise
   except Exception as e:  # noqa: BLE001 — the cache never makes a compile fail
     logger.warning("compile cache: lookup failed (%s); compiling", e)
-    identity, key, served = None, None, None
+    identity, key, entry, served = None, None, None, None
   if served is not None:
-    program, report = served
-    with _lock:
-      _cache_stats["hits"] += 1
-    logger.info("compile cache hit %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
-    _record(report)
-    return program
+    _store_alias(exact_key, compile_cache.Entry(*served, identity.locations))
+    return _served(*served, key, start)
   with _lock:
     _cache_stats["misses"] += 1
   program, report = _compile(code, fmt, parsed, target, tag)
   if key is not None:
     try:
-      compile_cache.store(key, compile_cache.Entry(program, report, identity.locations))
+      entry = compile_cache.Entry(program, report, identity.locations)
+      if compile_cache.store(key, entry):
+        _store_alias(exact_key, entry)
     except Exception as e:  # noqa: BLE001
       logger.warning("compile cache: store failed (%s)", e)
   logger.info("compile cache miss %s (%.1f ms)", (key or "-")[:16],
               (time.perf_counter() - start) * 1e3)
   return program
+
+
+def _served(program: bytes, report: CompileReport, key: str, start: float) -> bytes:
+  with _lock:
+    _cache_stats["hits"] += 1
+  logger.info("compile cache hit %s (%.1f ms)", key[:16], (time.perf_counter() - start) * 1e3)
+  _record(report)
+  return program
+
+
+def _store_alias(exact_key: str, entry: compile_cache.Entry) -> None:
+  """Stores what these exact request bytes were served, so that they are served it again without
+  being parsed."""
+  try:
+    compile_cache.store(exact_key, entry, compile_cache.ALIAS_SUFFIX)
+  except Exception as e:  # noqa: BLE001
+    logger.warning("compile cache: alias store failed (%s)", e)
 
 
 def compile_text(mlir_text: str, target: str = "trn2") -> bytes:

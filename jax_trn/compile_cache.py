@@ -13,8 +13,17 @@ refused before any lookup), not as the serialized CompileOptionsProto: its Debug
 protobuf maps that serialize in hash order, so the same options give different bytes in different
 processes. A compiler change that starts reading another option adds it to CompileOptions, and so
 to the key. The compiler fingerprint is the program format version plus a hash of every source
-file of the `hlo_lowering` package, computed once per process, so any compiler change (a program
-format change included) misses every older entry (older entries age out through eviction).
+file of the `hlo_lowering` package and of the runtime library whose loader checks programs
+(`libtrn_runtime.so`), computed once per process, so any compiler change (a program format change
+included) and any loader change misses every older entry (older entries age out through
+eviction): an entry is served only to the loader that accepted the program it was compiled for.
+
+Aliases: resolving the key means parsing the module (to strip its locations), which costs more
+than the rest of a hit. So a request is first looked up by its exact bytes: `<exact key>.trna`
+is an entry of the same layout under the key of the exact request bytes (the same key parts, the
+code as sent), holding the program and report exactly as they were served to those bytes (compiled,
+or re-attached to their locations); it is written with every compile and every hit through the
+key, so a script run again is served without parsing its module.
 
 Storage: `TRN_CACHE_DIR` (default `~/.cache/jax-trn`; empty or `0` disables the cache), one file
 `<key>.trnc` per entry, written to a temporary file in the same directory and renamed into place
@@ -25,11 +34,11 @@ locations of the request it was compiled from (JSON), behind a magic header and 
 of all three (a hit from a request with other locations gets them re-attached:
 jax_trn/source_locations.py); an entry that is truncated, corrupted, of another layout,
 stored under another key (a file renamed or copied onto this name: served, it would run another
-program) or whose program the loader refuses (`jax_trn._native.program_info`) is ignored (the
-program is recompiled and the entry rewritten).
+program) is ignored (the program is recompiled and the entry rewritten); aliases are
+checked the same way.
 
-Size cap: `TRN_CACHE_MAX_BYTES` (default 1 GiB). A hit refreshes the entry's mtime; after each
-store, the oldest entries by mtime are deleted until the directory is under the cap (an entry
+Size cap: `TRN_CACHE_MAX_BYTES` (default 1 GiB). A hit refreshes the entry's (and its alias')
+mtime; after each store, the oldest entries and aliases by mtime are deleted until the directory is under the cap (an entry
 larger than the cap is not stored). Every file-system error is logged and treated as a miss: the
 cache never makes a compile fail.
 """
@@ -56,12 +65,12 @@ logger = logging.getLogger(__name__)
 DEFAULT_DIR = os.path.join("~", ".cache", "jax-trn")
 DEFAULT_MAX_BYTES = 1 << 30
 SUFFIX = ".trnc"
+ALIAS_SUFFIX = ".trna"
 _MAGIC = b"TRNCACHE3\n"
 # magic, the entry's key (sha256 digest), program length, metadata (report, locations) length,
 # sha256(key + program + metadata)
 _HEADER = struct.Struct(f"<{len(_MAGIC)}s32sQQ32s")
 _STALE_TMP_S = 3600.0
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +79,6 @@ class Entry:
   report: CompileReport
   # The compiled request's op locations (hlo_lowering.module_identity.ModuleIdentity.locations).
   locations: tuple[tuple[str, str], ...]
-  # The loader's description of the program (`jax_trn._native.program_info`), filled on load.
-  info: dict | None = None
 
 
 _fingerprint: str | None = None
@@ -101,8 +108,8 @@ def max_bytes() -> int:
 
 
 def compiler_fingerprint() -> str:
-  """Program format version + sha256 of the hlo_lowering package's source files (once per
-  process)."""
+  """Program format version + sha256 of the hlo_lowering package's source files and of the
+  runtime library (once per process)."""
   global _fingerprint
   with _fingerprint_lock:
     if _fingerprint is None:
@@ -113,12 +120,19 @@ def compiler_fingerprint() -> str:
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         paths.extend(os.path.join(directory, f) for f in files if f.endswith(".py"))
       for path in sorted(paths):
-        digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
+        digest.update(path[len(root) + 1:].replace(os.sep, "/").encode() + b"\0")
         with open(path, "rb") as f:
           data = f.read()
         digest.update(struct.pack("<Q", len(data)) + data)
+      with open(_runtime_library(), "rb") as f:
+        digest.update(b"runtime\0" + hashlib.sha256(f.read()).digest())
       _fingerprint = f"v{writer.VERSION}-{digest.hexdigest()}"
     return _fingerprint
+
+
+def _runtime_library() -> str:
+  """The libtrn_runtime.so the bindings load (it sits next to them, built or installed)."""
+  return os.path.join(os.path.dirname(os.path.abspath(_native.__file__)), "libtrn_runtime.so")
 
 
 def make_key(code: bytes, fmt: str, compile_options: bytes, target: str,
@@ -160,43 +174,45 @@ def _meta_from_json(data: bytes) -> tuple[CompileReport, tuple[tuple[str, str], 
 
 # --- entries -------------------------------------------------------------------------------------
 
-def _path(directory: str, key: str) -> str:
-  return os.path.join(directory, key + SUFFIX)
+def _path(directory: str, key: str, suffix: str = SUFFIX) -> str:
+  return os.path.join(directory, key + suffix)
 
 
-def _program_info(program: bytes) -> dict | None:
-  try:
-    return _native.program_info(program)
-  except Exception:  # noqa: BLE001 — any refusal means "not a usable program"
-    return None
-
-
-def load(key: str) -> Entry | None:
-  """The valid entry stored under `key`, or None (absent, disabled, or invalid: an invalid entry
-  is removed so that the recompile rewrites it)."""
+def load(key: str, suffix: str = SUFFIX) -> Entry | None:
+  """The valid entry stored under `key` (an alias with ALIAS_SUFFIX), or None (absent, disabled,
+  or invalid: an invalid entry is removed so that the recompile rewrites it)."""
   directory = cache_dir()
   if directory is None:
     return None
-  path = _path(directory, key)
+  path = _path(directory, key, suffix)
+  data = _read(path)
+  if data is None:
+    return None
+  entry = _decode(data, key)
+  if entry is None:
+    logger.warning("compile cache: ignoring corrupted entry %s", path)
+    _remove(path)
+    return None
+  _touch(path)
+  return entry
+
+
+def _read(path: str) -> bytes | None:
   try:
     with open(path, "rb") as f:
-      data = f.read()
+      return f.read()
   except FileNotFoundError:
     return None
   except OSError as e:
     logger.warning("compile cache: cannot read %s: %s", path, e)
     return None
-  entry = _decode(data, key)
-  info = None if entry is None else _program_info(entry.program)
-  if info is None:
-    logger.warning("compile cache: ignoring corrupted entry %s", path)
-    _remove(path)
-    return None
+
+
+def _touch(path: str) -> None:
   try:
-    os.utime(path)  # LRU: a hit makes the entry the newest
+    os.utime(path)  # LRU: a hit makes the file the newest
   except OSError:
     pass
-  return dataclasses.replace(entry, info=info)
 
 
 def _decode(data: bytes, key: str) -> Entry | None:
@@ -222,8 +238,9 @@ def _encode(key: str, entry: Entry) -> bytes:
                       hashlib.sha256(digest + body).digest()) + body
 
 
-def store(key: str, entry: Entry) -> bool:
-  """Writes the entry atomically and evicts down to the cap; False when not stored."""
+def store(key: str, entry: Entry, suffix: str = SUFFIX) -> bool:
+  """Writes the entry (an alias with ALIAS_SUFFIX) atomically and evicts down to the cap; False
+  when not stored."""
   directory = cache_dir()
   if directory is None:
     return False
@@ -233,13 +250,20 @@ def store(key: str, entry: Entry) -> bool:
     logger.info("compile cache: %d-byte entry exceeds TRN_CACHE_MAX_BYTES=%d; not stored",
                 len(data), limit)
     return False
+  if not _write_atomically(directory, _path(directory, key, suffix), data):
+    return False
+  evict(directory, limit, keep=key + suffix)
+  return True
+
+
+def _write_atomically(directory: str, path: str, data: bytes) -> bool:
   tmp = None
   try:
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX + ".part", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
     with os.fdopen(fd, "wb") as f:
       f.write(data)
-    os.replace(tmp, _path(directory, key))
+    os.replace(tmp, path)
     tmp = None
   except OSError as e:
     logger.warning("compile cache: cannot write to %s: %s", directory, e)
@@ -247,7 +271,6 @@ def store(key: str, entry: Entry) -> bool:
   finally:
     if tmp is not None:
       _remove(tmp)
-  evict(directory, limit, keep=key)
   return True
 
 
@@ -259,8 +282,9 @@ def _remove(path: str) -> None:
 
 
 def evict(directory: str | None = None, limit: int | None = None, keep: str | None = None) -> int:
-  """Deletes the oldest entries (by mtime) until the entries total at most `limit` bytes, and
-  temporary files left by crashed writers; returns the bytes the entries now hold."""
+  """Deletes the oldest entries and aliases (by mtime) but the file named `keep` until they total
+  at most `limit` bytes, and temporary files left by crashed writers; returns the bytes they now
+  hold."""
   directory = cache_dir() if directory is None else directory
   limit = max_bytes() if limit is None else limit
   if directory is None:
@@ -279,7 +303,7 @@ def evict(directory: str | None = None, limit: int | None = None, keep: str | No
           if now - st.st_mtime > _STALE_TMP_S:
             _remove(e.path)
           continue
-        if e.name.endswith(SUFFIX):
+        if e.name.endswith((SUFFIX, ALIAS_SUFFIX)):
           entries.append((st.st_mtime, e.name, e.path, st.st_size))
           total += st.st_size
   except OSError as e:
@@ -287,11 +311,10 @@ def evict(directory: str | None = None, limit: int | None = None, keep: str | No
     return 0
   if total <= limit:
     return total
-  keep_name = None if keep is None else keep + SUFFIX
   for _, name, path, size in sorted(entries):
     if total <= limit:
       break
-    if name == keep_name:
+    if name == keep:
       continue
     _remove(path)
     total -= size

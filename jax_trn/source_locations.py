@@ -12,7 +12,8 @@ i-th of the other. Every location the compiler writes is an op's (a fused or dec
 location of the op it came from), so mapping old → new by position covers all of them. When that
 map is not a function (one stored location corresponds to two different request locations, which
 the compiler's one-frame summary of a call stack can cause), nothing is guessed: the caller
-compiles afresh.
+compiles afresh. So it does when the loader refuses the stored program (its debug table cannot be
+read).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import dataclasses
 from hlo_lowering.program import writer
 from hlo_lowering.program.instructions import DebugEntry
 from hlo_lowering.report import CompileReport
+from jax_trn import _native
 from jax_trn.compile_cache import Entry
 
 Location = tuple[str, str]  # (JAX name, "file:line:col"), as a debug entry holds it
@@ -46,15 +48,19 @@ def reattach(entry: Entry, locations: tuple[Location, ...],
   mapping = _location_map(entry.locations, locations)
   if mapping is None:
     return None
+  try:
+    info = _native.program_info(entry.program)
+  except Exception:  # noqa: BLE001 — a program the loader refuses is compiled afresh
+    return None
 
   def moved(name: str, position: str) -> Location:
     return mapping.get((name, position), (name, position))
 
   debug = []
-  for op, name, position, lowering, rule in entry.info["debug"]:
+  for op, name, position, lowering, rule in info["debug"]:
     name, position = moved(name, position)
     debug.append(DebugEntry(op=op, name=name, location=position, lowering=lowering, rule=rule))
-  program = writer.replace_debug_info(entry.program, entry.info["debug_offset"], debug, source)
+  program = writer.replace_debug_info(entry.program, info["debug_offset"], debug, source)
   ops = []
   for op in entry.report.ops:
     name, position = moved(op.name, op.location)

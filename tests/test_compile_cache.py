@@ -61,6 +61,10 @@ def _entries(directory):
   return sorted(p for p in os.listdir(directory) if p.endswith(compile_cache.SUFFIX))
 
 
+def _aliases(directory):
+  return sorted(p for p in os.listdir(directory) if p.endswith(compile_cache.ALIAS_SUFFIX))
+
+
 def test_second_process_hits_with_identical_programs_and_reports(tmp_path):
   first = _run(tmp_path)
   n = len(first["programs"])
@@ -100,7 +104,8 @@ def test_concurrent_writers_do_not_corrupt(tmp_path):
     assert p.returncode == 0, stderr[-3000:]
     outs.append(json.loads(stdout.strip().splitlines()[-1]))
   assert all(o["programs"] == outs[0]["programs"] and o["grad"] == outs[0]["grad"] for o in outs)
-  assert not [p for p in os.listdir(tmp_path) if not p.endswith(compile_cache.SUFFIX)]
+  assert not [p for p in os.listdir(tmp_path)
+              if not p.endswith((compile_cache.SUFFIX, compile_cache.ALIAS_SUFFIX))]
   after = _run(tmp_path)
   assert after["stats"]["hits"] == len(after["programs"]) and after["stats"]["misses"] == 0
   assert after["programs"] == outs[0]["programs"] and after["reports"] == outs[0]["reports"]
@@ -132,20 +137,21 @@ def test_hit_in_process_restores_the_report(cache):
 
 
 def test_corrupted_entries_are_recompiled_and_rewritten(cache):
+  """The entry and the alias of a request, both corrupted: a miss, and both rewritten."""
   x = np.ones((4, 50), np.float32)
   program = harness.compile_fn(_f, x)
-  (entry,) = _entries(cache)
-  path = cache / entry
-  good = path.read_bytes()
-  for bad in (good[:len(good) // 2], good[:10], b"",
-              good[:200] + bytes([good[200] ^ 0xFF]) + good[201:]):
-    path.write_bytes(bad)
+  paths = [cache / name for name in _entries(cache) + _aliases(cache)]
+  assert len(paths) == 2
+  good = [path.read_bytes() for path in paths]
+  for corrupt in (lambda b: b[:len(b) // 2], lambda b: b[:10], lambda b: b"",
+                  lambda b: b[:200] + bytes([b[200] ^ 0xFF]) + b[201:]):
+    for path, data in zip(paths, good):
+      path.write_bytes(corrupt(data))
     misses = compilation.cache_stats()["misses"]
     assert harness.compile_fn(_f, x) == program
     assert compilation.cache_stats()["misses"] == misses + 1
-    assert path.read_bytes() == good
+    assert [path.read_bytes() for path in paths] == good
   harness.check(_f, x)
-
 
 
 def _g(x):
@@ -154,7 +160,8 @@ def _g(x):
 
 def test_entries_renamed_onto_each_other_are_not_served_as_each_other(cache):
   """Two valid entries swapped by name: each is refused (it records its own key) and recompiled,
-  never served as the other program (that would be a wrong result)."""
+  never served as the other program (that would be a wrong result). Their aliases are removed, so
+  the requests reach the entries (renamed aliases: the test below)."""
   x = np.linspace(-2, 2, 200, dtype=np.float32).reshape(2, 100)
   program_f = harness.compile_fn(_f, x)
   (entry_f,) = _entries(cache)
@@ -164,12 +171,47 @@ def test_entries_renamed_onto_each_other_are_not_served_as_each_other(cache):
   bytes_f, bytes_g = path_f.read_bytes(), path_g.read_bytes()
   path_f.write_bytes(bytes_g)
   path_g.write_bytes(bytes_f)
+  for alias in _aliases(cache):
+    os.remove(cache / alias)
   misses = compilation.cache_stats()["misses"]
   assert harness.compile_fn(_f, x) == program_f
   assert harness.compile_fn(_g, x) == program_g
   assert compilation.cache_stats()["misses"] == misses + 2
   assert path_f.read_bytes() == bytes_f and path_g.read_bytes() == bytes_g
   harness.check(_g, x)
+
+def _parse_forbidden(monkeypatch):
+  def refuse(code, fmt):
+    raise AssertionError("the request was parsed")
+  monkeypatch.setattr(compilation.module_identity, "identify", refuse)
+
+
+def test_repeated_request_is_served_through_its_alias_without_parsing(cache, monkeypatch):
+  x = np.linspace(-2, 2, 300, dtype=np.float32).reshape(3, 100)
+  program = harness.compile_fn(_f, x)
+  assert len(_aliases(cache)) == 1 and len(_entries(cache)) == 1
+  _parse_forbidden(monkeypatch)
+  hits = compilation.cache_stats()["hits"]
+  assert harness.compile_fn(_f, x) == program
+  assert compilation.cache_stats()["hits"] == hits + 1
+  harness.check(_f, x)
+
+
+def test_corrupted_or_renamed_aliases_are_ignored(cache, monkeypatch):
+  x = np.ones((4, 50), np.float32)
+  program_f = harness.compile_fn(_f, x)
+  (alias_f,) = _aliases(cache)
+  program_g = harness.compile_fn(_g, x)
+  (alias_g,) = [a for a in _aliases(cache) if a != alias_f]
+  good_f, good_g = (cache / alias_f).read_bytes(), (cache / alias_g).read_bytes()
+  for bad in (good_f[:20], b"", good_f[:40] + bytes([good_f[40] ^ 1]) + good_f[41:], good_g):
+    (cache / alias_f).write_bytes(bad)
+    hits = compilation.cache_stats()["hits"]
+    assert harness.compile_fn(_f, x) == program_f  # through the entry, after a parse
+    assert compilation.cache_stats()["hits"] == hits + 1
+    assert (cache / alias_f).read_bytes() == good_f
+  assert harness.compile_fn(_g, x) == program_g
+
 
 def test_every_key_part_changes_the_key(monkeypatch):
   base = dict(code=b"module", fmt="mlir", compile_options=b"num_replicas=1", target="trn2",
@@ -260,6 +302,19 @@ def test_same_function_from_two_scripts_is_one_entry_with_each_scripts_lines(cac
   monkeypatch.setenv("TRN_CACHE_DIR", "0")
   assert harness.compile_fn(second_fn, w, x) == second
   harness.check(second_fn, w, x)
+
+
+def test_second_script_run_again_is_served_its_own_lines_through_its_alias(cache, monkeypatch):
+  rng = np.random.default_rng(0)
+  w, x = rng.standard_normal((64, 32), np.float32), rng.standard_normal((16, 64), np.float32)
+  harness.compile_fn(_step_from("scripts/first_script.py", 0), w, x)
+  second_fn = _step_from("scripts/second_script.py", 7)
+  second = harness.compile_fn(second_fn, w, x)  # re-attached: stored as its alias
+  assert len(_entries(cache)) == 1 and len(_aliases(cache)) == 2
+  _parse_forbidden(monkeypatch)
+  assert harness.compile_fn(second_fn, w, x) == second
+  lines = {op.location for op in compilation.last_report().ops if op.location}
+  assert lines and all(loc.startswith("scripts/second_script.py:") for loc in lines)
 
 
 def test_locations_that_do_not_map_one_to_one_are_not_guessed():
