@@ -78,6 +78,14 @@ def measure(mode: str, cores: int, batch: int, d_model: int, d_hidden: int) -> d
           "collectives": collectives(compilation.last_report())}
 
 
+def register_trn() -> None:
+  # An installed jax-trn registers itself through its entry point; a source checkout does not.
+  from importlib import metadata
+  if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
+    from jax_trn import plugin
+    plugin.initialize()
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--cores", type=int, nargs="+", default=[4])
@@ -85,10 +93,7 @@ def main() -> None:
   parser.add_argument("--d-model", type=int, default=512)
   parser.add_argument("--d-hidden", type=int, default=2048)
   args = parser.parse_args()
-  from importlib import metadata
-  if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
-    from jax_trn import plugin
-    plugin.initialize()
+  register_trn()
   print(f"MLP {args.batch}x{args.d_model} -> {args.d_hidden} -> {args.d_model}, f32, step = "
         "forward + backward + SGD update")
   print(f"{'mode':<11}{'cores':>6}{'modeled us/core':>17}{'matmul GFLOP/core':>19}  collectives")

@@ -24,7 +24,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 import flax.linen as nn  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sharded_mlp import collectives  # noqa: E402
+from sharded_mlp import collectives, register_trn  # noqa: E402
 
 
 VOCAB = 512
@@ -104,10 +104,7 @@ def main() -> None:
   parser.add_argument("--d-model", type=int, default=128)
   parser.add_argument("--heads", type=int, default=4)
   args = parser.parse_args()
-  from importlib import metadata
-  if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
-    from jax_trn import plugin
-    plugin.initialize()
+  register_trn()
   print(f"transformer layer batch {args.batch} seq {args.seq} d_model {args.d_model} "
         f"heads {args.heads}, f32, step = forward + backward + SGD update")
   print(f"{'data x model':<14}{'modeled us/core':>17}{'matmul GFLOP/core':>19}  collectives")
