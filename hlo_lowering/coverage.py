@@ -159,7 +159,14 @@ def _cell(text: str) -> str:
   return text.replace("|", "\\|")
 
 
-def render(rows: list[OpCoverage] | None = None) -> str:
+def _results_beside(doc: pathlib.Path) -> pathlib.Path:
+  """The suite runners' results of the checkout holding `doc` (docs/coverage.md ->
+  tests/suites/results): the same text wherever this package is imported from."""
+  return doc.resolve().parent.parent / "tests" / "suites" / "results"
+
+
+def render(rows: list[OpCoverage] | None = None,
+           results_dir: pathlib.Path = suite_results.RESULTS_DIR) -> str:
   """docs/coverage.md."""
   rows = rows or table()
   counts = summary(rows)
@@ -221,15 +228,15 @@ def render(rows: list[OpCoverage] | None = None) -> str:
     op = "all ops" if lim.op == limits.ALL_OPS else f"`{lim.op}`"
     result = "GpSimd (slow)" if lim.kind == limits.GPSIMD else "unsupported"
     lines.append(f"| {op} | {_cell(lim.condition)} | {result} | {_cell(lim.reason)} |")
-  suites = suite_results.render()
+  suites = suite_results.render(results_dir)
   if suites:
     lines += [""] + suites[:-1]  # the section ends with a blank line; the file with one newline
   return "\n".join(lines) + "\n"
 
 
 def check(path: pathlib.Path = DOC_PATH) -> bool:
-  """Whether `path` holds exactly what `render()` generates."""
-  return path.exists() and path.read_text() == render()
+  """Whether `path` holds exactly what `render()` generates (with the results of its checkout)."""
+  return path.exists() and path.read_text() == render(results_dir=_results_beside(path))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -248,13 +255,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.check} is out of date with the code; regenerate it with `{REGENERATE}`",
           file=sys.stderr)
     return 1
-  text = render()
   if args.write:
-    pathlib.Path(args.write).write_text(text)
+    path = pathlib.Path(args.write)
+    path.write_text(render(results_dir=_results_beside(path)))
     counts = summary()
     print(f"wrote {args.write}: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
     return 0
-  print(text, end="")
+  print(render(), end="")
   return 0
 
 

@@ -1,6 +1,7 @@
 """Runs Python code in a fresh process, as a user's script would start: the backend is configured
 once per process, so configuration and failure-isolation tests need their own."""
 
+import glob
 import os
 import subprocess
 import sys
@@ -19,3 +20,9 @@ def run_python(code: str, env: dict | None = None, timeout: int = 300,
   child_env.update(env or {})
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                         env=child_env, timeout=timeout, cwd=cwd or tempfile.gettempdir())
+
+
+def source_tree_path(root: str) -> list[str]:
+  """[root] when its jax_trn is built in place (cmake -DTRN_INPLACE=ON), else []: on a child's
+  path, a source tree without its compiled libraries would shadow the installed jax-trn."""
+  return [root] if glob.glob(os.path.join(root, "jax_trn", "_native*")) else []

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from fresh_process import run_python
+from fresh_process import run_python, source_tree_path
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_TESTS)
@@ -56,8 +56,8 @@ print(json.dumps(replicated))
 
 @pytest.mark.slow
 def test_the_local_rules_split_eight_ways_agree_with_the_cpu():
-  result = run_python(_EIGHT_WAYS, env={"TRN_LNC": "1", "PYTHONPATH": f"{_ROOT}:{_TESTS}"},
-                      timeout=600)
+  path = os.pathsep.join(source_tree_path(_ROOT) + [_TESTS])
+  result = run_python(_EIGHT_WAYS, env={"TRN_LNC": "1", "PYTHONPATH": path}, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   replicated = json.loads(result.stdout.strip().splitlines()[-1])
   assert len(replicated) == 8 and not any(replicated.values()), replicated

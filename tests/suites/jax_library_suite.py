@@ -41,6 +41,9 @@ import xml.etree.ElementTree as ET
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+# The children get the source tree on their path only when it is built in place: an unbuilt one's
+# jax_trn (no compiled libraries) would shadow the installed jax-trn.
+SOURCE_PATH = [str(REPO)] if list((REPO / "jax_trn").glob("_native*")) else []
 MANIFESTS = HERE / "manifests"
 RESULTS = HERE / "results"
 PASSED, FAILED, SKIPPED, ABSENT = "passed", "failed", "skipped", "absent"
@@ -116,7 +119,7 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
   """{test id: (outcome, first line of the error)} of one file under JAX_PLATFORMS=platforms."""
   report = reports / f"{file.replace('/', '_')}.{platforms.split(',')[0]}.xml"
   env = dict(os.environ, JAX_PLATFORMS=platforms,
-             PYTHONPATH=os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]))
+             PYTHONPATH=os.pathsep.join(SOURCE_PATH + [str(HERE), os.environ.get("PYTHONPATH", "")]))
   command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              "-p", "suite_pytest_plugin", f"--sample-one-in={sample}", file,
              f"--junitxml={report}"]

@@ -25,6 +25,8 @@ import tempfile
 import urllib.request
 import xml.etree.ElementTree as ET
 
+from jax_library_suite import SOURCE_PATH  # this folder's: the source tree only when built in place
+
 TAG = "v2.9.0"
 FILES = ("test_operations.py", "test_core_aten_ops.py")
 SUPPORT = ("test_utils.py",)
@@ -68,7 +70,7 @@ def _run(tests: pathlib.Path, name: str, device: str, timeout: int) -> dict[str,
   """{test id: "passed" | "failed" | "skipped"} of one file on one device."""
   report = tests / f"{name}.{device}.xml"
   env = dict(os.environ, PJRT_DEVICE=device,
-             PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+             PYTHONPATH=os.pathsep.join(SOURCE_PATH + [os.environ.get("PYTHONPATH", "")]))
   env.pop("JAX_PLATFORMS", None)
   deselect = [arg for test in PROCESS_EXITS if test.startswith(name + "::")
               for arg in ("--deselect", test)]
