@@ -39,8 +39,9 @@ CASES = {
     "matmul split by m-tiles": (lambda a, b: a @ b, (_bf16(1024, 512), _bf16(512, 512))),
     "batched matmul split by batches": (lambda a, b: jnp.einsum("bmk,bkn->bmn", a, b),
                                         (_bf16(4, 256, 256), _bf16(4, 256, 512))),
-    "elementwise split by tiles": (lambda x, y: x * 2 + y, (_rng.randn(4096, 512).astype(np.float32),
-                                                            _rng.randn(4096, 512).astype(np.float32))),
+    "elementwise split by tiles": (lambda x, y: x * 2 + y,
+                                   (_rng.randn(4096, 512).astype(np.float32),
+                                    _rng.randn(4096, 512).astype(np.float32))),
     "row fusion (softmax) split by row blocks": (lambda x: jax.nn.softmax(x, axis=-1),
                                                 (_rng.randn(2048, 256).astype(np.float32),)),
     "attention": (_attention, (_bf16(16, 256, 64), _bf16(16, 256, 64), _bf16(16, 256, 64))),
@@ -50,8 +51,8 @@ CASES = {
     "transpose on GpSimd": (lambda x: x.T + 0, (_rng.randn(1024, 1024).astype(np.float32),)),
 }
 # The engine each case keeps busy on both cores.
-ENGINES = {"transpose on GpSimd": "POOL", "elementwise split by tiles": "DVE", "row fusion (softmax) split by row blocks": "DVE",
-           "concatenate as DMA copies": "DMA0"}
+ENGINES = {"transpose on GpSimd": "POOL", "elementwise split by tiles": "DVE",
+           "row fusion (softmax) split by row blocks": "DVE", "concatenate as DMA copies": "DMA0"}
 
 
 @pytest.mark.parametrize("name", CASES)

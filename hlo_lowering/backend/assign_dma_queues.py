@@ -6,8 +6,8 @@ Ensures: every instruction has a stream; every DMA's stream is one of the target
 land on different queues and run in parallel.
 
 The round robin runs over the whole program in the order lowering emitted its instructions
-(blocks included), as one counter per physical core and compilation; a DMA that already has a queue (a
-hand-written program) keeps it and does not advance the counter. A counted loop's DMAs get their
+(blocks included), as one counter per physical core and compilation; a DMA that already has a
+queue (a hand-written program) keeps it and does not advance the counter. A counted loop's DMAs get their
 queues once (every iteration runs on the same streams) and the counter then moves on as if every
 iteration had taken its own: the DMAs after the loop get the queues of the unrolled program's, and
 a lowering rule whose body takes a multiple of the queue count per iteration gets exactly them.
@@ -33,7 +33,8 @@ def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> No
         taken[inst.loop] = taken.get(inst.loop, 0) + 1
     chain = inst.loops()
     after = insts[k + 1].loops() if k + 1 < len(insts) else []
-    for loop in reversed(chain):  # the loops ending here, innermost first (a loop stays on one core)
+    # The loops ending here, innermost first (a loop stays on one core).
+    for loop in reversed(chain):
       if loop in after:
         break
       body = taken.pop(loop, 0)

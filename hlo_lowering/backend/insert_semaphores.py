@@ -15,20 +15,20 @@ Each block has its own semaphore counts (they restart at 0 on entry), so each bl
 instructions are walked in program order with a tracker of its own.
 
 Loops, at cost O(body²), not O(iterations · body) (a loop's body here: an outermost loop's
-instructions, its nested loops' once): a body instruction x of stream S conflicts with the same
-body instructions at every iteration (tiles have the same addresses in every iteration; HBM
-conflicts are per tensor (and split share), so moved offsets never hide one). Stream T's
-instructions form a count affine in the counters of the loops: start_T + offset + Σ i_L·n_T(L),
-n_T(L) the T instructions one iteration of L's body runs. For each other stream T the latest conflicting instance y is, in
-order: one whose deepest loop in common with x is deepest; among those, one before x in that
-loop's body (the same iteration of it, y's own loops below it at their last iteration), else
-one after x (the previous iteration of that loop: for i = 0 the peeled copy's instruction, which
-peel-loops placed right before the loop); the last in program order; else the latest
-conflicting instruction before the loop (a constant count, from the tracker). A wait implied by
-what S already knows (its earlier waits, and what a same-iteration instruction it waits for knew:
-affine guarantees compared term by term) is dropped. After the loop, the tracker skips the
-middle iterations and is fed the last one (the last of every nested loop) at its real
-positions, so the instructions after the loop see the loop's last writes and reads.
+instructions, its nested loops' once): a body instruction x of stream S conflicts with the same body
+instructions at every iteration (tiles have the same addresses in every iteration; HBM conflicts are
+per tensor (and split share), so moved offsets never hide one). Stream T's instructions form a count
+affine in the counters of the loops: start_T + offset + Σ i_L·n_T(L), n_T(L) the T instructions one
+iteration of L's body runs. For each other stream T the latest conflicting instance y is, in order:
+one whose deepest loop in common with x is deepest; among those, one before x in that loop's body
+(the same iteration of it, y's own loops below it at their last iteration), else one after x (the
+previous iteration of that loop: for i = 0 the peeled copy's instruction, which peel-loops placed
+right before the loop); the last in program order; else the latest conflicting instruction before
+the loop (a constant count, from the tracker). A wait implied by what S already knows (its earlier
+waits, and what a same-iteration instruction it waits for knew: affine guarantees compared term by
+term) is dropped. After the loop, the tracker skips the middle iterations and is fed the last one
+(the last of every nested loop) at its real positions, so the instructions after the loop see the
+loop's last writes and reads.
 """
 
 from __future__ import annotations

@@ -1,30 +1,31 @@
 """WaitTracker: derives every instruction's semaphore waits from the memory it reads and writes
 (the insert-semaphores stage feeds it each block's instructions in program order).
 
-For a new instruction on stream S, each other stream T contributes the latest earlier
-instruction of T that conflicts with it (read-after-write, write-after-read or write-after-write
-on overlapping tile regions of one core, or on the same HBM tensor unless the two are different
-shares of one op split between the physical cores: `instructions.disjoint_parts`); the wait is (T, that instruction's
-1-based position in T). Order within S is implicit. Waits already implied are dropped: by an
-earlier wait of S (streams run in order), or by what a waited-for instruction itself waited on
-(it could not start before its own waits were met).
+For a new instruction on stream S, each other stream T contributes the latest earlier instruction of
+T that conflicts with it (read-after-write, write-after-read or write-after-write on overlapping
+tile regions of one core, or on the same HBM tensor unless the two are different shares of one op
+split between the physical cores: `instructions.disjoint_parts`); the wait is (T, that instruction's
+1-based position in T). Order within S is implicit. Waits already implied are dropped: by an earlier
+wait of S (streams run in order), or by what a waited-for instruction itself waited on (it could not
+start before its own waits were met).
 
-Accesses are indexed by region so each new instruction looks only at the accesses that can
-overlap it: HBM by tensor, tiles by (memory, 2 KiB byte chunk) (not by partition: most tiles span
-all 128, and a quadrant index scanned each of them four times), and inside
-a chunk the narrow accesses (within one 64-byte slice) by slice. An access is forgotten once a
-later access covers it and conflicts with at least as much, which keeps the buckets short (independent of program length) when buffers are reused:
+Accesses are indexed by region so each new instruction looks only at the accesses that can overlap
+it: HBM by tensor, tiles by (memory, 2 KiB byte chunk) (not by partition: most tiles span all 128,
+and a quadrant index scanned each of them four times), and inside a chunk the narrow accesses
+(within one 64-byte slice) by slice. An access is forgotten once a later access covers it and
+conflicts with at least as much, which keeps the buckets short (independent of program length) when
+buffers are reused:
 - a read covers the same stream's reads;
-- a write covers every access, of any stream (a write of a split's share: only that share's). Of its own stream: stream order. Of another
-  stream T: the write waited (directly or through a chain) for T's access, and the known counts
-  are transitively closed (if an instruction's known count of S is c, its known counts include
-  those of S's instruction c), so any later instruction that would conflict with T's access
-  conflicts with the write, and its wait on the write (or a stronger one it already has) implies
-  the wait on T's access: forgetting it changes no wait (nor does keeping it: a write keeps the
-  covered accesses it does not overlap, which only an empty region could be).
+- a write covers every access, of any stream (a write of a split's share: only that share's). Of its
+  own stream: stream order. Of another stream T: the write waited (directly or through a chain) for
+  T's access, and the known counts are transitively closed (if an instruction's known count of S is
+  c, its known counts include those of S's instruction c), so any later instruction that would
+  conflict with T's access conflicts with the write, and its wait on the write (or a stronger one it
+  already has) implies the wait on T's access: forgetting it changes no wait (nor does keeping it: a
+  write keeps the covered accesses it does not overlap, which only an empty region could be).
 
-`add` walks each bucket list once: it raises the instruction's latest conflicts from a list and
-then forgets what the new access covers in it. That is the same as finding every conflict before
+`add` walks each bucket list once: it raises the instruction's latest conflicts from a list and then
+forgets what the new access covers in it. That is the same as finding every conflict before
 recording anything: what a region forgets was either of the instruction's own stream (never a
 conflict) or overlapped and already counted by it.
 """

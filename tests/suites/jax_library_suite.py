@@ -119,7 +119,8 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
   """{test id: (outcome, first line of the error)} of one file under JAX_PLATFORMS=platforms."""
   report = reports / f"{file.replace('/', '_')}.{platforms.split(',')[0]}.xml"
   env = dict(os.environ, JAX_PLATFORMS=platforms,
-             PYTHONPATH=os.pathsep.join(SOURCE_PATH + [str(HERE), os.environ.get("PYTHONPATH", "")]))
+             PYTHONPATH=os.pathsep.join(SOURCE_PATH + [str(HERE),
+                                                    os.environ.get("PYTHONPATH", "")]))
   command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              "-p", "suite_pytest_plugin", f"--sample-one-in={sample}", file,
              f"--junitxml={report}"]
