@@ -1,7 +1,9 @@
 """`jax-trn`: look at the simulated system and at NeuronCore programs from the shell.
 
     jax-trn info                      the configuration and the generation's hardware figures
-    jax-trn compile f.mlir -o f.trnprog  compile StableHLO text (e.g. jax.jit(f).lower(x).as_text())
+    jax-trn compile f.mlir -o f.trnprog [--target T] [--lnc N]
+                                         compile StableHLO text (e.g. jax.jit(f).lower(x).as_text())
+                                         for a device of N physical cores (default: T's LNC)
     jax-trn disasm f.trnprog             the instruction streams of a program, with source lines
     jax-trn coverage [--write|--check]   how every StableHLO op lowers (docs/coverage.md)
     jax-trn profile [--html r.html] script.py [args]  run a script with the timeline recorded;
@@ -28,10 +30,12 @@ def _info(_: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace) -> int:
   from hlo_lowering.errors import CompileError
-  from jax_trn import compilation
+  from jax_trn import compilation, config
   try:
-    program = compilation.compile_text(pathlib.Path(args.source).read_text(), target=args.target)
-  except CompileError as e:
+    lnc = args.lnc if args.lnc is not None else config.target_spec(args.target)["default_lnc"]
+    program = compilation.compile_text(pathlib.Path(args.source).read_text(), target=args.target,
+                                       lnc=lnc)
+  except (CompileError, ValueError) as e:
     print(f"jax-trn: {e}", file=sys.stderr)
     return 1
   pathlib.Path(args.output).write_bytes(program)
@@ -89,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
   compile_parser.add_argument("source")
   compile_parser.add_argument("-o", "--output", required=True)
   compile_parser.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
+  compile_parser.add_argument("--lnc", type=int, choices=(1, 2),
+                              help="physical cores of the device (default: the generation's LNC)")
   compile_parser.set_defaults(run=_compile)
   disasm_parser = commands.add_parser("disasm", help="disassemble a program")
   disasm_parser.add_argument("program")

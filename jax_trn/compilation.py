@@ -196,10 +196,12 @@ def _store_alias(exact_key: str, entry: compile_cache.Entry) -> None:
     logger.warning("compile cache: alias store failed (%s)", e)
 
 
-def compile_text(mlir_text: str, target: str = "trn2") -> bytes:
-  """Compiles StableHLO/MLIR text for a target by name (tests, tools, `jax-trn compile`); never
-  consults the persistent cache."""
+def compile_text(mlir_text: str, target: str = "trn2", lnc: int = 1) -> bytes:
+  """Compiles StableHLO/MLIR text for a target by name (tests, tools, `jax-trn compile`) into a
+  program for a device of `lnc` physical cores (1 by default: the reference the tests pin; a
+  device runs its generation's default, trn2's 2); never consults the persistent cache."""
+  config.check_lnc(target, lnc)
   with _lock:
     _cache_stats["bypassed"] += 1
   return _compile(mlir_text.encode("utf-8"), "mlir", compiler.CompileOptions(),
-                  config.target_spec(target), _next_tag())[0]
+                  {**config.target_spec(target), "lnc": lnc}, _next_tag())[0]

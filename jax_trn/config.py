@@ -45,13 +45,20 @@ def target_spec(target: str) -> dict:
   return _native.target_spec(target)
 
 
+def check_lnc(target: str, lnc: int) -> None:
+  """ValueError unless `target` has a Logical NeuronCore size of `lnc` (1, or the generation's
+  default)."""
+  allowed = sorted({1, target_spec(target)["default_lnc"]})
+  if lnc not in allowed:
+    raise ValueError(f"{target} supports LNC {allowed}, got lnc={lnc!r}")
+
+
 def _validated(config: TrnConfig) -> TrnConfig:
-  spec = target_spec(config.target)
+  target_spec(config.target)
   if not isinstance(config.chips, int) or config.chips < 1:
     raise ValueError(f"chips must be a positive integer, got {config.chips!r}")
-  allowed_lnc = sorted({1, spec["default_lnc"]})
-  if config.lnc is not None and config.lnc not in allowed_lnc:
-    raise ValueError(f"{config.target} supports LNC {allowed_lnc}, got lnc={config.lnc!r}")
+  if config.lnc is not None:
+    check_lnc(config.target, config.lnc)
   if config.hbm_bytes is not None and config.hbm_bytes <= 0:
     raise ValueError(f"hbm_bytes must be positive, got {config.hbm_bytes!r}")
   return config
