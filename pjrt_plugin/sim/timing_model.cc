@@ -16,7 +16,9 @@ constexpr double kStationaryLoadCycles = 64;
 // ScalarE activation with the free-axis sum: "max(64, N); with free-axis reduce + 64" (the
 // v2 figure; est. on v3/v4 like ScalarE's other costs).
 constexpr double kActivationReduceCycles = 64;
-// VectorE reciprocal: max(64, 8N).
+// VectorE reciprocal: max(64, 8N) (nki.isa.reciprocal's estimated cost on VectorE). A divide
+// in tensor_scalar / tensor_tensor costs what the instruction's other arithmetic operators do:
+// the NKI ISA pages of both list their cost by memory, dtype and contiguity, not by operator.
 constexpr double kReciprocalCyclesPerElement = 8;
 // est.: a ternary op streams three inputs through the two-input datapath of tensor_tensor
 // (2N), so 3N.
@@ -230,7 +232,7 @@ double VectorCycles(const TargetSpec& t, const Instruction& inst, int64_t* bytes
       }
       *bytes = TileBytes(*dst) + TileBytes(*src);
       const double n = static_cast<double>(src->free_size());
-      if (op == AluOp::kReciprocal || op == AluOp::kDiv) return std::max(kMinCycles, kReciprocalCyclesPerElement * n);
+      if (op == AluOp::kReciprocal) return std::max(kMinCycles, kReciprocalCyclesPerElement * n);
       double cycles = n;
       if (fast_modes && inst.opcode != Opcode::kTensorUnary && IsTwoByteFloat(dst->dtype) && IsTwoByteFloat(src->dtype)) {
         const bool sbuf = dst->memory == Memory::kSbuf && src->memory == Memory::kSbuf;
