@@ -351,7 +351,8 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
 
   all_tiles = list(tiles(places, ctx.partitions, max_free))
   # An LNC=2 device: the tiles' first half on one physical core, the rest on the other.
-  share = tile_shares(ctx, all_tiles, sum(p.size * p.dtype.itemsize for p in places))
+  share = tile_shares(ctx, all_tiles, sum(p.size * p.dtype.itemsize for p in places),
+                      [t.partitions * t.free for t in all_tiles])
   if share is None:
     emit_tiles(all_tiles)
   else:
