@@ -156,10 +156,11 @@ def pipeline_stages(engines: list[tuple[Op, str | None]], banks: int) -> tuple[d
 
 def run_pipelined(blocks: list, stage_count: int, start, youngest_first: bool = False) -> None:
   """Emits `blocks` software-pipelined: `start(block)` returns a generator that emits one stage
-  of that block per step; slot t emits stage k of block t − k for every k, the oldest block first.
-  So each engine's in-order stream interleaves the stages of up to `stage_count` blocks, and an
-  engine works on one block while the other finishes an earlier one (the blocks' tiles are in
-  distinct banks: `stage_count` ≤ the banks)."""
+  of that block per step; slot t emits stage k of block t − k for every k, the oldest block first
+  (`youngest_first`: the newest first, so an engine starts block t's first stage before block
+  t − 1's last). So each engine's in-order stream interleaves the stages of up to `stage_count`
+  blocks, and an engine works on one block while the other finishes an earlier one (the blocks'
+  tiles are in distinct banks: `stage_count` ≤ the banks)."""
   live = {}
   for t in range(len(blocks) + stage_count - 1):
     for k in (range(stage_count) if youngest_first else reversed(range(stage_count))):
