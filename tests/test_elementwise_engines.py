@@ -1,6 +1,7 @@
 """Elementwise ops that run on ScalarE (lowering/elementwise_engines.py) compute the bits they do
 on VectorE: x · c, x + c, x − c, c − x, x · x with immediates and per-row operands, x + 0 (whose
 −0 becomes +0 on VectorE, so ScalarE adds a zero bias tile), in fp32 and bf16, and an AdamW step;
+so do fp32 pairs fused into one scalar_tensor_tensor (either operand order of either op);
 and they match the JAX CPU backend within the documented tolerances (XLA CPU folds x + 0 to x
 and contracts x · s + s into an FMA, so it is not the bit-exact reference here)."""
 
@@ -26,13 +27,15 @@ def _special_data(dtype, n=1000, seed=3):
 
 
 def _assert_same_bits(monkeypatch, f, *args):
-  """Compiles f as is and with every op on VectorE (the code generation before ScalarE shared
-  the work); both must compute the same bits, and match the JAX CPU backend within the
+  """Compiles f as is and with every op on VectorE, one instruction each (the code generation
+  before ScalarE shared the work and scalar_tensor_tensor fused pairs); both must compute the
+  same bits, and match the JAX CPU backend within the
   documented tolerances. Returns the shared program's opcodes."""
   monkeypatch.setenv("TRN_CACHE_DIR", "")  # compile both, not one from the cache
   shared = harness.check(f, *args)
   with monkeypatch.context() as m:
     m.setattr(elementwise_engines, "_scalar_eligible", lambda t: False)
+    m.setattr(elementwise_engines, "_fusions", lambda forms, shared: {})
     vector_only = harness.compile_fn(f, *args)
   assert shared != vector_only
   for a, e in zip(harness.run_program(shared, list(args)),
@@ -91,4 +94,18 @@ def test_adamw_step_shared_between_engines_keeps_the_bits(monkeypatch, dtype):
   treedef = jax.tree_util.tree_structure((grads, state, params))
   opcodes = _assert_same_bits(monkeypatch,
                               lambda *a: step(*jax.tree_util.tree_unflatten(treedef, a)), *leaves)
-  assert {"ACTIVATION", "TENSOR_TENSOR"} <= set(opcodes)
+  assert "ACTIVATION" in opcodes
+  assert ("SCALAR_TENSOR_TENSOR" in opcodes) == (dtype == np.float32)  # fp32 intermediates only
+
+
+def test_scalar_tensor_tensor_keeps_the_bits_of_its_two_ops(monkeypatch):
+  x, y = _special_data(np.float32, seed=1), _special_data(np.float32, seed=2)[::-1].copy()
+  s = np.abs(np.random.default_rng(4).standard_normal(x.shape[0])).astype(np.float32) + 0.5
+
+  def f(x, y, s):
+    row = s[:, None]
+    return ((x * np.float32(0.9)) + y, y - x / row, (np.float32(2.0) - x) * y,
+            y / (x + np.float32(1e-8)), (row - x) - y)
+  opcodes = _assert_same_bits(monkeypatch, f, x, y, s)
+  assert "SCALAR_TENSOR_TENSOR" in opcodes  # every pair fused: no instruction of its own left
+  assert not {"TENSOR_SCALAR", "TENSOR_TENSOR", "ACTIVATION"} & set(opcodes)

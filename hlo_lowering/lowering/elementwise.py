@@ -17,6 +17,7 @@ tile), any other op reads it through a free-stride-0 SBUF access pattern.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -273,6 +274,8 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   affine_index = {plan[0]: first_affine + i
                   for i, plan in enumerate(p for p in plans if p[4] is not None)}
   schedules = {}
+  reads = collections.Counter(v for _, tiled, *_ in plans for v in tiled)
+  shared = {v for v, n in reads.items() if n > 1} | set(outputs)
 
   def tile_schedule(free: int, per_row) -> tuple[dict[Op, TileOp], TileSchedule]:
     """The schedule of a tile of this shape (its free size, its operands read per partition)."""
@@ -280,7 +283,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
     if key not in schedules:
       forms = tile_ops(per_row)
       schedules[key] = ({t.op: t for t in forms},
-                        schedule(ctx, schedule_ops, forms, free, SCALAR_ENGINE))
+                        schedule(ctx, schedule_ops, forms, free, SCALAR_ENGINE, shared))
     return schedules[key]
 
   def emit(tile, steps=None):
@@ -302,6 +305,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
             if zero_slot else None)
     zero_written = False
     form_of, plan = tile_schedule(tile.free, per_row)
+    absorbed = {a.op for a in plan.fused.values()}
     stage = 0
     for op, tiled, immediate, immediate_index, special in (plans[i] for i in plan.order):
       for stage in range(stage, plan.stage[op]):
@@ -309,9 +313,18 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       stage = plan.stage[op]
       ctx.debug_id = debug_ids.get(op, saved_debug)
       dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
-      srcs = [sbuf[v] for v in tiled]
+      if op in absorbed:
+        continue  # computed inside the scalar_tensor_tensor that reads it (its slot unused)
+      srcs = [] if op in plan.fused else [sbuf[v] for v in tiled]
       if special is not None:
         _emit_on_chip(ctx, special, dst, srcs, tile, affine_index[op], steps, take)
+      elif op in plan.fused:
+        a, b = plan.fused[op], form_of[op]
+        first = b.srcs[0] is a.op.result
+        s = per_row[a.s] if isinstance(a.s, Value) else a.s
+        ctx.builder.scalar_tensor_tensor(a.alu, b.alu, dst, sbuf[a.srcs[0]], s,
+                                         sbuf[b.srcs[1 if first else 0]], reverse0=a.reverse,
+                                         reverse1=not first, debug=ctx.debug_id)
       elif op in plan.scalar:
         t = form_of[op]
         if zero_bias(t) and not zero_written:

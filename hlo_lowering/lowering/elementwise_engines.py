@@ -24,7 +24,7 @@ from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form, scalar_pass,
                                                vector_cycles)
-from hlo_lowering.program import Alu, Scalar, TileAP
+from hlo_lowering.program import Alu, DType, Scalar, TileAP
 
 
 class TileOp(NamedTuple):
@@ -41,6 +41,7 @@ class TileSchedule(NamedTuple):
   scalar: set[Op]            # the ops ScalarE runs
   order: list[int]           # the ops' indices in emission order
   stage: dict[Op, int]       # each op's pipeline stage
+  fused: dict[Op, TileOp]    # tensor_tensor op -> the tensor_scalar op it absorbs (`_fusions`)
 
 
 # Tiles in flight in the software pipeline (row_engines.run_pipelined): the slot allocator keeps
@@ -91,17 +92,45 @@ def _choose_scalar_ops(ctx: LoweringContext, ops: list[TileOp], free: int,
   return scalar
 
 
+def _fusions(forms: list[TileOp], shared: set[Value]) -> dict[Op, TileOp]:
+  """{b: a} where fp32 b = alu(a, y) or alu(y, a) reads a = alu0(x, s) (s an immediate or a
+  per-partition tile), which nothing else reads (`shared`: values stored or read twice): one
+  scalar_tensor_tensor computes (x alu0 s) alu y with the intermediate in fp32, the bits of the
+  two instructions, at a tensor_tensor's cost (NKI's scalar_tensor_tensor)."""
+  producer = {t.op.result: t for t in forms}
+  fused = {}
+  for b in forms:
+    if b.alu is None or b.alu.arity != 2 or b.s is not None or len(b.srcs) != 2:
+      continue
+    for v in b.srcs:
+      a = producer.get(v)
+      if (a is None or a.op in fused.values() or v in shared or a.alu is None
+          or a.alu.arity != 2 or a.s is None or b.srcs[0] is b.srcs[1]):
+        continue
+      values = a.srcs + b.srcs + [a.op.result, b.op.result]
+      if all(x.dtype == DType.F32 for x in values) and (
+          not isinstance(a.s, Scalar) or a.s.dtype == DType.F32):
+        fused[b.op] = a
+        break
+  return {b: a for b, a in fused.items() if b not in {x.op for x in fused.values()}}
+
+
 def schedule(ctx: LoweringContext, ops: list[tuple[Op, list[Value], bool]],
-             forms: list[TileOp], free: int, scalar_only: frozenset) -> TileSchedule:
+             forms: list[TileOp], free: int, scalar_only: frozenset,
+             shared: set[Value]) -> TileSchedule:
   """The engines, order and stages of a tile's `ops` ((op, the values it reads as tiles, whether
-  GpSimd computes it) in program order; `forms`: the others' TileOps).
+  GpSimd computes it) in program order; `forms`: the others' TileOps; `shared`: the values
+  stored or read by more than one op). A tensor_scalar op that a tensor_tensor alone reads is
+  fused into it (`_fusions`); the rest is balanced between VectorE and ScalarE.
 
   Each op's level counts the engine changes on its longest chain of operands, so sorting by
   level (stable: program order within a level) groups each engine's ready work. Levels 0 and 1
   (e.g. ScalarE's scaling of the loaded moments, then VectorE's sums) form stage 0, the rest
   stage 1: emitted youngest stage first (run_pipelined), each engine starts tile t's first ops
   before tile t − 1's last, which wait on the other engine."""
-  scalar = _choose_scalar_ops(ctx, forms, free, scalar_only)
+  fused = _fusions(forms, shared)
+  absorbed = {a.op for a in fused.values()}
+  scalar = _choose_scalar_ops(ctx, [t for t in forms if t.op not in absorbed], free, scalar_only)
   engine, producer, level = {}, {}, {}
   form_of = {t.op: t for t in forms}
   for op, tiled, on_gpsimd in ops:
@@ -113,7 +142,8 @@ def schedule(ctx: LoweringContext, ops: list[tuple[Op, list[Value], bool]],
                      if (p := producer.get(v)) is not None), default=0)
     producer[op.result] = op
   order = sorted(range(len(ops)), key=lambda i: level[ops[i][0]])
-  return TileSchedule(scalar, order, {op: min(level[op] // 2, STAGES - 1) for op in level})
+  return TileSchedule(scalar, order, {op: min(level[op] // 2, STAGES - 1) for op in level},
+                      fused)
 
 
 def emit_on_scalar(ctx: LoweringContext, t: TileOp, dst: TileAP, srcs: list[TileAP],

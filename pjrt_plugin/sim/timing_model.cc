@@ -214,6 +214,15 @@ double VectorCycles(const TargetSpec& t, const Instruction& inst, int64_t* bytes
       if (fast_modes && IsTwoByteFloat(v.a.dtype) && IsTwoByteFloat(v.b.dtype)) cycles /= kFastModeOther;
       return std::max(kMinCycles, cycles);
     }
+    case Opcode::kScalarTensorTensor: {
+      // NKI's scalar_tensor_tensor: "approximately the same latency as a regular tensor_tensor"
+      // (2N; N with an input in PSUM), the scalar op at no cost.
+      const auto& v = std::get<ScalarTensorTensor>(inst.operands);
+      *bytes = TileBytes(v.data) + TileBytes(v.operand1) + TileBytes(v.dst);
+      const double n = static_cast<double>(v.data.free_size());
+      const bool psum_input = v.data.memory == Memory::kPsum || v.operand1.memory == Memory::kPsum;
+      return std::max(kMinCycles, psum_input ? n : 2 * n);
+    }
     case Opcode::kTensorScalar:
     case Opcode::kTensorCopy:
     case Opcode::kTensorUnary: {
@@ -454,7 +463,8 @@ InstructionTiming ComputeTiming(const Program& program, const Instruction& inst)
       return {ns, ns, TileBytes(a.src) + TileBytes(a.dst) + (a.has_sum ? TileBytes(a.dst_sum) : 0), 0};
     }
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
-    case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary: {
+    case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary:
+    case Opcode::kScalarTensorTensor: {
       int64_t bytes = 0;
       const double ns = (t.instruction_fixed_cycles + VectorCycles(t, inst, &bytes)) / t.vector_clock_ghz;
       return {ns, ns, bytes, 0};
