@@ -352,15 +352,21 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
                        int(ctx.target_spec["dma_queues"]))
 
   def emit_tiles(some_tiles):
-    """The tiles in order, a periodic prefix of them as a counted loop."""
+    """The tiles in order, a periodic prefix of them as a counted loop. Each period's tiles are
+    one software pipeline (it drains where the loop body ends), unrolled (TRN_UNROLL_LOOPS=1)
+    as in the loop, so both forms run the same schedule."""
     shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
               for t in some_tiles]
-    periods = periodic_prefix(shapes, period) if loops_enabled() else 0
+    periods = periodic_prefix(shapes, period)
     rest = some_tiles
     if periods >= MIN_PERIODS:
-      with ctx.builder.loop(periods):
-        body = list(zip(some_tiles, offset_steps(shapes, period)))
-        run_pipelined(body, STAGES, lambda tile_steps: emit(*tile_steps), True)
+      if loops_enabled():
+        with ctx.builder.loop(periods):
+          body = list(zip(some_tiles, offset_steps(shapes, period)))
+          run_pipelined(body, STAGES, lambda tile_steps: emit(*tile_steps), True)
+      else:
+        for m in range(periods):
+          run_pipelined(some_tiles[m * period:(m + 1) * period], STAGES, emit, True)
       rest = some_tiles[periods * period:]
     run_pipelined(rest, STAGES, emit, True)
 
