@@ -223,6 +223,25 @@ def test_softmax_exp_reads_the_row_minus_max_on_scalar_engine(dtype, folded):
   assert (not subtracts) == folded
 
 
+@pytest.mark.parametrize("eps,folded", [(1e-5, True), (0.0, False)])
+def test_rsqrt_of_variance_plus_eps_is_one_scalar_engine_activation(eps, folded, monkeypatch):
+  """fp32 rsqrt(var + eps) is ScalarE's rsqrt with eps as its immediate bias (the same fp32
+  sum), bit-identical to the unfused program; + 0.0 is not folded (ScalarE skips a +0 bias, so
+  −0 would stay −0 where VectorE's add gives +0)."""
+  def norm(x):
+    var = jnp.mean(jnp.square(x - jnp.mean(x, -1, keepdims=True)), -1, keepdims=True)
+    return x * jax.lax.rsqrt(var + eps)
+  args = _args([(130, 96)], _F32)
+  text = disassemble(harness.compile_fn(norm, *args))
+  rsqrts = [line for line in text.splitlines() if "func=rsqrt" in line]
+  adds = [line for line in text.splitlines() if "# stablehlo.add" in line]
+  assert rsqrts and all(("bias=f32(9.99" in line) == folded for line in rsqrts), rsqrts
+  assert (not adds) == folded, adds
+  fused, _, _ = _run(norm, args)
+  unfused, _, _ = _run(norm, args, monkeypatch, fused=False)
+  assert all(_bits_equal(a, b) for a, b in zip(fused, unfused))
+
+
 def test_bf16_means_reduce_the_bf16_rows():
   """JAX's mean of bf16 converts the rows to fp32 for the reduce: tensor_reduce widens its
   source into the fp32 partial itself, so it reads the bf16 tile and the convert's pass goes."""

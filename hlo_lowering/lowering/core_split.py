@@ -56,10 +56,21 @@ def emit_shares(ctx: LoweringContext, shares: Sequence[tuple], emit: Callable[..
 MIN_SPLIT_BYTES = 1 << 20
 
 
-def tile_shares(ctx: LoweringContext, tiles: Sequence, nbytes: int) -> int | None:
+def tile_shares(ctx: LoweringContext, tiles: Sequence, nbytes: int,
+                weights: Sequence[int] | None = None) -> int | None:
   """Where to cut a rule's independent tiles (each reads its inputs and writes its own part of
   the outputs) between the two cores: the first count on core 0, or None to keep them on one
-  core (one core, fewer than two tiles, or fewer than MIN_SPLIT_BYTES moved)."""
+  core (one core, fewer than two tiles, or fewer than MIN_SPLIT_BYTES moved). With `weights`
+  (each tile's work, e.g. its elements) the cut balances the work: a short last tile counts for
+  what it is (the larger share first where two cuts balance equally)."""
   if physical_cores(ctx) < 2 or len(tiles) < 2 or nbytes < MIN_SPLIT_BYTES:
     return None
-  return -(-len(tiles) // 2)
+  if weights is None:
+    return -(-len(tiles) // 2)
+  total, before, best = sum(weights), 0, (None, 1)
+  for cut in range(1, len(tiles)):
+    before += weights[cut - 1]
+    imbalance = abs(2 * before - total)
+    if best[0] is None or imbalance <= best[0]:
+      best = (imbalance, cut)
+  return best[1]

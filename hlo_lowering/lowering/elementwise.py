@@ -1,7 +1,9 @@
 """Native tiled lowerings of elementwise ops: DMA in, VectorE or ScalarE, DMA out.
 
 Each op maps to one ALU op. Transcendentals run on ScalarE (`activation`), everything else on
-VectorE (`tensor_unary` / `tensor_tensor` / `tensor_scalar` / `tensor_ternary`). A binary op with
+VectorE (`tensor_unary` / `tensor_tensor` / `tensor_scalar` / `tensor_ternary`), except where
+elementwise_engines.py moves an op to ScalarE (the same bits) or fuses a tensor_scalar-form op
+into the tensor_tensor that reads it (`scalar_tensor_tensor`), and pipelines the tiles. A binary op with
 one operand that is a compile-time splat uses `tensor_scalar` with an immediate instead of
 loading a tile. Broadcast operands arrive as stride-0 views, so no broadcast is materialised.
 Convert is a single DMA, which converts between any two dtypes with the ALU's rules.
@@ -17,6 +19,7 @@ tile), any other op reads it through a free-stride-0 SBUF access pattern.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -27,8 +30,11 @@ from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.affine_index import affine_select, analyse
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.core_split import emit_shares, tile_shares
+from hlo_lowering.lowering.elementwise_engines import (STAGES, TileOp, TileSchedule, emit_on_scalar,
+                                                       schedule, zero_bias)
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.lowering.row_engines import run_pipelined
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
 from hlo_lowering.lowering.tiling import tiles
@@ -107,13 +113,19 @@ def _exact_reciprocal(immediate) -> Scalar | None:
   return Scalar(immediate.dtype, reciprocal)
 
 
+def vector_form(alu: Alu, immediate, reverse: bool) -> tuple[Alu, object]:
+  """(alu, immediate) as emitted: a divide by an exact reciprocal's immediate is a multiply."""
+  if alu == Alu.DIV and not reverse and (reciprocal := _exact_reciprocal(immediate)) is not None:
+    return Alu.MUL, reciprocal  # a multiply: ScalarE can run it too (elementwise_engines.py)
+  return alu, immediate
+
+
 def emit_alu_op(ctx: LoweringContext, alu: Alu, dst: TileAP, srcs: list[TileAP],
                 immediate: Scalar | TileAP | None, reverse: bool) -> None:
   """`immediate`: the scalar operand of a binary op (an immediate or a [P, 1] tile), whose
   other operand is srcs[0]; `reverse`: the scalar is the op's first operand."""
   b, debug = ctx.builder, ctx.debug_id
-  if alu == Alu.DIV and not reverse and (reciprocal := _exact_reciprocal(immediate)) is not None:
-    alu, immediate = Alu.MUL, reciprocal  # VectorE multiplies at 1/8 of a divide's cost
+  alu, immediate = vector_form(alu, immediate, reverse)
   if immediate is not None:
     b.tensor_scalar(alu, dst, srcs[0], immediate, reverse=reverse, debug=debug)
   elif alu.arity == 1 and alu in SCALAR_ENGINE:
@@ -232,7 +244,6 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   # A predicate needed in a tile takes two: its affine difference, then the compare.
   takes = len(loaded) + sum(2 if special and special[0] == "iota" and special[1].compare
                             else 1 for _, _, _, _, special in plans)
-  take, max_free, ring = _slot_allocator(ctx, takes, widest)
   debug_ids = debug_ids or {}
   saved_debug = ctx.debug_id
   first_user = {}
@@ -240,8 +251,46 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
     for v in tiled:
       first_user.setdefault(v, op)
 
+  def tile_ops(per_row) -> list[TileOp]:
+    """The computed ops of a tile whose operands in `per_row` are [P, 1] tiles."""
+    found = []
+    for op, tiled, immediate, immediate_index, special in plans:
+      if special is not None:
+        continue
+      if op.name == "stablehlo.convert":
+        found.append(TileOp(op, None, tiled, None, False))
+      elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
+        found.append(TileOp(op, alu_of(op), [tiled[1 - scalar_index]], tiled[scalar_index],
+                            scalar_index == 0))
+      else:
+        reverse = immediate_index == 0
+        alu, s = vector_form(alu_of(op), immediate, reverse)
+        found.append(TileOp(op, alu, tiled, s, reverse))
+    return found
+
+  # A slot for ScalarE's zero bias (elementwise_engines.zero_bias) where an op may need it.
+  zero_slot = any(zero_bias(t) for t in tile_ops(set()))
+  take, max_free, ring = _slot_allocator(ctx, takes + zero_slot, widest)
+  # A tile's ops as elementwise_engines.schedule weighs them: (op, tile operands, on GpSimd).
+  schedule_ops = [(op, tiled, special is not None) for op, tiled, _, _, special in plans]
+  affine_index = {plan[0]: first_affine + i
+                  for i, plan in enumerate(p for p in plans if p[4] is not None)}
+  schedules = {}
+  reads = collections.Counter(v for _, tiled, *_ in plans for v in tiled)
+  shared = {v for v, n in reads.items() if n > 1} | set(outputs)
+
+  def tile_schedule(free: int, per_row) -> tuple[dict[Op, TileOp], TileSchedule]:
+    """The schedule of a tile of this shape (its free size, its operands read per partition)."""
+    key = (free, frozenset(per_row))
+    if key not in schedules:
+      forms = tile_ops(per_row)
+      schedules[key] = ({t.op: t for t in forms},
+                        schedule(ctx, schedule_ops, forms, free, SCALAR_ENGINE, shared))
+    return schedules[key]
+
   def emit(tile, steps=None):
-    """One tile's loads, ops and stores; `steps`: per view, its offset's move per iteration."""
+    """One tile's loads, ops and stores; `steps`: per view, its offset's move per iteration.
+    A generator: it yields where the tile's pipeline stage ends, STAGES times in all."""
     sbuf, per_row = {}, {}
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)
@@ -254,14 +303,37 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
         continue
       sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
       ctx.dma(sbuf[v], src, steps={"src": steps[k]} if steps else None)
-    k_affine = first_affine
-    for op, tiled, immediate, immediate_index, special in plans:
+    zero = (TileAP.dense(Memory.SBUF, DType.F32, 0, tile.partitions, take(), (1,))
+            if zero_slot else None)
+    zero_written = False
+    form_of, plan = tile_schedule(tile.free, per_row)
+    absorbed = {a.op for a in plan.fused.values()}
+    stage = 0
+    for op, tiled, immediate, immediate_index, special in (plans[i] for i in plan.order):
+      for stage in range(stage, plan.stage[op]):
+        yield
+      stage = plan.stage[op]
       ctx.debug_id = debug_ids.get(op, saved_debug)
       dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
-      srcs = [sbuf[v] for v in tiled]
+      if op in absorbed:
+        continue  # computed inside the scalar_tensor_tensor that reads it (its slot unused)
+      srcs = [] if op in plan.fused else [sbuf[v] for v in tiled]
       if special is not None:
-        _emit_on_chip(ctx, special, dst, srcs, tile, k_affine, steps, take)
-        k_affine += 1
+        _emit_on_chip(ctx, special, dst, srcs, tile, affine_index[op], steps, take)
+      elif op in plan.fused:
+        a, b = plan.fused[op], form_of[op]
+        first = b.srcs[0] is a.op.result
+        s = per_row[a.s] if isinstance(a.s, Value) else a.s
+        ctx.builder.scalar_tensor_tensor(a.alu, b.alu, dst, sbuf[a.srcs[0]], s,
+                                         sbuf[b.srcs[1 if first else 0]], reverse0=a.reverse,
+                                         reverse1=not first, debug=ctx.debug_id)
+      elif op in plan.scalar:
+        t = form_of[op]
+        if zero_bias(t) and not zero_written:
+          ctx.builder.iota(zero, base=0, partition_step=0, free_steps=(0,), debug=ctx.debug_id)
+          zero_written = True
+        s = per_row[t.s] if isinstance(t.s, Value) else t.s
+        emit_on_scalar(ctx, t, dst, [sbuf[v] for v in t.srcs], s, zero if zero_bias(t) else None)
       elif op.name == "stablehlo.convert":
         ctx.builder.tensor_copy(dst, srcs[0], debug=ctx.debug_id)  # converts as DMA does
       elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
@@ -273,27 +345,35 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       if op.result in outputs:
         k = stored.index(op.result)
         ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps={"dst": steps[k]} if steps else None)
+    for stage in range(stage, STAGES):
+      yield
 
-  period = tile_period([(takes, ring)], len(loaded) + len(stored),
+  period = tile_period([(takes + zero_slot, ring)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
 
   def emit_tiles(some_tiles):
-    """The tiles in order, a periodic prefix of them as a counted loop."""
+    """The tiles in order, a periodic prefix of them as a counted loop. Each period's tiles are
+    one software pipeline (it drains where the loop body ends), unrolled (TRN_UNROLL_LOOPS=1)
+    as in the loop, so both forms run the same schedule."""
     shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
               for t in some_tiles]
-    periods = periodic_prefix(shapes, period) if loops_enabled() else 0
+    periods = periodic_prefix(shapes, period)
     rest = some_tiles
     if periods >= MIN_PERIODS:
-      with ctx.builder.loop(periods):
-        for tile, steps in zip(some_tiles, offset_steps(shapes, period)):
-          emit(tile, steps)
+      if loops_enabled():
+        with ctx.builder.loop(periods):
+          body = list(zip(some_tiles, offset_steps(shapes, period)))
+          run_pipelined(body, STAGES, lambda tile_steps: emit(*tile_steps), True)
+      else:
+        for m in range(periods):
+          run_pipelined(some_tiles[m * period:(m + 1) * period], STAGES, emit, True)
       rest = some_tiles[periods * period:]
-    for tile in rest:
-      emit(tile)
+    run_pipelined(rest, STAGES, emit, True)
 
   all_tiles = list(tiles(places, ctx.partitions, max_free))
   # An LNC=2 device: the tiles' first half on one physical core, the rest on the other.
-  share = tile_shares(ctx, all_tiles, sum(p.size * p.dtype.itemsize for p in places))
+  share = tile_shares(ctx, all_tiles, sum(p.size * p.dtype.itemsize for p in places),
+                      [t.partitions * t.free for t in all_tiles])
   if share is None:
     emit_tiles(all_tiles)
   else:

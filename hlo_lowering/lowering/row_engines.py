@@ -83,13 +83,15 @@ def scalar_pass(ctx: LoweringContext, alu: Alu, dst: TileAP, row: TileAP, s, rev
 
 def vector_cycles(kind: str, alu: Alu | None, columns: int, two_byte: bool, fast_modes: bool) -> float:
   """The timing model's VectorE cycles of one pass over a row of `columns` elements: kind
-  "reduce", "tensor_tensor", or a one-input pass ("tensor_scalar", "copy", "unary")."""
+  "reduce", "tensor_tensor", "ternary", or a one-input pass ("tensor_scalar", "copy", "unary")."""
   n = float(columns)
   fast = fast_modes and two_byte
   if kind == "reduce":
     return n / 2 if fast and alu in (Alu.ADD, Alu.MAX) else n
-  if alu in (Alu.DIV, Alu.RECIPROCAL):
+  if alu == Alu.RECIPROCAL:  # a divide costs what the instruction's other operators do
     return max(_MIN_CYCLES, 8 * n)
+  if kind == "ternary":
+    return max(_MIN_CYCLES, 3 * n)
   if kind == "tensor_tensor":
     return max(_MIN_CYCLES, n if fast else 2 * n)
   return max(_MIN_CYCLES, n / 4 if fast and kind != "unary" else n)
@@ -152,15 +154,16 @@ def pipeline_stages(engines: list[tuple[Op, str | None]], banks: int) -> tuple[d
   return stages, count
 
 
-def run_pipelined(blocks: list, stage_count: int, start) -> None:
+def run_pipelined(blocks: list, stage_count: int, start, youngest_first: bool = False) -> None:
   """Emits `blocks` software-pipelined: `start(block)` returns a generator that emits one stage
-  of that block per step; slot t emits stage k of block t − k for every k, the oldest block first.
-  So each engine's in-order stream interleaves the stages of up to `stage_count` blocks, and an
-  engine works on one block while the other finishes an earlier one (the blocks' tiles are in
-  distinct banks: `stage_count` ≤ the banks)."""
+  of that block per step; slot t emits stage k of block t − k for every k, the oldest block first
+  (`youngest_first`: the newest first, so an engine starts block t's first stage before block
+  t − 1's last). So each engine's in-order stream interleaves the stages of up to `stage_count`
+  blocks, and an engine works on one block while the other finishes an earlier one (the blocks'
+  tiles are in distinct banks: `stage_count` ≤ the banks)."""
   live = {}
   for t in range(len(blocks) + stage_count - 1):
-    for k in reversed(range(stage_count)):
+    for k in (range(stage_count) if youngest_first else reversed(range(stage_count))):
       n = t - k
       if not 0 <= n < len(blocks):
         continue

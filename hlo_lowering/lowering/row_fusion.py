@@ -49,7 +49,8 @@ from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.core_split import emit_shares, tile_shares
 from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_op,
-                                              splat_operand_index)
+                                              splat_operand_index, vector_form)
+from hlo_lowering.lowering.elementwise_engines import TileOp, zero_bias
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
@@ -264,26 +265,39 @@ class _RowFusion:
     return widened
 
   def _fold_into_activations(self, uses: collections.Counter) -> dict[Op, tuple[Op, int]]:
-    """ScalarE functions of an fp32 `row ± statistic` used by nothing else (softmax's
-    exp(x - max)): {the function: (the add/subtract, its statistic's operand)}. ScalarE computes
-    func(x · scale + bias) in fp32, so x · ±1 + ±statistic is the same fp32 sum VectorE would
-    round, and one VectorE pass per element goes."""
+    """ScalarE functions of an fp32 `row ± statistic` (softmax's exp(x - max)) or of an fp32
+    `statistic ± immediate` (layernorm's rsqrt(var + eps)) used by nothing else: {the function:
+    (the add/subtract, its statistic's or immediate's operand)}. ScalarE computes
+    func(x · scale + bias) in fp32, so x · ±1 + ±s is the same fp32 sum VectorE would round, and
+    one VectorE pass (or one [p, 1] instruction) goes. Not for an immediate bias of +0, which
+    ScalarE skips (−0 would stay −0)."""
     producer = {inner.result: inner for inner, _ in self.steps}
     folded = {}
     for inner, _ in self.steps:
-      if inner.name in ("stablehlo.reduce", "stablehlo.convert") or self.kind[inner.result] != ROW:
+      if inner.name in ("stablehlo.reduce", "stablehlo.convert"):
         continue
       alu = alu_of(inner)
       source = self._canon(inner.operands[0])
       add = producer.get(source)
       if (alu.arity != 1 or alu not in SCALAR_ENGINE or add is None or uses[source] != 1
-          or source.dtype != DType.F32 or add.name not in ("stablehlo.add", "stablehlo.subtract")
-          or self._immediate_index(add) is not None):
+          or source.dtype != DType.F32 or add.name not in ("stablehlo.add", "stablehlo.subtract")):
         continue
-      index = self._stat_index(add)
-      if index is not None:
-        folded[inner] = (add, index)
+      immediate = self._immediate_index(add)
+      if self.kind[inner.result] == ROW and immediate is None:
+        index = self._stat_index(add)
+        if index is not None:
+          folded[inner] = (add, index)
+      elif (self.kind[inner.result] == STAT and immediate is not None
+            and self.kind[self._canon(add.operands[1 - immediate])] == STAT
+            and not self._positive_zero_bias(add, immediate)):
+        folded[inner] = (add, immediate)
     return folded
+
+  def _positive_zero_bias(self, add: Op, immediate: int) -> bool:
+    """Whether s ± immediate's ScalarE bias (±immediate) is +0."""
+    value = float(self.ctx.splat_scalar(add.operands[immediate]).value)
+    negated = add.name == "stablehlo.subtract" and immediate == 1
+    return value == 0 and (math.copysign(1.0, value) < 0) == negated
 
   def _divides_by_reciprocal(self) -> set[Op]:
     """Under the opt-in, the float `row / statistic` ops (statistic second, no immediate)."""
@@ -335,10 +349,13 @@ class _RowFusion:
         cycles = vector_cycles(kind, Alu.MUL, self.columns, two_byte, fast_modes)
         steps.append(RowStep(inner, EITHER, cycles, row, None))
         continue
+      value = None if immediate is None else self.ctx.splat_scalar(inner.operands[immediate])
+      if alu is not None and row is not None:  # a row divided by an exact reciprocal's
+        alu, value = vector_form(alu, value, immediate == 0)  # immediate: a multiply
       cycles = vector_cycles(kind, alu, self.columns if row else 1, two_byte, fast_modes)
-      float_immediate = immediate is None or self.ctx.splat_scalar(
-          inner.operands[immediate]).dtype.is_float
+      float_immediate = value is None or value.dtype.is_float
       scalar_form = (alu is not None and alu.arity == 2 and float_immediate
+                     and not zero_bias(TileOp(inner, alu, srcs, value, immediate == 0))
                      and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype],
                                          rows if row else len(srcs),
                                          len(srcs) == 2 and srcs[0] is srcs[1]))
@@ -557,12 +574,17 @@ class _RowFusion:
   def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
                          dst_sum: TileAP | None) -> None:
     """func(row + s), func(s + row), func(s - row): activation(row · ±1 + s); func(row - s):
-    activation(row + (-s)), the negated statistic (exact) made once per block."""
+    activation(row + (-s)), the negated statistic (exact) made once per block; func(s ± c) of a
+    statistic s and an immediate c: activation(s · ±1 ± c)."""
     add, index = self.folded[inner]
     operands = [self._canon(v) for v in add.operands]
     row, stat = tiles[operands[1 - index]], operands[index]
     subtract = add.name == "stablehlo.subtract"
-    bias = self._negated(stat, tiles, cell) if subtract and index == 1 else tiles[stat]
+    if self._immediate_index(add) == index:  # func(s ± immediate) of a statistic s
+      value = float(self.ctx.splat_scalar(add.operands[index]).value)
+      bias = Scalar(DType.F32, -value if subtract and index == 1 else value)
+    else:
+      bias = self._negated(stat, tiles, cell) if subtract and index == 1 else tiles[stat]
     scale = -1.0 if subtract and index == 0 else 1.0
     activate(self.ctx, alu_of(inner), dst, row, Scalar(DType.F32, scale), bias, dst_sum)
 
@@ -591,7 +613,7 @@ class _RowFusion:
   def _scalar_form(self, inner: Op, dst: TileAP, srcs: list[Value], immediate: Scalar | None,
                    reverse_immediate: bool, tiles: dict, cell, dst_sum: TileAP | None) -> None:
     """A row op on ScalarE: a ScalarE function, or one row_engines.py moved there."""
-    alu = alu_of(inner)
+    alu, immediate = vector_form(alu_of(inner), immediate, reverse_immediate)
     if alu.arity == 1 or (immediate is None and len(srcs) == 2 and srcs[0] is srcs[1]):
       scalar_pass(self.ctx, alu, dst, tiles[srcs[0]], None, False, None, dst_sum)
       return

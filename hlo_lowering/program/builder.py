@@ -249,6 +249,17 @@ class ProgramBuilder:
     dst, a, b_, c = (_tile(x, "tensor_ternary") for x in (dst, a, b_, c))
     self._emit(Opcode.TENSOR_TERNARY, Stream.DVE, debug, op=Alu(op), dst=dst, a=a, b=b_, c=c)
 
+  def scalar_tensor_tensor(self, op0, op1, dst, data, operand0, operand1, reverse0=False,
+                           reverse1=False, debug=None):
+    """VectorE's (data op0 operand0) op1 operand1 (NKI's scalar_tensor_tensor): operand0 an
+    immediate or a [P, 1] tile, the intermediate kept in fp32; reverse0 / reverse1 swap each
+    op's operands. A tensor_tensor's cost."""
+    dst, data = _tile(dst, "scalar_tensor_tensor"), _tile(data, "scalar_tensor_tensor")
+    self._emit(Opcode.SCALAR_TENSOR_TENSOR, Stream.DVE, debug, op0=Alu(op0), op1=Alu(op1),
+               reverse0=int(bool(reverse0)), reverse1=int(bool(reverse1)), dst=dst, data=data,
+               operand0=_scalar_operand(operand0, "scalar_tensor_tensor"),
+               operand1=_tile(operand1, "scalar_tensor_tensor"))
+
   def tensor_unary(self, op, dst, src, debug=None):
     dst, src = _tile(dst, "tensor_unary"), _tile(src, "tensor_unary")
     self._emit(Opcode.TENSOR_UNARY, Stream.DVE, debug, op=Alu(op), dst=dst, src=src)

@@ -209,6 +209,9 @@ OPERAND_LAYOUT = {
     Opcode.TENSOR_TERNARY: (("op", "u8"), ("dst", "tile"), ("a", "tile"), ("b", "tile"),
                             ("c", "tile")),
     Opcode.TENSOR_UNARY: (("op", "u8"), ("dst", "tile"), ("src", "tile")),
+    Opcode.SCALAR_TENSOR_TENSOR: (("op0", "u8"), ("op1", "u8"), ("reverse0", "u8"),
+                                  ("reverse1", "u8"), ("dst", "tile"), ("data", "tile"),
+                                  ("operand0", "scalar_operand"), ("operand1", "tile")),
     Opcode.ACTIVATION: (("func", "u8"), ("dst", "tile"), ("src", "tile"), ("scale", "f32"),
                         ("bias", "scalar_operand")),
     # scale per partition or immediate; dst_sum: each row's fp32 sum of dst as written, or None.

@@ -84,6 +84,7 @@ OPCODES = {
     'TENSOR_COPY': {'code': 35, 'engine': 'DVE'},
     'TENSOR_TERNARY': {'code': 36, 'engine': 'DVE'},
     'TENSOR_UNARY': {'code': 37, 'engine': 'DVE'},
+    'SCALAR_TENSOR_TENSOR': {'code': 38, 'engine': 'DVE'},
     'ACTIVATION': {'code': 48, 'engine': 'ACT'},
     'ACTIVATION_REDUCE': {'code': 49, 'engine': 'ACT'},
     'GP_ELEMENTWISE': {'code': 64, 'engine': 'POOL'},

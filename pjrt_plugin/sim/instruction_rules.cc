@@ -507,6 +507,14 @@ Status CheckInstruction(const Program& program, const Instruction& inst) {
       TRN_RETURN_IF_ERROR(SameTileShape(t.dst, t.src));
       return PerPartitionScalar(t.scalar, t.src);
     }
+    case Opcode::kScalarTensorTensor: {
+      const auto& t = std::get<ScalarTensorTensor>(inst.operands);
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op0), 2, t.data.dtype));
+      TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op1), 2, t.data.dtype));
+      TRN_RETURN_IF_ERROR(SameTileShape(t.dst, t.data));
+      TRN_RETURN_IF_ERROR(SameTileShape(t.dst, t.operand1));
+      return PerPartitionScalar(t.operand0, t.data);
+    }
     case Opcode::kTensorReduce: {
       const auto& t = std::get<TensorReduce>(inst.operands);
       TRN_RETURN_IF_ERROR(CheckAluOp(static_cast<uint8_t>(t.op), 2, t.src.dtype));

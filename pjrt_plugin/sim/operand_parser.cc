@@ -125,6 +125,18 @@ Operands Parser::ParseOperands(Opcode opcode) {
       t.c = ReadTile();
       return t;
     }
+    case Opcode::kScalarTensorTensor: {
+      ScalarTensorTensor t;
+      t.op0 = ReadAluOp();
+      t.op1 = ReadAluOp();
+      t.reverse0 = in_.Read<uint8_t>("reverse0 flag") != 0;
+      t.reverse1 = in_.Read<uint8_t>("reverse1 flag") != 0;
+      t.dst = ReadTile();
+      t.data = ReadTile();
+      t.operand0 = ReadScalarOperand();
+      t.operand1 = ReadTile();
+      return t;
+    }
     case Opcode::kTensorUnary: {
       TensorUnary t;
       t.op = ReadAluOp();

@@ -132,6 +132,13 @@ struct TensorReduce { AluOp op; TileAP dst, src; };
 struct TensorCopy { TileAP dst, src; };
 struct TensorTernary { AluOp op; TileAP dst, a, b, c; };
 struct TensorUnary { AluOp op; TileAP dst, src; };
+// dst = (data op0 operand0) op1 operand1; reverse0: operand0 op0 data; reverse1: operand1 op1 (...).
+struct ScalarTensorTensor {
+  AluOp op0, op1;
+  bool reverse0, reverse1;
+  TileAP dst, data, operand1;
+  ScalarOperand operand0;
+};
 struct Activation { AluOp func; TileAP dst, src; float scale; ScalarOperand bias; };
 // dst = func(src · scale + bias) with scale an immediate or [P, 1]; with has_sum, dst_sum[p] is
 // the fp32 sum of dst's row p as written (tensor_reduce add's order: element 0 first).
@@ -215,7 +222,7 @@ struct PartitionId { HbmAP dst; };
 struct HostCallback { uint64_t callback; std::vector<HbmAP> dsts, srcs; };
 
 using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
-                              TensorReduce, TensorCopy, TensorTernary, TensorUnary, Activation, ActivationReduce,
+                              TensorReduce, TensorCopy, TensorTernary, TensorUnary, ScalarTensorTensor, Activation, ActivationReduce,
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
                               GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
                               GpConvolution, GpReduceWindow, GpSelectAndScatter, Collective,

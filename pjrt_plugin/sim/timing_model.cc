@@ -16,7 +16,9 @@ constexpr double kStationaryLoadCycles = 64;
 // ScalarE activation with the free-axis sum: "max(64, N); with free-axis reduce + 64" (the
 // v2 figure; est. on v3/v4 like ScalarE's other costs).
 constexpr double kActivationReduceCycles = 64;
-// VectorE reciprocal: max(64, 8N).
+// VectorE reciprocal: max(64, 8N) (nki.isa.reciprocal's estimated cost on VectorE). A divide
+// in tensor_scalar / tensor_tensor costs what the instruction's other arithmetic operators do:
+// the NKI ISA pages of both list their cost by memory, dtype and contiguity, not by operator.
 constexpr double kReciprocalCyclesPerElement = 8;
 // est.: a ternary op streams three inputs through the two-input datapath of tensor_tensor
 // (2N), so 3N.
@@ -212,6 +214,15 @@ double VectorCycles(const TargetSpec& t, const Instruction& inst, int64_t* bytes
       if (fast_modes && IsTwoByteFloat(v.a.dtype) && IsTwoByteFloat(v.b.dtype)) cycles /= kFastModeOther;
       return std::max(kMinCycles, cycles);
     }
+    case Opcode::kScalarTensorTensor: {
+      // NKI's scalar_tensor_tensor: "approximately the same latency as a regular tensor_tensor"
+      // (2N; N with an input in PSUM), the scalar op at no cost.
+      const auto& v = std::get<ScalarTensorTensor>(inst.operands);
+      *bytes = TileBytes(v.data) + TileBytes(v.operand1) + TileBytes(v.dst);
+      const double n = static_cast<double>(v.data.free_size());
+      const bool psum_input = v.data.memory == Memory::kPsum || v.operand1.memory == Memory::kPsum;
+      return std::max(kMinCycles, psum_input ? n : 2 * n);
+    }
     case Opcode::kTensorScalar:
     case Opcode::kTensorCopy:
     case Opcode::kTensorUnary: {
@@ -230,7 +241,7 @@ double VectorCycles(const TargetSpec& t, const Instruction& inst, int64_t* bytes
       }
       *bytes = TileBytes(*dst) + TileBytes(*src);
       const double n = static_cast<double>(src->free_size());
-      if (op == AluOp::kReciprocal || op == AluOp::kDiv) return std::max(kMinCycles, kReciprocalCyclesPerElement * n);
+      if (op == AluOp::kReciprocal) return std::max(kMinCycles, kReciprocalCyclesPerElement * n);
       double cycles = n;
       if (fast_modes && inst.opcode != Opcode::kTensorUnary && IsTwoByteFloat(dst->dtype) && IsTwoByteFloat(src->dtype)) {
         const bool sbuf = dst->memory == Memory::kSbuf && src->memory == Memory::kSbuf;
@@ -452,7 +463,8 @@ InstructionTiming ComputeTiming(const Program& program, const Instruction& inst)
       return {ns, ns, TileBytes(a.src) + TileBytes(a.dst) + (a.has_sum ? TileBytes(a.dst_sum) : 0), 0};
     }
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
-    case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary: {
+    case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary:
+    case Opcode::kScalarTensorTensor: {
       int64_t bytes = 0;
       const double ns = (t.instruction_fixed_cycles + VectorCycles(t, inst, &bytes)) / t.vector_clock_ghz;
       return {ns, ns, bytes, 0};

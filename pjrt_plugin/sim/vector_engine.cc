@@ -24,6 +24,30 @@ void RunTensorScalar(Machine& machine, const TensorScalar& t) {
   });
 }
 
+// (data op0 s) op1 operand1 in data's compute domain: the intermediate is not rounded to a tile
+// dtype, so it equals tensor_scalar then tensor_tensor where that intermediate tile is fp32.
+void RunScalarTensorTensor(Machine& machine, const ScalarTensorTensor& t) {
+  const Domain domain = ComputeDomain(t.data.dtype);
+  const StridedView data = machine.View(t.data), other = machine.View(t.operand1);
+  const StridedView dst = machine.View(t.dst);
+  const int64_t total = dst.num_elements();
+  const Values per_row = t.operand0.is_tile ? Gather(machine.View(t.operand0.tile), domain)
+                                            : ScalarValues(t.operand0.immediate, domain, 1);
+  const int64_t row_length = t.operand0.is_tile ? t.data.free_size() : total;
+  ForEachChunk(total, CanChunk(dst, {data, other}), [&](int64_t first, int64_t n) {
+    Values x = Values::Uninitialized(domain, n);
+    GatherRange(data, first, x);
+    Values s = RepeatEach(per_row, row_length, first, n);
+    Values& scaled = t.reverse0 ? s : x;
+    ApplyBinary(t.op0, t.data.dtype, scaled, t.reverse0 ? x : s);
+    Values y = Values::Uninitialized(domain, n);
+    GatherRange(other, first, y);
+    Values& result = t.reverse1 ? y : scaled;
+    ApplyBinary(t.op1, t.data.dtype, result, t.reverse1 ? scaled : y);
+    ScatterRange(result, dst, first);
+  });
+}
+
 void RunTensorReduce(Machine& machine, const TensorReduce& t) {
   const Values x = Gather(machine.View(t.src), ComputeDomain(t.src.dtype));
   Scatter(ReduceRows(t.op, x, t.src.partition_count, t.src.free_size(), nullptr), machine.View(t.dst));
@@ -40,6 +64,8 @@ void RunVectorInstruction(Machine& machine, const Instruction& inst) {
     }
     case Opcode::kTensorScalar:
       return RunTensorScalar(machine, std::get<TensorScalar>(inst.operands));
+    case Opcode::kScalarTensorTensor:
+      return RunScalarTensorTensor(machine, std::get<ScalarTensorTensor>(inst.operands));
     case Opcode::kTensorReduce:
       return RunTensorReduce(machine, std::get<TensorReduce>(inst.operands));
     case Opcode::kTensorCopy: {
