@@ -59,7 +59,8 @@ void UnaryFloat(AluOp op, T* out, const T* x, size_t n) {
     case AluOp::kRoundNearestAfz: return Map1(out, x, n, [](T v) { return std::round(v); });
     // sign keeps ±0 and NaN as they are.
     case AluOp::kSign: return Map1(out, x, n, [](T v) { return v > 0 ? T(1) : v < 0 ? T(-1) : v; });
-    case AluOp::kIsFinite: return Map1(out, x, n, [](T v) { return std::isfinite(v) ? T(1) : T(0); });
+    case AluOp::kIsFinite:
+      return Map1(out, x, n, [](T v) { return std::isfinite(v) ? T(1) : T(0); });
     case AluOp::kReciprocal: return Map1(out, x, n, [](T v) { return T(1) / v; });
     case AluOp::kErf: return Map1(out, x, n, [](T v) { return std::erf(v); });
     case AluOp::kSquare: return Map1(out, x, n, [](T v) { return v * v; });
@@ -74,16 +75,19 @@ void UnaryInteger(AluOp op, DType dtype, T* out, const T* x, size_t n) {
   const U mask = WidthMask(width);
   switch (op) {
     case AluOp::kCopy: return Map1(out, x, n, [](T v) { return v; });
-    case AluOp::kNeg: return Map1(out, x, n, [](T v) { return static_cast<T>(U{0} - static_cast<U>(v)); });
+    case AluOp::kNeg:
+      return Map1(out, x, n, [](T v) { return static_cast<T>(U{0} - static_cast<U>(v)); });
     case AluOp::kAbs:
-      return Map1(out, x, n, [](T v) { return v < 0 ? static_cast<T>(U{0} - static_cast<U>(v)) : v; });
+      return Map1(out, x, n,
+                  [](T v) { return v < 0 ? static_cast<T>(U{0} - static_cast<U>(v)) : v; });
     case AluOp::kSign:
       return Map1(out, x, n, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
     case AluOp::kNot:
       if (dtype == DType::kPred) return Map1(out, x, n, [](T v) { return static_cast<T>(v == 0); });
       return Map1(out, x, n, [](T v) { return static_cast<T>(~static_cast<U>(v)); });
     case AluOp::kPopcnt:
-      return Map1(out, x, n, [mask](T v) { return static_cast<T>(std::popcount(static_cast<U>(v) & mask)); });
+      return Map1(out, x, n,
+                  [mask](T v) { return static_cast<T>(std::popcount(static_cast<U>(v) & mask)); });
     case AluOp::kClz:
       return Map1(out, x, n, [mask, width](T v) {
         return static_cast<T>(width - std::bit_width(static_cast<U>(v) & mask));
@@ -182,7 +186,8 @@ void BinaryInteger(AluOp op, DType dtype, T* out, const T* a, const T* b, size_t
     case AluOp::kOr: return Map2(out, a, b, n, [](T x, T y) { return T(x | y); });
     case AluOp::kXor: return Map2(out, a, b, n, [](T x, T y) { return T(x ^ y); });
     case AluOp::kShiftLeft:
-      return Map2(out, a, b, n, [width](T x, T y) { return U(y) >= width ? T(0) : T(U(x) << U(y)); });
+      return Map2(out, a, b, n,
+                  [width](T x, T y) { return U(y) >= width ? T(0) : T(U(x) << U(y)); });
     case AluOp::kShiftRightLogical:
       return Map2(out, a, b, n, [width, mask](T x, T y) {
         return U(y) >= width ? T(0) : T((U(x) & mask) >> U(y));

@@ -218,7 +218,8 @@ void MatmulAccumulate(const Rows& stationary, const Rows& moving, const Rows& ou
                       int64_t n_size) {
   const int bits = MatmulVectorBits();
   const int64_t width = bits / 32 * kColVectors;
-  const bool fused = bits > 128 && ProductsAreExact(bits, stationary, moving, k_size, m_size, n_size);
+  const bool fused =
+      bits > 128 && ProductsAreExact(bits, stationary, moving, k_size, m_size, n_size);
   const PanelKernel kernel = KernelFor(bits, fused);
   const int64_t rows = kernel.rows;
   const int64_t m_blocked = m_size - m_size % rows, n_blocked = n_size - n_size % width;
