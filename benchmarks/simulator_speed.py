@@ -77,10 +77,19 @@ def _digest(outputs) -> str:
   return h.hexdigest()[:12]
 
 
+def _register_trn() -> None:
+  # An installed jax-trn registers itself through its entry point; a source checkout does not.
+  from importlib import metadata
+  if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
+    from jax_trn import plugin
+    plugin.initialize()
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repeats", type=int, default=5)
   args = parser.parse_args()
+  _register_trn()
   trn, cpu = jax.devices("trn")[0], jax.devices("cpu")[0]
   print(f"jax-trn {jax_trn.__version__}, {trn.device_kind}; jax {jax.__version__}; "
         f"median of {args.repeats} executions")

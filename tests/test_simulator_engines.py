@@ -117,6 +117,36 @@ def test_transpose_on_tensor_engine():
   np.testing.assert_array_equal(run(b, x)[0], x.T)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_same_dtype_transpose_keeps_bits_except_quieting_a_bf16_nan(dtype):
+  # A transpose is defined through fp32 values: every f32 pattern (signalling NaNs too) comes back
+  # unchanged, a bf16 NaN comes back with its quiet bit set. Every bf16 pattern is tried.
+  bits = np.uint32 if dtype == np.float32 else np.uint16
+  patterns = np.arange(2**16, dtype=np.uint32)
+  if dtype == np.float32:
+    patterns = (patterns << 16) | 1  # every sign, exponent and high mantissa, signalling NaNs
+  x = patterns.astype(bits).view(dtype).reshape(128, 512)
+  code = DType.from_numpy(x.dtype)
+  b = ProgramBuilder()
+  t = b.tensor("parameter", code, (128, 512), index=0)
+  y = b.tensor("output", code, (4, 128, 128), index=0)
+  src = TileAP.dense(Memory.SBUF, code, 0, 128, 0, (512,))
+  b.dma_copy(0, src, HbmAP.dense(t, (128, 512)))
+  for j in range(4):  # [128, 128] column blocks of the source, each through PSUM
+    block = TileAP.dense(Memory.SBUF, code, 0, 128, 128 * j * x.itemsize, (128,))
+    psum = TileAP.dense(Memory.PSUM, code, 0, 128, 512 * j, (128,))
+    out = TileAP.dense(Memory.SBUF, code, 0, 128, 4096 + 512 * j, (128,))
+    b.transpose(psum, block)
+    b.tensor_copy(out, psum)  # equal dtypes: bit for bit
+    b.dma_copy(1, HbmAP.dense(y, (128, 128), offset=128 * 128 * j), out)
+  out = run(b, x)[0].view(bits)
+  expected = np.stack([x[:, 128 * j:128 * (j + 1)].T for j in range(4)]).view(bits)
+  if dtype != np.float32:
+    nan = (expected & 0x7FFF) > 0x7F80
+    expected = np.where(nan, expected | 0x0040, expected)
+  np.testing.assert_array_equal(out, expected)
+
+
 # --- VectorE / ScalarE numerics -------------------------------------------------------------
 
 FLOAT_BINARY = {Alu.ADD: np.add, Alu.SUB: np.subtract, Alu.MUL: np.multiply, Alu.DIV: np.divide,

@@ -24,67 +24,72 @@ uint64_t WidthMask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} <
 
 int BitWidth(DType dtype) { return dtype == DType::kPred ? 1 : 8 * DTypeSize(dtype); }
 
+// out may be x (or a): element i is read before it is written.
 template <typename T, typename F>
-void Map1(T* x, size_t n, F f) {
-  for (size_t i = 0; i < n; ++i) x[i] = f(x[i]);
+void Map1(T* out, const T* x, size_t n, F f) {
+  for (size_t i = 0; i < n; ++i) out[i] = f(x[i]);
 }
 
 template <typename T, typename F>
-void Map2(T* a, const T* b, size_t n, F f) {
-  for (size_t i = 0; i < n; ++i) a[i] = f(a[i], b[i]);
+void Map2(T* out, const T* a, const T* b, size_t n, F f) {
+  for (size_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
 }
 
 template <typename T>
-void UnaryFloat(AluOp op, T* x, size_t n) {
+void UnaryFloat(AluOp op, T* out, const T* x, size_t n) {
   switch (op) {
-    case AluOp::kCopy: return;
-    case AluOp::kNeg: return Map1(x, n, [](T v) { return -v; });
-    case AluOp::kAbs: return Map1(x, n, [](T v) { return std::fabs(v); });
-    case AluOp::kExp: return Map1(x, n, [](T v) { return std::exp(v); });
-    case AluOp::kExpm1: return Map1(x, n, [](T v) { return std::expm1(v); });
-    case AluOp::kLog: return Map1(x, n, [](T v) { return std::log(v); });
-    case AluOp::kLog1p: return Map1(x, n, [](T v) { return std::log1p(v); });
-    case AluOp::kTanh: return Map1(x, n, [](T v) { return std::tanh(v); });
-    case AluOp::kLogistic: return Map1(x, n, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
-    case AluOp::kSqrt: return Map1(x, n, [](T v) { return std::sqrt(v); });
-    case AluOp::kRsqrt: return Map1(x, n, [](T v) { return T(1) / std::sqrt(v); });
-    case AluOp::kCbrt: return Map1(x, n, [](T v) { return std::cbrt(v); });
-    case AluOp::kSin: return Map1(x, n, [](T v) { return std::sin(v); });
-    case AluOp::kCos: return Map1(x, n, [](T v) { return std::cos(v); });
-    case AluOp::kTan: return Map1(x, n, [](T v) { return std::tan(v); });
-    case AluOp::kFloor: return Map1(x, n, [](T v) { return std::floor(v); });
-    case AluOp::kCeil: return Map1(x, n, [](T v) { return std::ceil(v); });
-    case AluOp::kRoundNearestEven: return Map1(x, n, [](T v) { return std::nearbyint(v); });
-    case AluOp::kRoundNearestAfz: return Map1(x, n, [](T v) { return std::round(v); });
+    case AluOp::kCopy: return Map1(out, x, n, [](T v) { return v; });
+    case AluOp::kNeg: return Map1(out, x, n, [](T v) { return -v; });
+    case AluOp::kAbs: return Map1(out, x, n, [](T v) { return std::fabs(v); });
+    case AluOp::kExp: return Map1(out, x, n, [](T v) { return std::exp(v); });
+    case AluOp::kExpm1: return Map1(out, x, n, [](T v) { return std::expm1(v); });
+    case AluOp::kLog: return Map1(out, x, n, [](T v) { return std::log(v); });
+    case AluOp::kLog1p: return Map1(out, x, n, [](T v) { return std::log1p(v); });
+    case AluOp::kTanh: return Map1(out, x, n, [](T v) { return std::tanh(v); });
+    case AluOp::kLogistic: return Map1(out, x, n, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
+    case AluOp::kSqrt: return Map1(out, x, n, [](T v) { return std::sqrt(v); });
+    case AluOp::kRsqrt: return Map1(out, x, n, [](T v) { return T(1) / std::sqrt(v); });
+    case AluOp::kCbrt: return Map1(out, x, n, [](T v) { return std::cbrt(v); });
+    case AluOp::kSin: return Map1(out, x, n, [](T v) { return std::sin(v); });
+    case AluOp::kCos: return Map1(out, x, n, [](T v) { return std::cos(v); });
+    case AluOp::kTan: return Map1(out, x, n, [](T v) { return std::tan(v); });
+    case AluOp::kFloor: return Map1(out, x, n, [](T v) { return std::floor(v); });
+    case AluOp::kCeil: return Map1(out, x, n, [](T v) { return std::ceil(v); });
+    case AluOp::kRoundNearestEven: return Map1(out, x, n, [](T v) { return std::nearbyint(v); });
+    case AluOp::kRoundNearestAfz: return Map1(out, x, n, [](T v) { return std::round(v); });
     // sign keeps ±0 and NaN as they are.
-    case AluOp::kSign: return Map1(x, n, [](T v) { return v > 0 ? T(1) : v < 0 ? T(-1) : v; });
-    case AluOp::kIsFinite: return Map1(x, n, [](T v) { return std::isfinite(v) ? T(1) : T(0); });
-    case AluOp::kReciprocal: return Map1(x, n, [](T v) { return T(1) / v; });
-    case AluOp::kErf: return Map1(x, n, [](T v) { return std::erf(v); });
-    case AluOp::kSquare: return Map1(x, n, [](T v) { return v * v; });
+    case AluOp::kSign: return Map1(out, x, n, [](T v) { return v > 0 ? T(1) : v < 0 ? T(-1) : v; });
+    case AluOp::kIsFinite:
+      return Map1(out, x, n, [](T v) { return std::isfinite(v) ? T(1) : T(0); });
+    case AluOp::kReciprocal: return Map1(out, x, n, [](T v) { return T(1) / v; });
+    case AluOp::kErf: return Map1(out, x, n, [](T v) { return std::erf(v); });
+    case AluOp::kSquare: return Map1(out, x, n, [](T v) { return v * v; });
     default: return;  // rejected by CheckAluOp
   }
 }
 
 template <typename T>
-void UnaryInteger(AluOp op, DType dtype, T* x, size_t n) {
+void UnaryInteger(AluOp op, DType dtype, T* out, const T* x, size_t n) {
   using U = uint64_t;
   const int width = BitWidth(dtype);
   const U mask = WidthMask(width);
   switch (op) {
-    case AluOp::kCopy: return;
-    case AluOp::kNeg: return Map1(x, n, [](T v) { return static_cast<T>(U{0} - static_cast<U>(v)); });
+    case AluOp::kCopy: return Map1(out, x, n, [](T v) { return v; });
+    case AluOp::kNeg:
+      return Map1(out, x, n, [](T v) { return static_cast<T>(U{0} - static_cast<U>(v)); });
     case AluOp::kAbs:
-      return Map1(x, n, [](T v) { return v < 0 ? static_cast<T>(U{0} - static_cast<U>(v)) : v; });
+      return Map1(out, x, n,
+                  [](T v) { return v < 0 ? static_cast<T>(U{0} - static_cast<U>(v)) : v; });
     case AluOp::kSign:
-      return Map1(x, n, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+      return Map1(out, x, n, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
     case AluOp::kNot:
-      if (dtype == DType::kPred) return Map1(x, n, [](T v) { return static_cast<T>(v == 0); });
-      return Map1(x, n, [](T v) { return static_cast<T>(~static_cast<U>(v)); });
+      if (dtype == DType::kPred) return Map1(out, x, n, [](T v) { return static_cast<T>(v == 0); });
+      return Map1(out, x, n, [](T v) { return static_cast<T>(~static_cast<U>(v)); });
     case AluOp::kPopcnt:
-      return Map1(x, n, [mask](T v) { return static_cast<T>(std::popcount(static_cast<U>(v) & mask)); });
+      return Map1(out, x, n,
+                  [mask](T v) { return static_cast<T>(std::popcount(static_cast<U>(v) & mask)); });
     case AluOp::kClz:
-      return Map1(x, n, [mask, width](T v) {
+      return Map1(out, x, n, [mask, width](T v) {
         return static_cast<T>(width - std::bit_width(static_cast<U>(v) & mask));
       });
     default: return;  // rejected by CheckAluOp
@@ -98,31 +103,31 @@ T FloatMin(T a, T b) { return a != a ? a : b != b ? b : a < b ? a : b; }
 
 // Compares and the ops every domain shares; false when `op` is not one of them.
 template <typename T>
-bool CommonBinary(AluOp op, T* a, const T* b, size_t n) {
+bool CommonBinary(AluOp op, T* out, const T* a, const T* b, size_t n) {
   switch (op) {
-    case AluOp::kEq: Map2(a, b, n, [](T x, T y) { return T(x == y); }); return true;
-    case AluOp::kNe: Map2(a, b, n, [](T x, T y) { return T(x != y); }); return true;
-    case AluOp::kLt: Map2(a, b, n, [](T x, T y) { return T(x < y); }); return true;
-    case AluOp::kLe: Map2(a, b, n, [](T x, T y) { return T(x <= y); }); return true;
-    case AluOp::kGt: Map2(a, b, n, [](T x, T y) { return T(x > y); }); return true;
-    case AluOp::kGe: Map2(a, b, n, [](T x, T y) { return T(x >= y); }); return true;
+    case AluOp::kEq: Map2(out, a, b, n, [](T x, T y) { return T(x == y); }); return true;
+    case AluOp::kNe: Map2(out, a, b, n, [](T x, T y) { return T(x != y); }); return true;
+    case AluOp::kLt: Map2(out, a, b, n, [](T x, T y) { return T(x < y); }); return true;
+    case AluOp::kLe: Map2(out, a, b, n, [](T x, T y) { return T(x <= y); }); return true;
+    case AluOp::kGt: Map2(out, a, b, n, [](T x, T y) { return T(x > y); }); return true;
+    case AluOp::kGe: Map2(out, a, b, n, [](T x, T y) { return T(x >= y); }); return true;
     default: return false;
   }
 }
 
 template <typename T>
-void BinaryFloat(AluOp op, T* a, const T* b, size_t n) {
-  if (CommonBinary(op, a, b, n)) return;
+void BinaryFloat(AluOp op, T* out, const T* a, const T* b, size_t n) {
+  if (CommonBinary(op, out, a, b, n)) return;
   switch (op) {
-    case AluOp::kAdd: return Map2(a, b, n, [](T x, T y) { return x + y; });
-    case AluOp::kSub: return Map2(a, b, n, [](T x, T y) { return x - y; });
-    case AluOp::kMul: return Map2(a, b, n, [](T x, T y) { return x * y; });
-    case AluOp::kDiv: return Map2(a, b, n, [](T x, T y) { return x / y; });
-    case AluOp::kRem: return Map2(a, b, n, [](T x, T y) { return std::fmod(x, y); });
-    case AluOp::kMax: return Map2(a, b, n, FloatMax<T>);
-    case AluOp::kMin: return Map2(a, b, n, FloatMin<T>);
-    case AluOp::kPow: return Map2(a, b, n, [](T x, T y) { return std::pow(x, y); });
-    case AluOp::kAtan2: return Map2(a, b, n, [](T x, T y) { return std::atan2(x, y); });
+    case AluOp::kAdd: return Map2(out, a, b, n, [](T x, T y) { return x + y; });
+    case AluOp::kSub: return Map2(out, a, b, n, [](T x, T y) { return x - y; });
+    case AluOp::kMul: return Map2(out, a, b, n, [](T x, T y) { return x * y; });
+    case AluOp::kDiv: return Map2(out, a, b, n, [](T x, T y) { return x / y; });
+    case AluOp::kRem: return Map2(out, a, b, n, [](T x, T y) { return std::fmod(x, y); });
+    case AluOp::kMax: return Map2(out, a, b, n, FloatMax<T>);
+    case AluOp::kMin: return Map2(out, a, b, n, FloatMin<T>);
+    case AluOp::kPow: return Map2(out, a, b, n, [](T x, T y) { return std::pow(x, y); });
+    case AluOp::kAtan2: return Map2(out, a, b, n, [](T x, T y) { return std::atan2(x, y); });
     default: return;  // rejected by CheckAluOp
   }
 }
@@ -149,17 +154,17 @@ T IntegerPow(T base, T exponent) {
 }
 
 template <typename T>
-void BinaryInteger(AluOp op, DType dtype, T* a, const T* b, size_t n) {
+void BinaryInteger(AluOp op, DType dtype, T* out, const T* a, const T* b, size_t n) {
   using U = uint64_t;
-  if (CommonBinary(op, a, b, n)) return;
+  if (CommonBinary(op, out, a, b, n)) return;
   const U width = static_cast<U>(BitWidth(dtype));
   const U mask = WidthMask(static_cast<int>(width));
   switch (op) {
-    case AluOp::kAdd: return Map2(a, b, n, [](T x, T y) { return T(U(x) + U(y)); });
-    case AluOp::kSub: return Map2(a, b, n, [](T x, T y) { return T(U(x) - U(y)); });
-    case AluOp::kMul: return Map2(a, b, n, [](T x, T y) { return T(U(x) * U(y)); });
+    case AluOp::kAdd: return Map2(out, a, b, n, [](T x, T y) { return T(U(x) + U(y)); });
+    case AluOp::kSub: return Map2(out, a, b, n, [](T x, T y) { return T(U(x) - U(y)); });
+    case AluOp::kMul: return Map2(out, a, b, n, [](T x, T y) { return T(U(x) * U(y)); });
     case AluOp::kDiv:
-      return Map2(a, b, n, [](T x, T y) -> T {
+      return Map2(out, a, b, n, [](T x, T y) -> T {
         if (y == 0) return T(~U{0});
         if constexpr (std::is_signed_v<T>) {
           if (y == -1) return T(U{0} - U(x));  // INT_MIN / -1 = INT_MIN
@@ -167,27 +172,28 @@ void BinaryInteger(AluOp op, DType dtype, T* a, const T* b, size_t n) {
         return x / y;
       });
     case AluOp::kRem:
-      return Map2(a, b, n, [](T x, T y) -> T {
+      return Map2(out, a, b, n, [](T x, T y) -> T {
         if (y == 0) return x;
         if constexpr (std::is_signed_v<T>) {
           if (y == -1) return 0;
         }
         return x % y;
       });
-    case AluOp::kMax: return Map2(a, b, n, [](T x, T y) { return x > y ? x : y; });
-    case AluOp::kMin: return Map2(a, b, n, [](T x, T y) { return x < y ? x : y; });
-    case AluOp::kPow: return Map2(a, b, n, IntegerPow<T>);
-    case AluOp::kAnd: return Map2(a, b, n, [](T x, T y) { return T(x & y); });
-    case AluOp::kOr: return Map2(a, b, n, [](T x, T y) { return T(x | y); });
-    case AluOp::kXor: return Map2(a, b, n, [](T x, T y) { return T(x ^ y); });
+    case AluOp::kMax: return Map2(out, a, b, n, [](T x, T y) { return x > y ? x : y; });
+    case AluOp::kMin: return Map2(out, a, b, n, [](T x, T y) { return x < y ? x : y; });
+    case AluOp::kPow: return Map2(out, a, b, n, IntegerPow<T>);
+    case AluOp::kAnd: return Map2(out, a, b, n, [](T x, T y) { return T(x & y); });
+    case AluOp::kOr: return Map2(out, a, b, n, [](T x, T y) { return T(x | y); });
+    case AluOp::kXor: return Map2(out, a, b, n, [](T x, T y) { return T(x ^ y); });
     case AluOp::kShiftLeft:
-      return Map2(a, b, n, [width](T x, T y) { return U(y) >= width ? T(0) : T(U(x) << U(y)); });
+      return Map2(out, a, b, n,
+                  [width](T x, T y) { return U(y) >= width ? T(0) : T(U(x) << U(y)); });
     case AluOp::kShiftRightLogical:
-      return Map2(a, b, n, [width, mask](T x, T y) {
+      return Map2(out, a, b, n, [width, mask](T x, T y) {
         return U(y) >= width ? T(0) : T((U(x) & mask) >> U(y));
       });
     case AluOp::kShiftRightArithmetic:
-      return Map2(a, b, n, [width](T x, T y) {
+      return Map2(out, a, b, n, [width](T x, T y) {
         // Sign-extend from the dtype's width, then shift; too far fills with the sign.
         const int64_t extended = static_cast<int64_t>(U(x) << (64 - width)) >> (64 - width);
         const U shift = U(y) >= width ? width - 1 : U(y);
@@ -305,18 +311,37 @@ Values ConvertValues(const Values& values, Domain domain) {
 void ApplyUnary(AluOp op, DType dtype, Values& x) {
   WithDomainType(x.domain, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>) UnaryFloat(op, x.data<T>(), x.size());
-    else UnaryInteger(op, dtype, x.data<T>(), x.size());
+    ApplyUnaryTo(op, dtype, x.data<T>(), x.data<T>(), x.size());
   });
 }
 
 void ApplyBinary(AluOp op, DType dtype, Values& a, const Values& b) {
   WithDomainType(a.domain, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>) BinaryFloat(op, a.data<T>(), b.data<T>(), a.size());
-    else BinaryInteger(op, dtype, a.data<T>(), b.data<T>(), a.size());
+    ApplyBinaryTo(op, dtype, a.data<T>(), a.data<T>(), b.data<T>(), a.size());
   });
 }
+
+template <typename T>
+void ApplyUnaryTo(AluOp op, DType dtype, T* out, const T* x, size_t n) {
+  if constexpr (std::is_floating_point_v<T>) UnaryFloat(op, out, x, n);
+  else UnaryInteger(op, dtype, out, x, n);
+}
+
+template <typename T>
+void ApplyBinaryTo(AluOp op, DType dtype, T* out, const T* a, const T* b, size_t n) {
+  if constexpr (std::is_floating_point_v<T>) BinaryFloat(op, out, a, b, n);
+  else BinaryInteger(op, dtype, out, a, b, n);
+}
+
+#define TRN_ALU_INSTANTIATE(T)                                                          \
+  template void ApplyUnaryTo<T>(AluOp, DType, T*, const T*, size_t);                    \
+  template void ApplyBinaryTo<T>(AluOp, DType, T*, const T*, const T*, size_t);
+TRN_ALU_INSTANTIATE(float)
+TRN_ALU_INSTANTIATE(double)
+TRN_ALU_INSTANTIATE(int64_t)
+TRN_ALU_INSTANTIATE(uint64_t)
+#undef TRN_ALU_INSTANTIATE
 
 void ApplySelect(const Values& pred, Values& on_true, const Values& on_false) {
   const Values mask = ConvertValues(pred, Domain::kU64);

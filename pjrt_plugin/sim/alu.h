@@ -118,6 +118,15 @@ void ApplyUnary(AluOp op, DType dtype, Values& x);
 // `dtype` is a's data dtype (shift widths).
 void ApplyBinary(AluOp op, DType dtype, Values& a, const Values& b);
 
+// The same over raw arrays of a domain's type T (float, double, int64_t, uint64_t), writing
+// out[i] = op(x[i]) or op(a[i], b[i]) for i < n: engines apply ops in place in tile memory with
+// these when no conversion is needed. out may be x or a (element i is read before it is
+// written), and must not overlap them otherwise.
+template <typename T>
+void ApplyUnaryTo(AluOp op, DType dtype, T* out, const T* x, size_t n);
+template <typename T>
+void ApplyBinaryTo(AluOp op, DType dtype, T* out, const T* a, const T* b, size_t n);
+
 // on_true = pred != 0 ? on_true : on_false (pred in any domain).
 void ApplySelect(const Values& pred, Values& on_true, const Values& on_false);
 

@@ -1,6 +1,7 @@
 #include "elementwise.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace trn::sim {
@@ -48,6 +49,22 @@ Values ComputeElementwise(AluOp op, const std::vector<StridedView>& srcs, int64_
 }
 
 void RunElementwise(AluOp op, const StridedView& dst, const std::vector<StridedView>& srcs) {
+  if (srcs.size() <= 2 && InPlaceRows(dst, srcs)) {
+    WithDomainType(ComputeDomain(dst.dtype), [&](auto tag) {
+      using T = decltype(tag);
+      ForEachInPlaceRow(dst, srcs, [&](uint8_t* out, const std::array<const uint8_t*, 3>& in,
+                                       int64_t n, int64_t) {
+        T* o = reinterpret_cast<T*>(out);
+        const T* a = reinterpret_cast<const T*>(in[0]);
+        if (srcs.size() == 1) {
+          ApplyUnaryTo(op, dst.dtype, o, a, n);
+        } else {
+          ApplyBinaryTo(op, dst.dtype, o, a, reinterpret_cast<const T*>(in[1]), n);
+        }
+      });
+    });
+    return;
+  }
   ForEachChunk(dst.num_elements(), CanChunk(dst, srcs), [&](int64_t first, int64_t n) {
     ScatterRange(ComputeElementwise(op, srcs, first, n), dst, first);
   });
@@ -66,6 +83,49 @@ bool CanChunk(const StridedView& dst, const std::vector<StridedView>& srcs) {
     if (MayOverlap(dst, src) && !SameDistinctAddresses(dst, src)) return false;
   }
   return true;
+}
+
+namespace {
+
+// Whether `dtype`'s elements are stored as its compute domain's C++ type.
+bool StoredAsDomain(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: case DType::kF64: case DType::kS64: case DType::kU64: return true;
+    default: return false;
+  }
+}
+
+// Fewer elements a row than this go through the chunked path: a call per row costs more.
+constexpr int64_t kMinInPlaceRow = 32;
+
+bool RowsOfAdjacentElements(const StridedView& view, DType dtype, int64_t length) {
+  const int64_t size = DTypeSize(dtype);
+  if (view.dtype != dtype || view.count[view.rank - 1] != length ||
+      view.stride_bytes[view.rank - 1] != size ||
+      reinterpret_cast<uintptr_t>(view.base) % size != 0) {
+    return false;
+  }
+  for (int d = 0; d < view.rank; ++d) {
+    if (view.stride_bytes[d] % size != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool InPlaceRows(const StridedView& dst, const std::vector<StridedView>& srcs) {
+  const int64_t length = dst.count[dst.rank - 1];
+  if (!StoredAsDomain(dst.dtype) || length < kMinInPlaceRow ||
+      !RowsOfAdjacentElements(dst, dst.dtype, length)) {
+    return false;
+  }
+  for (const StridedView& src : srcs) {
+    if (!RowsOfAdjacentElements(src, dst.dtype, length) ||
+        src.num_elements() != dst.num_elements()) {
+      return false;
+    }
+  }
+  return CanChunk(dst, srcs);
 }
 
 Values ScalarValues(const Scalar& scalar, Domain domain, size_t n) {

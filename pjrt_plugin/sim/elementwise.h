@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "alu.h"
@@ -56,6 +57,44 @@ void ForEachChunk(int64_t total, bool chunked, F&& body) {
     ParallelFor(chunks, run);
   } else {
     run(0, chunks);
+  }
+}
+
+// Whether dst = op(srcs...) can be computed in tile or HBM memory itself, row by row, with no
+// gather or scatter: dst and every source of one dtype that is stored as its compute domain's
+// type (f32, f64, s64, u64: there is nothing to convert), aligned to it, their innermost rows
+// adjacent elements of one length, at least a few dozen, and CanChunk(dst, srcs).
+bool InPlaceRows(const StridedView& dst, const std::vector<StridedView>& srcs);
+
+// The address of the first element of row `row` (innermost rows in row-major order).
+inline uint8_t* RowAddress(const StridedView& view, int64_t row) {
+  uint8_t* address = view.base;
+  for (int d = view.rank - 2; d >= 0; --d) {
+    address += (row % view.count[d]) * view.stride_bytes[d];
+    row /= view.count[d];
+  }
+  return address;
+}
+
+// For views that pass InPlaceRows: calls row(dst_row, src_rows, n, r) for every innermost row r
+// of dst, src_rows[i] the same row of srcs[i], n its length. Rows of a large instruction spread
+// over the host's threads as ForEachChunk's chunks do (each writes only its own dst row).
+template <typename F>
+void ForEachInPlaceRow(const StridedView& dst, const std::vector<StridedView>& srcs, F&& row) {
+  const int64_t length = dst.count[dst.rank - 1];
+  const int64_t rows = dst.num_elements() / length;
+  const auto run = [&](int64_t begin, int64_t end) {
+    std::array<const uint8_t*, 3> in{};
+    for (int64_t r = begin; r < end; ++r) {
+      for (size_t i = 0; i < srcs.size(); ++i) in[i] = RowAddress(srcs[i], r);
+      row(RowAddress(dst, r), in, length, r);
+    }
+  };
+  // The same threshold as ForEachChunk's: below it a hand-off costs about as much as the work.
+  if (rows > 1 && dst.num_elements() >= 8 * 8192) {
+    ParallelFor(rows, run);
+  } else {
+    run(0, rows);
   }
 }
 

@@ -2,11 +2,28 @@
 
 #include <sys/mman.h>
 
+#include <cstring>
+
 namespace trn::sim {
+
+namespace {
+
+// Below this a mapping keeps 4 KiB pages: a huge page would zero 2 MiB on its first touch.
+constexpr size_t kHugePageMapping = size_t{4} << 20;
+
+}  // namespace
 
 ZeroedBuffer::ZeroedBuffer(size_t bytes) : size_(bytes + 1) {
   void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   data_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+#ifdef MADV_HUGEPAGE
+  // Advice only: where the kernel has no huge pages the mapping works as before.
+  if (data_ != nullptr && size_ >= kHugePageMapping) madvise(data_, size_, MADV_HUGEPAGE);
+#endif
+}
+
+void ZeroedBuffer::Rezero() {
+  if (data_ != nullptr) std::memset(data_, 0, size_);
 }
 
 ZeroedBuffer::~ZeroedBuffer() {

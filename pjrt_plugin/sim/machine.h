@@ -20,6 +20,8 @@ class CollectiveSession;  // collectives.h
 // Zero-filled storage mapped fresh from the kernel, so pages a program never touches cost nothing
 // and every execution starts from the same (zero) state. calloc would not do: once glibc has
 // recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated small executions.
+// Mappings of a few MiB and more ask for transparent huge pages: tiles stride a partition's
+// bytes (192 KiB on trn2), so every row of an operand was another 4 KiB page's TLB miss.
 class ZeroedBuffer {
  public:
   explicit ZeroedBuffer(size_t bytes);
@@ -32,6 +34,8 @@ class ZeroedBuffer {
 
   bool ok() const { return data_ != nullptr; }
   uint8_t* data() { return data_; }
+  // Back to all zeros, for reuse by another execution.
+  void Rezero();
 
  private:
   uint8_t* data_ = nullptr;
@@ -74,7 +78,6 @@ struct Machine {
   int core = 0;  // the physical core of the instruction being run
   bool ok() const;  // every core's SBUF and PSUM could be mapped
   std::vector<HbmTensor> hbm;  // indexed like program.tensors
-  std::vector<ZeroedBuffer> temporaries;  // owns the temporaries' storage
   // Timing state of this execution: the chip's HBM, shared by the device's cores, and each
   // core's DMA engines, shared by the transfers of all its queues.
   ChipHbmBandwidth chip_hbm;

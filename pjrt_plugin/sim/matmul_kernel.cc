@@ -148,8 +148,10 @@ PanelKernel KernelFor(int bits, bool fused) {
 
 // Whether every value of the rows x columns is 0 or a normal float of at most bf16's 8
 // significant bits (the low 16 bits of its pattern are 0: every bf16 and fp8 value is) with
-// magnitude in [2^-63, 2^64). Branch-free within a row, so it vectorizes at any width.
-bool NarrowAndModerate(const float* data, int64_t row_stride, int64_t rows, int64_t columns) {
+// magnitude in [2^-63, 2^64). Branch-free within a row, so it vectorizes at any width; inlined
+// into one function per ISA below (integer logic: every width gives the same answer).
+[[gnu::always_inline]] inline bool NarrowAndModerateRows(const float* data, int64_t row_stride,
+                                                         int64_t rows, int64_t columns) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = data + r * row_stride;
     int32_t refused = 0;
@@ -164,13 +166,42 @@ bool NarrowAndModerate(const float* data, int64_t row_stride, int64_t rows, int6
   return true;
 }
 
+using NarrowCheck = bool (*)(const float*, int64_t, int64_t, int64_t);
+
+bool NarrowAndModerate128(const float* data, int64_t row_stride, int64_t rows, int64_t columns) {
+  return NarrowAndModerateRows(data, row_stride, rows, columns);
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] bool NarrowAndModerate256(const float* data, int64_t row_stride,
+                                                  int64_t rows, int64_t columns) {
+  return NarrowAndModerateRows(data, row_stride, rows, columns);
+}
+
+[[gnu::target("avx512f")]] bool NarrowAndModerate512(const float* data, int64_t row_stride,
+                                                     int64_t rows, int64_t columns) {
+  return NarrowAndModerateRows(data, row_stride, rows, columns);
+}
+#endif
+
+NarrowCheck NarrowCheckFor(int bits) {
+#if defined(__x86_64__)
+  if (bits == 512) return NarrowAndModerate512;
+  if (bits == 256) return NarrowAndModerate256;
+#endif
+  (void)bits;
+  return NarrowAndModerate128;
+}
+
 // Whether every product stationary[k][m] * moving[k][n] is exact in fp32: each has at most 16
 // significant bits and a magnitude in [2^-126, 2^128), fp32's normal range (NarrowAndModerate
 // of both operands). Then a multiply rounds nothing, and a fused multiply-add, rounding
 // (product + acc) once, gives the bits a multiply then an add gives.
-bool ProductsAreExact(const Rows& stationary, const Rows& moving, int64_t k_size, int64_t m_size, int64_t n_size) {
-  return NarrowAndModerate(stationary.data, stationary.row_stride, k_size, m_size) &&
-         NarrowAndModerate(moving.data, moving.row_stride, k_size, n_size);
+bool ProductsAreExact(int bits, const Rows& stationary, const Rows& moving, int64_t k_size,
+                      int64_t m_size, int64_t n_size) {
+  const NarrowCheck narrow_and_moderate = NarrowCheckFor(bits);
+  return narrow_and_moderate(stationary.data, stationary.row_stride, k_size, m_size) &&
+         narrow_and_moderate(moving.data, moving.row_stride, k_size, n_size);
 }
 
 // Below this many multiply-adds a matmul stays on one thread (a hand-off costs microseconds).
@@ -187,7 +218,8 @@ void MatmulAccumulate(const Rows& stationary, const Rows& moving, const Rows& ou
                       int64_t n_size) {
   const int bits = MatmulVectorBits();
   const int64_t width = bits / 32 * kColVectors;
-  const bool fused = bits > 128 && ProductsAreExact(stationary, moving, k_size, m_size, n_size);
+  const bool fused =
+      bits > 128 && ProductsAreExact(bits, stationary, moving, k_size, m_size, n_size);
   const PanelKernel kernel = KernelFor(bits, fused);
   const int64_t rows = kernel.rows;
   const int64_t m_blocked = m_size - m_size % rows, n_blocked = n_size - n_size % width;

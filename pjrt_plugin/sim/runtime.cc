@@ -1,5 +1,5 @@
 // LoadedProgram and Execute (runtime.h): binding caller buffers to the HBM tensor table and
-// allocating temporaries.
+// leasing temporaries.
 #include "runtime.h"
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include "machine.h"
 #include "program.h"
 #include "program_loader.h"
+#include "temporary_pool.h"
 
 namespace trn::sim {
 namespace {
@@ -47,6 +48,11 @@ StatusOr<std::shared_ptr<const LoadedProgram>> LoadedProgram::Load(const void* b
       place(loaded->outputs_, t.output, info);
     }
   }
+  std::vector<int64_t> temporary_sizes;
+  for (const Tensor& t : loaded->program_->tensors) {
+    if (t.kind == TensorKind::kTemporary) temporary_sizes.push_back(t.byte_size);
+  }
+  loaded->temporaries_ = std::make_unique<TemporaryPool>(std::move(temporary_sizes));
   loaded->source_ = loaded->program_->source;
   return std::shared_ptr<const LoadedProgram>(std::move(loaded));
 }
@@ -88,6 +94,9 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
   machine.collectives = options.collectives.get();
   machine.rank = options.rank;
   if (!machine.ok()) return ResourceExhausted("cannot allocate SBUF/PSUM for the simulated NeuronCore");
+  size_t failed = 0;
+  const std::unique_ptr<TemporaryPool::Lease> temporaries = loaded.temporaries().Acquire(&failed);
+  size_t next_temporary = 0;
   for (size_t i = 0; i < program.tensors.size(); ++i) {
     const Tensor& t = program.tensors[i];
     uint8_t* data = nullptr;
@@ -111,11 +120,14 @@ Status Execute(const LoadedProgram& loaded, const std::vector<const void*>& para
         data = const_cast<uint8_t*>(t.data.data());
         break;
       case TensorKind::kTemporary:
-        machine.temporaries.emplace_back(t.byte_size);
-        if (!machine.temporaries.back().ok()) {
-          return ResourceExhausted("cannot allocate " + std::to_string(t.byte_size) + " bytes for temporary " + t.name);
+        if (temporaries == nullptr) {
+          if (failed == next_temporary++) {
+            return ResourceExhausted("cannot allocate " + std::to_string(t.byte_size) +
+                                     " bytes for temporary " + t.name);
+          }
+          continue;  // mapped before the one that failed, and released again
         }
-        data = machine.temporaries.back().data();
+        data = temporaries->buffers()[next_temporary++].data();
         break;
     }
     if (data == nullptr && t.byte_size > 0) {

@@ -38,6 +38,7 @@ struct DebugInfo {
 };
 
 class Program;  // defined in program.h; opaque to users of the runtime
+class TemporaryPool;  // temporary_pool.h
 class CollectiveSession;  // collectives.h
 
 // A loaded program: immutable, shareable between executions and threads.
@@ -55,12 +56,15 @@ class TRN_API LoadedProgram {
   const std::string& source() const;    // StableHLO text the program came from
   const std::vector<uint8_t>& bytes() const;  // the serialized program (for Serialize)
   const Program& program() const { return *program_; }
+  // Its executions' temporaries, kept between them (thread-safe: each execution leases its own).
+  TemporaryPool& temporaries() const { return *temporaries_; }
 
   ~LoadedProgram();
 
  private:
   LoadedProgram() = default;
   std::unique_ptr<Program> program_;
+  std::unique_ptr<TemporaryPool> temporaries_;
   std::vector<uint8_t> bytes_;
   std::vector<TensorInfo> parameters_, outputs_;
   std::string source_;

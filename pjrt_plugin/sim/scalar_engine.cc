@@ -22,6 +22,23 @@ void Activate(Machine& machine, AluOp func, const TileAP& dst_ap, const TileAP& 
   const Values scale = OperandValues(machine, scale_operand), bias = OperandValues(machine, bias_operand);
   const bool per_partition = scale_operand.is_tile || bias_operand.is_tile;
   const int64_t row_length = per_partition ? src_ap.free_size() : total;
+  if (InPlaceRows(dst, {src})) {  // fp32 to fp32: computed in the tiles themselves
+    ForEachInPlaceRow(dst, {src}, [&](uint8_t* out, const std::array<const uint8_t*, 3>& in,
+                                      int64_t n, int64_t row) {
+      const int64_t partition = row * n / row_length;  // a row lies within one partition
+      const float s = scale.f32[scale_operand.is_tile ? partition : 0];
+      const float* x = reinterpret_cast<const float*>(in[0]);
+      float* v = reinterpret_cast<float*>(out);
+      if (bias_operand.is_tile || bias.f32[0] != 0.0f) {
+        const float b = bias.f32[bias_operand.is_tile ? partition : 0];
+        for (int64_t i = 0; i < n; ++i) v[i] = x[i] * s + b;
+      } else {
+        for (int64_t i = 0; i < n; ++i) v[i] = x[i] * s;  // as below: -0 stays -0
+      }
+      ApplyUnaryTo(func, DType::kF32, v, v, n);
+    });
+    return;
+  }
   ForEachChunk(total, CanChunk(dst, {src}), [&](int64_t first, int64_t n) {
     Values x = Values::Uninitialized(Domain::kF32, n);
     GatherRange(src, first, x);

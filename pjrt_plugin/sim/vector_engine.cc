@@ -14,6 +14,21 @@ void RunTensorScalar(Machine& machine, const TensorScalar& t) {
   const Values per_row = t.scalar.is_tile ? Gather(machine.View(t.scalar.tile), domain)
                                           : ScalarValues(t.scalar.immediate, domain, 1);
   const int64_t row_length = t.scalar.is_tile ? t.src.free_size() : total;
+  if (InPlaceRows(dst, {src})) {
+    WithDomainType(domain, [&](auto tag) {
+      using T = decltype(tag);
+      ForEachInPlaceRow(dst, {src}, [&](uint8_t* out, const std::array<const uint8_t*, 3>& in,
+                                        int64_t n, int64_t row) {
+        // The row's scalar repeated: a row lies within one partition, so it has one.
+        thread_local ValueArray<T> splat;
+        splat.assign(n, per_row.data<T>()[row * n / row_length]);
+        const T* x = reinterpret_cast<const T*>(in[0]);
+        ApplyBinaryTo(t.op, t.src.dtype, reinterpret_cast<T*>(out), t.reverse ? splat.data() : x,
+                      t.reverse ? x : splat.data(), n);
+      });
+    });
+    return;
+  }
   ForEachChunk(total, CanChunk(dst, {src}), [&](int64_t first, int64_t n) {
     Values x = Values::Uninitialized(domain, n);
     GatherRange(src, first, x);
