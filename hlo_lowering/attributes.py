@@ -24,6 +24,8 @@ _ELEMENT_TYPES = {
     # Only until decompose-complex splits it into float32 (real, imaginary) pairs.
     "complex<f32>": DType.C64,
 }
+# jnp.int4/uint4 (and int2/uint2) arrays: the simulator's dtype table has no sub-byte integers.
+_SUB_BYTE_INTEGERS = {"i4": "int4", "ui4": "uint4", "i2": "int2", "ui2": "uint2"}
 _COMPLEX128_HINT = ("NeuronCores have no float64, so no complex128: use complex64 (in JAX: leave "
                     "jax_enable_x64 off; in PyTorch: torch.complex64)")
 
@@ -33,6 +35,12 @@ def element_dtype(element_type: str, what: str) -> DType:
   dtype = _ELEMENT_TYPES.get(element_type)
   if element_type == "complex<f64>":
     raise CompileError(f"{what}: element type complex<f64>: {_COMPLEX128_HINT}", UNIMPLEMENTED)
+  if element_type in _SUB_BYTE_INTEGERS:
+    name = _SUB_BYTE_INTEGERS[element_type]
+    wide = "int8" if element_type.startswith("i") else "uint8"
+    raise CompileError(f"{what}: element type {element_type} ({name}): NeuronCores have no "
+                       f"sub-byte integers (packed {name} is not supported); widen to {wide} "
+                       f"(x.astype(jnp.{wide})), which holds every {name} value", UNIMPLEMENTED)
   if dtype is None:
     # f64 parses (check-supported refuses it with its own advice) but NeuronCores do not hold it.
     held = ", ".join(name for name, d in _ELEMENT_TYPES.items() if d != DType.F64)

@@ -2,7 +2,8 @@
 
 tests/suites/jax_library_suite.py `<suite> --results` writes tests/suites/results/<suite>.json
 (per test file: passed / failed / skipped on trn and on the CPU, and how many of the tests that
-pass on the CPU pass on trn; the failure categories of the suite's manifest). This module turns
+pass on the CPU pass on trn; the failure categories of the suite's manifest), or, for a part of a
+suite run apart (`--part`, such as Flax's nnx tests), results/<suite>-<part>.json. This module turns
 those files into Markdown, so the published figures are always the measured ones. An installed
 package has no tests/ directory: the section is then left out.
 """
@@ -32,10 +33,12 @@ def _suite(record: dict) -> list[str]:
   absent = sum(f["trn_absent"] for f in files.values())
   sample = record["sample_one_in"]
   scope = "every test" if sample == 1 else f"a sample of about one test in {sample} (by test id)"
+  part = record.get("part")
   lines = [
-      f"### {record['suite']} {record['version']}",
+      f"### {record['suite']} {record['version']}" + (f" ({part})" if part else ""),
       "",
-      f"`{RUN} {record['suite']} --results`, {scope}: **trn passes {both} of the "
+      f"`{RUN} {record['suite']}{f' --part {part}' if part else ''} --results`, {scope}: "
+      f"**trn passes {both} of the "
       f"{sum(ran.values())} tests that pass on the CPU and run on trn "
       f"({_percent(both, sum(ran.values()))}).** Of the other tests that pass on the CPU, "
       f"{skipped} skip themselves on trn (tests of CPU-only behaviour) and {absent} are absent "

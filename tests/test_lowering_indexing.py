@@ -63,6 +63,14 @@ def test_scatter_with_duplicates_and_out_of_range(update):
   assert compilation.last_report().summary()["stablehlo.scatter"] == {"gpsimd": 1}
 
 
+@pytest.mark.parametrize("update", ["set", "add", "max", "multiply"])
+def test_scatter_into_a_scalar_is_its_update_computation(update):
+  # x.at[...] on a rank-0 array (Flax's Variable[...] = v): no index, one update.
+  harness.check(lambda x, v: getattr(x.at[...], update)(v), np.float32(1.5), np.float32(-2.25))
+  harness.check(lambda x, v: getattr(x.at[...], update)(v), np.int32(7), np.int32(-3))
+  assert "stablehlo.scatter" not in compilation.last_report().summary()
+
+
 def test_scatter_drop_mode_and_int():
   x = _data((10,), np.int32)
   idx = np.array([[2], [11], [2], [-3]], np.int32)

@@ -114,3 +114,22 @@ def test_coverage_doc_section_renders_the_results(tmp_path):
   assert "Not measured (not reached in this run, or no test of the file in the sample): " \
          "`optax/b_test.py`." in text
   assert suite_results.render(tmp_path / "absent") == []
+
+
+def test_a_part_of_a_suite_runs_and_publishes_apart(tmp_path):
+  for name in ("tests/linen/a_test.py", "tests/nnx/b_test.py", "tests/nnx/nn/c_test.py"):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("")
+  nnx = runner.PARTS["flax"]["nnx"]
+  assert runner.Suite("flax", "0.12.8", "trn,cpu", nnx).files(tmp_path) == [
+      "tests/nnx/b_test.py", "tests/nnx/nn/c_test.py"]
+  record = {"suite": "flax", "version": "0.12.8", "part": "nnx", "sample_one_in": 1,
+            "new_failures": [], "not_measured": [], "fixed": [], "categories": {},
+            "files": {"tests/nnx/b_test.py": {"trn": {"passed": 3, "failed": 0, "skipped": 0},
+                                              "cpu": {"passed": 3, "failed": 0, "skipped": 0},
+                                              "both_passed": 3, "trn_failed": 0,
+                                              "trn_skipped": 0, "trn_absent": 0}}}
+  (tmp_path / "flax-nnx.json").write_text(json.dumps(record))
+  text = "\n".join(suite_results.render(tmp_path))
+  assert "### flax 0.12.8 (nnx)" in text
+  assert "`python tests/suites/jax_library_suite.py flax --part nnx --results`, every test" in text

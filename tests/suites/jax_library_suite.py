@@ -1,7 +1,8 @@
 """Runs Optax's, Flax's or JAX's own test files on trn and on the CPU, against a manifest.
 
-    python tests/suites/jax_library_suite.py {optax,flax,jax} [--source DIR] [--files ...]
-        [--sample N] [--jobs N] [--json PATH] [--outcomes PATH] [--results] [--update-manifest]
+    python tests/suites/jax_library_suite.py {optax,flax,jax} [--part NAME] [--source DIR]
+        [--files ...] [--sample N] [--jobs N] [--json PATH] [--outcomes PATH] [--results]
+        [--update-manifest]
 
 The test sources are never part of this repository: Optax 0.2.8's and Flax 0.12.8's come from
 their PyPI sdists (`pip download` at run time), JAX's from `--source` (a jax checkout at tag
@@ -18,7 +19,9 @@ that passes is reported as fixed.
 `--update-manifest` records new failures with a category guessed from the error (review them: a
 mismatch is a tolerance or a wrong result only once someone looked) and drops fixed entries.
 `--results` writes the per-file figures to tests/suites/results/<suite>.json, which
-docs/coverage.md is generated from (hlo_lowering/coverage.py).
+docs/coverage.md is generated from (hlo_lowering/coverage.py). `--part` runs one part of a suite
+(Flax: `linen`, `nnx`), measured and published apart (results/<suite>-<part>.json, its own
+sample size); the manifest stays the suite's.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ SUITES = {
     "flax": Suite("flax", "0.12.8", "trn,cpu", ("tests/linen/*_test.py", "tests/nnx/**/*_test.py")),
     "jax": Suite("jax", "jax-v0.10.2", "trn", tuple(f"tests/{f}_test.py" for f in JAX_FILES)),
 }
+# Parts of a suite run and published apart (--part): their files, as Suite.patterns.
+PARTS = {"flax": {"linen": ("tests/linen/*_test.py",), "nnx": ("tests/nnx/**/*_test.py",)}}
 
 
 def _sdist(suite: Suite, workdir: pathlib.Path) -> pathlib.Path | None:
@@ -276,6 +281,8 @@ def update_manifest(suite: Suite, manifest: dict[str, str], record: dict) -> Non
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("suite", choices=sorted(SUITES))
+  parser.add_argument("--part", help="one part of the suite: " + "; ".join(
+      f"{name}: {', '.join(parts)}" for name, parts in PARTS.items()))
   parser.add_argument("--source", help="the suite's sources: an unpacked sdist, or a jax checkout "
                                        "at " + SUITES["jax"].version)
   parser.add_argument("--files", nargs="*", help="test files relative to the source root "
@@ -292,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--update-manifest", action="store_true")
   args = parser.parse_args(argv)
   suite = SUITES[args.suite]
+  if args.part:
+    if args.part not in PARTS.get(suite.name, {}):
+      parser.error(f"{suite.name} has no part {args.part!r}")
+    suite = dataclasses.replace(suite, patterns=PARTS[suite.name][args.part])
   if args.outcomes:
     saved = json.loads(pathlib.Path(args.outcomes).read_text())
     outcome = Outcome(*({t: tuple(o) for t, o in saved[d].items()} for d in ("trn", "cpu")))
@@ -310,7 +321,10 @@ def main(argv: list[str] | None = None) -> int:
   record = report(suite, files, outcome, manifest, sample=args.sample)
   if args.results:
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{suite.name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    name = f"{suite.name}-{args.part}" if args.part else suite.name
+    if args.part:
+      record["part"] = args.part
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
   if args.update_manifest:
     update_manifest(suite, manifest, record)
   return 1 if record["new_failures"] and not args.update_manifest else 0
