@@ -16,7 +16,8 @@ of dS into one PSUM bank, one copy of it to SBUF and the dQ matmuls. The steps a
 software-pipelined (the scores of step t + 1 before the matmuls of step t). Every operand
 TensorE needs with the contraction on partitions is made once per head; the causal form skips
 query blocks wholly before a key group, stops each at its last query and masks the diagonal
-128 keys as the forward does.
+128 keys as the forward does. Launched over both physical cores (kernel[nl.nc(2)]), each core
+takes half the kv heads (one kv head stays on one core: its dQ sums over all its key groups).
 """
 
 import functools
@@ -28,8 +29,8 @@ from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
 from jax_trn.kernels.attention import (CopyRotation, Slots, flash_attention_kernel,
-                                       identity_tile, masked_scores, reference, transposed_rows)
-from jax_trn.kernels.tiles import tiles
+                                       masked_scores, reference, transposed_rows)
+from jax_trn.kernels.tiles import identity_tile, program_share, tiles
 
 KEY_GROUP = 512  # keys per step: one PSUM bank of fp32 scores
 
@@ -190,7 +191,9 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
   dv = nl.ndarray(v.shape, dtype=v.dtype, buffer=nl.shared_hbm)
   bwd = _Backward(q, causal)
   blocks = tiles(seq, pmax)
-  for kv_head in range(kv_heads):
+  # Each program of kernel[nl.nc(2)] (each physical core) takes a share of the kv heads: dK
+  # and dV accumulate over a kv head's query heads, dQ over its key groups, all on one core.
+  for kv_head in program_share(list(range(kv_heads))):
     bwd.k_rows = _row_tiles(k, kv_head)
     bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies)
     bwd.v_t = transposed_rows(v, kv_head, bwd.flipped_slots, bwd.copies)
@@ -221,6 +224,9 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
         nisa.activation(dst=result, op=nl.copy, data=acc, scale=bwd.scale)
         nisa.dma_copy(dst=dq[side.head, q0:q0 + qn, :], src=result)
   return dq, dk, dv
+
+
+flash_attention_backward_kernel = flash_attention_backward_kernel[nl.nc(2)]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))

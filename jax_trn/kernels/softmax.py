@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
-from jax_trn.kernels.tiles import as_rows, tiles
+from jax_trn.kernels.tiles import as_rows, program_share, tiles
 
 
 def reference(x):
@@ -20,7 +20,7 @@ def softmax_kernel(x):
   out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
   rows_in, rows_out = as_rows(x), as_rows(out)
   cols = x.shape[-1]
-  for r0, rn in tiles(rows_in.shape[0], nl.tile_size.pmax):
+  for r0, rn in program_share(tiles(rows_in.shape[0], nl.tile_size.pmax)):
     tile = nl.ndarray((rn, cols), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=rows_in[r0:r0 + rn, :])
     neg_max = nl.ndarray((rn, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -37,3 +37,7 @@ def softmax_kernel(x):
     nisa.activation(dst=result, op=nl.exp, data=tile, bias=bias)
     nisa.dma_copy(dst=rows_out[r0:r0 + rn, :], src=result)
   return out
+
+
+# Both physical cores of an LNC=2 device, each on half the row tiles (one core elsewhere).
+softmax_kernel = softmax_kernel[nl.nc(2)]

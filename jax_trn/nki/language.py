@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from jax_trn.nki import index_expr, isa, ops
+from jax_trn.nki.cores import NcDim
 from jax_trn.nki.errors import kernel_error
 from jax_trn.nki.tensors import HBM, PSUM, SBUF, NkiTensor
 from jax_trn.nki.trace import current
@@ -62,9 +63,9 @@ def par_dim(n):
 
 
 def nc(n):
-  """nl.nc(n): a launch grid over n NeuronCores (kernel[nl.nc(2)]); here its points run one
-  after another on one core (jit.py)."""
-  return int(n)
+  """nl.nc(n): a launch-grid dim spread over n physical NeuronCores (kernel[nl.nc(2)],
+  kernel[nl.nc(2), 4]; cores.py)."""
+  return NcDim(n)
 
 
 def ndarray(shape, dtype, buffer=sbuf, name=""):
@@ -142,7 +143,7 @@ def num_programs(axis=None):
     return int(np.prod(grid))
   if not 0 <= axis < len(grid):
     raise kernel_error(f"num_programs({axis}) of a {len(grid)}-d launch grid {grid}")
-  return grid[axis]
+  return int(grid[axis])
 
 
 def program_ndim():
