@@ -30,7 +30,7 @@ from .builder import ProgramBuilder
 from .enums import DType, Memory
 from .operands import HbmAP, Scalar, TileAP
 
-FORMAT_VERSION = 2  # 2: instructions carry their physical core
+FORMAT_VERSION = 2  # 2: instructions carry their physical core; device_print snapshots
 INPUT, OUTPUT, SCRATCH, CONSTANT = "input", "output", "scratch", "constant"
 
 # The ProgramBuilder methods a kernel may call (engine instructions; no control flow, no GpSimd
@@ -66,6 +66,9 @@ class KernelProgram:
   lines: list              # kernel source positions "file.py:12"
   sbuf_bytes: int = 0      # bytes per partition of the SBUF arena
   psum_bytes: int = 0      # bytes per partition of the PSUM arena
+  # nl.device_print: (output number, prefix) of each printed snapshot, outputs after the
+  # kernel's returned ones (the compiler treats them as any output; jax_trn prints them)
+  prints: list = dataclasses.field(default_factory=list)
 
   def of_kind(self, kind: str) -> list:
     """(tensor index, KernelTensor) of `kind`, by their input/output number."""
@@ -138,7 +141,7 @@ class KernelProgram:
 
   def encode(self) -> str:
     doc = {"version": FORMAT_VERSION, "name": self.name, "sbuf": self.sbuf_bytes,
-           "psum": self.psum_bytes, "lines": self.lines,
+           "psum": self.psum_bytes, "lines": self.lines, "prints": self.prints,
            "tensors": [[t.kind, t.index, int(t.dtype), list(t.shape), t.name,
                         base64.b64encode(t.data).decode("ascii")] for t in self.tensors],
            "instructions": [[i.method, {k: _encode(v) for k, v in i.operands.items()}, i.line,
@@ -165,7 +168,8 @@ class KernelProgram:
         raise ValueError(f"kernel payload puts {method} on core {core}: a device has cores 0, 1")
       instructions.append(KernelInstruction(method, {k: _decode(v) for k, v in operands.items()},
                                             line, core))
-    return cls(doc["name"], tensors, instructions, list(doc["lines"]), doc["sbuf"], doc["psum"])
+    return cls(doc["name"], tensors, instructions, list(doc["lines"]), doc["sbuf"], doc["psum"],
+               [(int(number), str(prefix)) for number, prefix in doc["prints"]])
 
 
 def _encode(value):

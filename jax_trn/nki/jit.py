@@ -29,6 +29,7 @@ import numpy as np
 
 from hlo_lowering.lowering.kernel_call import KERNEL_TARGET, digest_target
 from hlo_lowering.program.kernel_program import OUTPUT, KernelProgram
+from jax_trn.nki import device_print
 from jax_trn.nki import simulate as simulation
 from jax_trn.nki.cores import NcDim, core_axis
 from jax_trn.nki.errors import kernel_error
@@ -144,6 +145,11 @@ class Kernel:
                         "arguments; pass jax.Arrays (or jnp.asarray the others)")
     results = [jax.ShapeDtypeStruct(t.shape, t.dtype.numpy) for _, t in program.of_kind(OUTPUT)]
     outputs = jax.ffi.ffi_call(KERNEL_TARGET, results)(*arrays, kernel=payload)
+    returned = len(outputs) - len(program.prints)
+    if program.prints:  # nl.device_print's snapshots, printed on the host in kernel order
+      jax.debug.callback(functools.partial(device_print.show, program.prints),
+                         list(outputs[returned:]), ordered=True)
+    outputs = outputs[:returned]
     return tuple(outputs) if is_tuple else outputs[0]
 
 
@@ -153,6 +159,10 @@ class Kernel:
     import torch
     import torch_xla
     program, payload, is_tuple = self._program(args, kwargs, None)
+    if program.prints:
+      raise kernel_error(f"kernel {program.name} calls nl.device_print, which prints on the "
+                         "NumPy and jax paths only (torch_xla has no host callback here)",
+                         position="")
     tensors = [a for a in args if _is_array(a)]
     outputs = [t for _, t in program.of_kind(OUTPUT)]
     outputs = torch_xla._XLAC._xla_custom_call(

@@ -17,6 +17,7 @@ import numpy as np
 
 from jax_trn.nki import index_expr, isa, ops
 from jax_trn.nki.cores import NcDim
+from jax_trn.nki.device_print import device_print
 from jax_trn.nki.errors import kernel_error
 from jax_trn.nki.tensors import HBM, PSUM, SBUF, NkiTensor
 from jax_trn.nki.trace import current
@@ -148,11 +149,6 @@ def num_programs(axis=None):
 
 def program_ndim():
   return len(current().grid)
-
-
-def device_print(*args, **kwargs):
-  raise kernel_error("nl.device_print is not supported by jax_trn.nki yet: return the tensor "
-                     "as an extra output to inspect it")
 
 
 arange, mgrid = index_expr.arange, index_expr.mgrid

@@ -17,6 +17,7 @@ from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.program.kernel_program import INPUT, OUTPUT, KernelProgram
 from hlo_lowering.report import CompileReport
 from jax_trn import _native
+from jax_trn.nki import device_print
 from jax_trn.profile import ExecutionProfile, profile_from_raw
 
 KERNEL_OP = "nki.kernel"
@@ -64,7 +65,10 @@ def build_program(kernel: KernelProgram, spec: dict) -> bytes:
 
 
 def simulate(kernel: KernelProgram, arrays: list[np.ndarray], spec: dict) -> Simulation:
+  """Runs the kernel; prints what its nl.device_print calls captured, in kernel order."""
   program = build_program(kernel, spec)
   outputs, raw = _native.run_program(program, [np.asarray(a, order="C") for a in arrays],
                                      record_timeline=True)
-  return Simulation(list(outputs), profile_from_raw(raw), program)
+  returned = len(outputs) - len(kernel.prints)
+  device_print.show(kernel.prints, outputs[returned:])
+  return Simulation(list(outputs[:returned]), profile_from_raw(raw), program)

@@ -49,6 +49,7 @@ class KernelTrace:
     self._hbm_by_order: list[int] = []
     self._hbm_created = 0
     self._constants: dict[tuple, int] = {}
+    self._prints: list[tuple[int, str]] = []  # nl.device_print: (snapshot tensor, prefix)
     self._written = WrittenElements()
     # Open PSUM accumulation groups: dst key -> (index of the group's last matmul, its dst).
     self._open_groups: dict[tuple, tuple] = {}
@@ -88,6 +89,13 @@ class KernelTrace:
       index = len(self.tensors) - 1
       self._hbm_by_order.append(index)
     return NkiTensor(HBM, shape, dtype, index, name=name)
+
+  def new_print(self, prefix: str, shape, dtype) -> NkiTensor:
+    """An HBM snapshot of a value nl.device_print prints (an extra kernel output)."""
+    self.tensors.append(KernelTensor(SCRATCH, 0, DType.from_numpy(dtype), tuple(shape),
+                                     f"print{len(self._prints)}"))
+    self._prints.append((len(self.tensors) - 1, prefix))
+    return NkiTensor(HBM, shape, dtype, len(self.tensors) - 1)
 
   def constant(self, array: np.ndarray) -> NkiTensor:
     """An HBM constant holding `array` (one per distinct content)."""
@@ -190,12 +198,17 @@ class KernelTrace:
                            position="")
       tensors[tensor.storage] = dataclasses.replace(declared, kind=OUTPUT, index=number,
                                                     name=declared.name or f"out{number}")
+    prints = []
+    for number, (index, prefix) in enumerate(self._prints, start=len(returned)):
+      tensors[index] = dataclasses.replace(tensors[index], kind=OUTPUT, index=number)
+      prints.append((number, prefix))
     cores.check_no_cross_core_races(self.instructions, tensors, self.lines, (OUTPUT, SCRATCH))
     addresses, sbuf_bytes, psum_bytes = self._place_tiles()
     instructions = [dataclasses.replace(inst, operands={k: _placed(v, addresses)
                                                         for k, v in inst.operands.items()})
                     for inst in self.instructions]
-    return KernelProgram(self.name, tensors, instructions, self.lines, sbuf_bytes, psum_bytes)
+    return KernelProgram(self.name, tensors, instructions, self.lines, sbuf_bytes, psum_bytes,
+                         prints)
 
 
   def _place_tiles(self) -> tuple[dict, int, int]:
