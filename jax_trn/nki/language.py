@@ -69,6 +69,11 @@ def nc(n):
   return NcDim(n)
 
 
+def spmd_dim(*args, **kwargs):
+  raise kernel_error("nl.spmd_dim is not supported: launch kernel[nl.nc(2), n] (or kernel[2 * n], "
+                     "whose first half of programs runs on core 0) instead")
+
+
 def ndarray(shape, dtype, buffer=sbuf, name=""):
   """An uninitialised tensor: a tile on sbuf/psum (dim 0 the partition dim) or an HBM tensor
   (a kernel output when returned)."""
