@@ -1,15 +1,17 @@
 """Modeled device time of each jax_trn.kernels kernel against the compiler's own lowering of its
-plain-JAX reference, on the same shapes, both inside jax.jit on one simulated NeuronCore.
+plain-JAX reference, on the same shapes, both inside jax.jit on one simulated device (at trn2's
+LNC=2, its two physical cores: the library kernels launch over both, the compiler splits ops).
 
     python benchmarks/nki_kernels.py [--rows 4096] [--hidden 1024] [--gemm 1024] [--seq 2048]
                                      [--dtype bfloat16]
 
 For each kernel: the kernel's and the reference's modeled time, the speed-up, the kernel's
-memory-bandwidth utilization (HBM bytes in + out over the core's DMA rate, as a fraction of the
-modeled time: 1.0 is the HBM bound) and, for the matmul and attention (one head, head dim 128,
-causal and not), their TensorE utilization: the model's FLOPs (2MNK; attention 4 S^2 d, half of
-it causal; recomputed scores and mask matmuls not counted) over the modeled time and the
-target's bf16/fp32 peak. Then attention forward + backward (jax.vjp of kernels.flash_attention
+memory-bandwidth utilization (HBM bytes in + out over the device's HBM bound: its share of the
+chip's HBM bandwidth, or its cores' DMA rate where lower; 1.0 is the bound, "x bound" its
+inverse) and, for the matmul and attention (one head, head dim 128, causal and not), their
+TensorE utilization: the model's FLOPs (2MNK; attention 4 S^2 d, half of it causal; recomputed
+scores and mask matmuls not counted) over the modeled time and the bf16/fp32 peak of all the
+device's cores. Then attention forward + backward (jax.vjp of kernels.flash_attention
 applied to a given output cotangent: the forward kernel with its logsumexp and the backward
 kernel, 14 S^2 d FLOPs, half causal) against jax.vjp of the reference.
 """
@@ -25,7 +27,7 @@ import ml_dtypes
 import numpy as np
 
 import jax_trn
-from jax_trn import config, kernels
+from jax_trn import config, kernels, roofline
 
 if not any(ep.name == "trn" for ep in metadata.entry_points(group="jax_plugins")):
   from jax_trn import plugin
@@ -57,9 +59,10 @@ def main() -> None:
   options = parser.parse_args()
   dtype = np.dtype(ml_dtypes.bfloat16) if options.dtype == "bfloat16" else np.dtype(np.float32)
   device = jax.devices("trn")[0]
-  target = config.current().target
-  spec = config.target_spec(target)
-  dma_bytes_per_ns = spec["dma_engines_per_core"] * spec["dma_bytes_per_ns_per_engine"]
+  target, cores = config.current().target, config.current().resolved_lnc()
+  device_peak = roofline.device_peak(target, cores)
+  hbm_bytes_per_ns = min(device_peak.hbm_bytes_per_ns,
+                         cores * device_peak.dma_bytes_per_ns_per_core)
   rng = np.random.default_rng(0)
 
   def normal(*shape):
@@ -82,20 +85,21 @@ def main() -> None:
       "attention causal": ("flash_attention", qkv, {"causal": True}, seq * 128,
                            attention_flops // 2),
   }
-  peak = PEAK_FLOPS_PER_NS[target][options.dtype]
-  print(f"{target}, {options.dtype}; rows x hidden {rows} x {hidden}, GEMM {n}^3, attention "
+  peak = PEAK_FLOPS_PER_NS[target][options.dtype] * cores
+  print(f"{target} (LNC={cores}: bound {hbm_bytes_per_ns:.0f} GB/s HBM, {peak / 1e3:.0f} "
+        f"TFLOPS), {options.dtype}; rows x hidden {rows} x {hidden}, GEMM {n}^3, attention "
         f"seq {seq} head dim 128; modeled times")
   print(f"{'kernel':<19} {'kernel us':>10} {'compiled us':>12} {'speed-up':>9} {'MBU':>6} "
-        f"{'TensorE':>8}")
+        f"{'x bound':>8} {'TensorE':>8}")
   for name, (library_name, args, kwargs, out_elements, flops) in cases.items():
     kernel, reference = kernels.KERNELS[library_name]
     kernel_ns, _ = modeled_ns(lambda *a: kernel(*a, **kwargs), args, device)
     reference_ns, _ = modeled_ns(lambda *a: reference(*a, **kwargs), args, device)
     moved = sum(a.nbytes for a in args) + out_elements * dtype.itemsize
-    mbu = moved / dma_bytes_per_ns / kernel_ns
+    mbu = moved / hbm_bytes_per_ns / kernel_ns
     tensor = f"{100 * flops / kernel_ns / peak:7.1f}%" if flops else ""
     print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
-          f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {tensor:>8}")
+          f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {1 / mbu:7.2f}x {tensor:>8}")
   d_out = normal(1, seq, 128)
   for causal in (False, True):
     def forward_and_backward(attention):
@@ -111,7 +115,8 @@ def main() -> None:
     flops = 14 * seq * seq * 128 // (2 if causal else 1)  # forward 4 S^2 d, backward 10 S^2 d
     name = "attn fwd+bwd" + (" causal" if causal else "")
     print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
-          f"{reference_ns / kernel_ns:8.2f}x {'':>6} {100 * flops / kernel_ns / peak:7.1f}%")
+          f"{reference_ns / kernel_ns:8.2f}x {'':>6} {'':>8} "
+          f"{100 * flops / kernel_ns / peak:7.1f}%")
 
 
 if __name__ == "__main__":

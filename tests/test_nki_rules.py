@@ -180,8 +180,8 @@ def partition_marker_not_first(x):
 
 
 @nki.jit
-def prints(x):
-  nl.device_print("x", x)  # <- refused
+def prints_with_a_mask(x):
+  nl.device_print("x", x, mask=x)  # <- refused
   return x
 
 
@@ -246,7 +246,7 @@ def activation_scale_of_wrong_partitions(x):
     (reads_uninitialised_memory, "uninitialised",
      "tensor_copy reads uninitialised memory: element (0, 32) of sbuf (128, 64) float32"),
     (partition_marker_not_first, "par_dim", "nl.par_dim in dim 1"),
-    (prints, "refused", "device_print is not supported"),
+    (prints_with_a_mask, "refused", "device_print(mask=...) is not supported"),
     (uses_a_refused_instruction, "refused isa", "bn_stats is not supported"),
 ], ids=lambda v: v.__name__ if callable(v) and hasattr(v, "__name__") else None)
 def test_rule_error_names_the_kernel_line(kernel, marker, message):

@@ -5,7 +5,8 @@ The call's backend_config carries the traced kernel (program/kernel_program.py).
 the call's operands (made dense in HBM), its outputs the call's results; its SBUF/PSUM arenas
 are placed by plan-memory and its DMAs queued and synchronised by the back end like any rule's.
 Each instruction's debug entry names the kernel's own source line, so profiles and loader
-errors point into the kernel.
+errors point into the kernel. A kernel launched over both cores of an LNC=2 device (a grid,
+jax_trn/nki/cores.py) runs each core's programs on that physical core when the target has two.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 from hlo_lowering.errors import CompileError, INVALID_ARGUMENT
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.core_split import physical_cores
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.program.kernel_program import INPUT, OUTPUT, KernelProgram
 
@@ -83,4 +85,4 @@ def lower_kernel_call(ctx: LoweringContext, op: Op) -> None:
           location=position or op.loc.position, lowering="native", rule=RULE_NAME)
     return debug_ids[position]
 
-  kernel.emit(ctx.builder, inputs, outputs, debug_for_line)
+  kernel.emit(ctx.builder, inputs, outputs, debug_for_line, physical_cores(ctx))

@@ -30,7 +30,7 @@ from .builder import ProgramBuilder
 from .enums import DType, Memory
 from .operands import HbmAP, Scalar, TileAP
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: instructions carry their physical core; device_print snapshots
 INPUT, OUTPUT, SCRATCH, CONSTANT = "input", "output", "scratch", "constant"
 
 # The ProgramBuilder methods a kernel may call (engine instructions; no control flow, no GpSimd
@@ -55,6 +55,7 @@ class KernelInstruction:
   method: str     # a ProgramBuilder method in METHODS
   operands: dict  # its keyword arguments: TileAPs at arena offsets, HbmAPs over kernel tensors
   line: int       # index into KernelProgram.lines
+  core: int = 0   # the physical core of an LNC=2 device that runs it (a grid's programs)
 
 
 @dataclasses.dataclass
@@ -65,6 +66,9 @@ class KernelProgram:
   lines: list              # kernel source positions "file.py:12"
   sbuf_bytes: int = 0      # bytes per partition of the SBUF arena
   psum_bytes: int = 0      # bytes per partition of the PSUM arena
+  # nl.device_print: (output number, prefix) of each printed snapshot, outputs after the
+  # kernel's returned ones (the compiler treats them as any output; jax_trn prints them)
+  prints: list = dataclasses.field(default_factory=list)
 
   def of_kind(self, kind: str) -> list:
     """(tensor index, KernelTensor) of `kind`, by their input/output number."""
@@ -73,11 +77,21 @@ class KernelProgram:
 
   # --- emission -----------------------------------------------------------------------------
 
+  @property
+  def cores(self) -> int:
+    """The physical cores the kernel's programs use (1, or 2 for a grid over both)."""
+    return 1 + max((inst.core for inst in self.instructions), default=0)
+
   def emit(self, builder: ProgramBuilder, inputs: list, outputs: list,
-           debug_for_line: Callable[[str], int]) -> None:
+           debug_for_line: Callable[[str], int], physical_cores: int = 1) -> None:
     """Appends the kernel's instructions to `builder`. `inputs` / `outputs`: one (builder tensor,
     element offset) per kernel input / output, holding it densely row-major; scratch tensors
-    become temporaries. `debug_for_line(position)` gives the debug id of a kernel line."""
+    become temporaries. `debug_for_line(position)` gives the debug id of a kernel line.
+
+    A kernel whose programs use two cores runs each core's instructions on that physical core
+    (`on_core`, one split: the tracer proved their HBM writes disjoint) when the device has
+    `physical_cores` 2; on one core otherwise, core 0's instructions first. Both cores' tiles
+    lie in one arena per memory (each core's own SBUF/PSUM)."""
     bound = {}
     for kind, given in ((INPUT, inputs), (OUTPUT, outputs)):
       declared = self.of_kind(kind)
@@ -104,23 +118,34 @@ class KernelProgram:
         return HbmAP(tensor, offset + value.offset, value.dims)
       return value
 
-    for inst in self.instructions:
-      operands = {name: rebase(value) for name, value in inst.operands.items()}
-      method = getattr(builder, inst.method)
-      if inst.method == "dma_copy":
-        method(None, debug=debug_ids[inst.line], **operands)
-      else:
-        method(debug=debug_ids[inst.line], **operands)
+    def emit_all(instructions):
+      for inst in instructions:
+        operands = {name: rebase(value) for name, value in inst.operands.items()}
+        method = getattr(builder, inst.method)
+        if inst.method == "dma_copy":
+          method(None, debug=debug_ids[inst.line], **operands)
+        else:
+          method(debug=debug_ids[inst.line], **operands)
+
+    by_core = [[inst for inst in self.instructions if inst.core == core]
+               for core in range(self.cores)]
+    if self.cores == 1 or physical_cores < 2:
+      emit_all(inst for instructions in by_core for inst in instructions)
+      return
+    split = builder.new_split()
+    for core, instructions in enumerate(by_core):
+      with builder.on_core(core, split):
+        emit_all(instructions)
 
   # --- text form ----------------------------------------------------------------------------
 
   def encode(self) -> str:
     doc = {"version": FORMAT_VERSION, "name": self.name, "sbuf": self.sbuf_bytes,
-           "psum": self.psum_bytes, "lines": self.lines,
+           "psum": self.psum_bytes, "lines": self.lines, "prints": self.prints,
            "tensors": [[t.kind, t.index, int(t.dtype), list(t.shape), t.name,
                         base64.b64encode(t.data).decode("ascii")] for t in self.tensors],
-           "instructions": [[i.method, {k: _encode(v) for k, v in i.operands.items()}, i.line]
-                            for i in self.instructions]}
+           "instructions": [[i.method, {k: _encode(v) for k, v in i.operands.items()}, i.line,
+                             i.core] for i in self.instructions]}
     text = json.dumps(doc, separators=(",", ":")).encode()
     return base64.b64encode(zlib.compress(text, 6)).decode("ascii")
 
@@ -136,12 +161,15 @@ class KernelProgram:
     tensors = [KernelTensor(kind, index, DType(dtype), tuple(shape), name, base64.b64decode(data))
                for kind, index, dtype, shape, name, data in doc["tensors"]]
     instructions = []
-    for method, operands, line in doc["instructions"]:
+    for method, operands, line, core in doc["instructions"]:
       if method not in METHODS:
         raise ValueError(f"kernel payload calls {method!r}, not a kernel instruction")
+      if core not in (0, 1):
+        raise ValueError(f"kernel payload puts {method} on core {core}: a device has cores 0, 1")
       instructions.append(KernelInstruction(method, {k: _decode(v) for k, v in operands.items()},
-                                            line))
-    return cls(doc["name"], tensors, instructions, list(doc["lines"]), doc["sbuf"], doc["psum"])
+                                            line, core))
+    return cls(doc["name"], tensors, instructions, list(doc["lines"]), doc["sbuf"], doc["psum"],
+               [(int(number), str(prefix)) for number, prefix in doc["prints"]])
 
 
 def _encode(value):

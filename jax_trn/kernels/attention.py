@@ -18,7 +18,8 @@ PSUM is allocated once, as rotating slots (Slots): two score tiles, two P^T tile
 accumulators in one bank. Pass 1 of the next query block is issued before pass 2 of this one,
 and the steps (one pass over one key block) are software-pipelined (_Pipeline). A causal
 kernel skips keys after the queries and adds a -1e30 mask to the diagonal 128 keys by one more
-matmul into their PSUM group (identity @ mask).
+matmul into their PSUM group (identity @ mask). Launched over both physical cores
+(kernel[nl.nc(2)]), each core takes every other query block of every head.
 """
 
 import jax
@@ -28,7 +29,7 @@ import numpy as np
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
-from jax_trn.kernels.tiles import tiles
+from jax_trn.kernels.tiles import identity_tile, tiles
 
 SCORE_SLOTS = 2  # PSUM slots of one key block's scores (2 banks each in fp32)
 FLIPPED_SLOTS = 2  # slots of P^T (one bank each)
@@ -118,15 +119,6 @@ def causal_mask(masks: dict, n: int):
                        operand1=MASKED)
     masks[n] = mask
   return masks[n]
-
-
-def identity_tile():
-  """The [128, 128] bf16 identity (a matmul with it adds its moving operand to a PSUM tile)."""
-  pmax = nl.tile_size.pmax
-  identity = nl.ndarray((pmax, pmax), dtype=nl.bfloat16, buffer=nl.sbuf)
-  nisa.iota(dst=identity, pattern=[[-1, pmax]], offset=0, channel_multiplier=1)
-  nisa.tensor_scalar(dst=identity, data=identity, op0=nl.equal, operand0=0.0)
-  return identity
 
 
 def masked_scores(dst, q_t, k_t, k0, q0, causal, identity, masks):
@@ -279,6 +271,11 @@ class _Attention:
 
   def run(self, q, k, v):
     group = self.heads // self.kv_heads
+    # This program's query blocks of every head: every num_programs-th one, so that with a
+    # causal mask (later blocks see more keys) the two cores of kernel[nl.nc(2)] get equal work.
+    mine = tiles(self.seq, nl.tile_size.pmax)[nl.program_id(0)::nl.num_programs(0)]
+    if not mine:  # fewer query blocks than cores
+      return
     for kv_head in range(self.kv_heads):
       self.k_t = transposed_rows(k, kv_head, self.flipped_slots, self.copies)
       self.v_tiles = ones_extended_rows(v, kv_head)
@@ -286,7 +283,7 @@ class _Attention:
       for head in range(kv_head * group, (kv_head + 1) * group):
         q_t = transposed_rows(q, head, self.flipped_slots, self.copies)
         blocks += [_QueryBlock(head, q_t[:, q0:q0 + qn], q0, qn, q0 + qn if self.causal else self.seq)
-                   for q0, qn in tiles(self.seq, nl.tile_size.pmax)]
+                   for q0, qn in mine]
       # Pass 1 of the next query block runs before pass 2 of this one, so VectorE's row maxima
       # overlap ScalarE's exponentials.
       steps = [_Step(blocks[0], s, False) for s in range(len(blocks[0].spans))]
@@ -316,3 +313,7 @@ def flash_attention_kernel(q, k, v, causal=False, with_lse=False):
   attention = _Attention(q, k, v, causal, with_lse)
   attention.run(q, k, v)
   return (attention.out, attention.lse) if with_lse else attention.out
+
+
+# Both physical cores of an LNC=2 device, each on every other query block (one core elsewhere).
+flash_attention_kernel = flash_attention_kernel[nl.nc(2)]

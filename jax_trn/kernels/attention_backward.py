@@ -16,7 +16,9 @@ of dS into one PSUM bank, one copy of it to SBUF and the dQ matmuls. The steps a
 software-pipelined (the scores of step t + 1 before the matmuls of step t). Every operand
 TensorE needs with the contraction on partitions is made once per head; the causal form skips
 query blocks wholly before a key group, stops each at its last query and masks the diagonal
-128 keys as the forward does.
+128 keys as the forward does. Launched over both physical cores (kernel[nl.nc(2)]): each core
+makes dK, dV of every other key group and dQ of every other query block, recomputing the
+scores and dS of the steps it needs for either (bit-identical to one program).
 """
 
 import functools
@@ -28,8 +30,8 @@ from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
 from jax_trn.kernels.attention import (CopyRotation, Slots, flash_attention_kernel,
-                                       identity_tile, masked_scores, reference, transposed_rows)
-from jax_trn.kernels.tiles import tiles
+                                       masked_scores, reference, transposed_rows)
+from jax_trn.kernels.tiles import identity_tile, tiles
 
 KEY_GROUP = 512  # keys per step: one PSUM bank of fp32 scores
 
@@ -87,11 +89,15 @@ class _Head:
 
 
 class _Step:
-  """One (q head, 128-query block) against one key group: [q0, q0 + qn) x [k0, k0 + kn)."""
+  """One (q head, 128-query block) against one key group: [q0, q0 + qn) x [k0, k0 + kn).
+  `keys`: it adds to the group's dK and dV; `queries`: to the block's dQ (each program makes
+  the key gradients of its key groups and the query gradients of its query blocks)."""
 
-  def __init__(self, side: _Head, block: int, q0: int, qn: int, k0: int, kn: int, first: bool):
+  def __init__(self, side: _Head, block: int, q0: int, qn: int, k0: int, kn: int, first: bool,
+               keys: bool = True, queries: bool = True):
     self.side, self.block, self.q0, self.qn, self.k0, self.kn = side, block, q0, qn, k0, kn
     self.first = first  # the first key group this query block sees: it writes dQ
+    self.keys, self.queries = keys, queries
 
 
 class _Backward:
@@ -132,16 +138,19 @@ class _Backward:
     nisa.tensor_tensor(dst=step.d_scores, data1=d_probs, data2=step.probs, op=nl.multiply)
 
   def key_gradients(self, step: _Step):
-    """dV and dK contributions, and dS^T in SBUF."""
+    """dV and dK contributions (step.keys), and dS^T in SBUF (step.queries: for dQ)."""
     side, qn = step.side, step.qn
     chunks = tiles(step.kn, nl.tile_size.pmax)
-    flipped = self.flipped_slots.next()
-    for c, (c0, cn) in enumerate(chunks):
+    for c, (c0, cn) in enumerate(chunks if step.keys else ()):
       chunk = (step.k0 - self.g0 + c0) // nl.tile_size.pmax
       nisa.nc_matmul(dst=self.dv_acc[0:cn, chunk, :], stationary=step.probs[:, c0:c0 + cn],
                      moving=side.d_out_rows[step.block])
       nisa.nc_matmul(dst=self.dk_acc[0:cn, chunk, :], stationary=step.d_scores[:, c0:c0 + cn],
                      moving=side.q_rows[step.block])
+    if not step.queries:
+      return
+    flipped = self.flipped_slots.next()
+    for c, (c0, cn) in enumerate(chunks):
       nisa.nc_transpose(dst=flipped[0:cn, c * qn:(c + 1) * qn], data=step.d_scores[:, c0:c0 + cn])
     step.d_scores_t = nl.ndarray((min(step.kn, nl.tile_size.pmax), len(chunks) * qn),
                                  dtype=self.dtype, buffer=nl.sbuf)
@@ -153,7 +162,9 @@ class _Backward:
     step.chunks = chunks
 
   def query_gradient(self, step: _Step):
-    """dS @ K into PSUM, added to the block's fp32 dQ."""
+    """dS @ K into PSUM, added to the block's fp32 dQ (step.queries)."""
+    if not step.queries:
+      return
     dq_part = self.dq_slots.next()[0:step.qn, :]
     for c, (c0, cn) in enumerate(step.chunks):
       nisa.nc_matmul(dst=dq_part, stationary=step.d_scores_t[0:cn, c * step.qn:(c + 1) * step.qn],
@@ -190,25 +201,35 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
   dv = nl.ndarray(v.shape, dtype=v.dtype, buffer=nl.shared_hbm)
   bwd = _Backward(q, causal)
   blocks = tiles(seq, pmax)
+  # Each program of kernel[nl.nc(2)] (each physical core) makes dK and dV of every other key
+  # group and dQ of every other query block (interleaved: balanced under the causal mask); a
+  # step of its key group and another program's query block makes only dK and dV, one of its
+  # query block and another's key group only dQ (the scores and dS of such steps are made on
+  # both cores). Each gradient sums in the order a single program sums it.
+  me, programs = nl.program_id(0), nl.num_programs(0)
   for kv_head in range(kv_heads):
     bwd.k_rows = _row_tiles(k, kv_head)
     bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies)
     bwd.v_t = transposed_rows(v, kv_head, bwd.flipped_slots, bwd.copies)
     sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.score_slots, bwd.copies)
              for head in range(kv_head * group, (kv_head + 1) * group)]
-    for g0, gn in tiles(seq, KEY_GROUP):
-      bwd.g0 = g0
-      bwd.dk_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
-      bwd.dv_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
+    for g, (g0, gn) in enumerate(tiles(seq, KEY_GROUP)):
+      bwd.g0, my_keys = g0, g % programs == me
+      if my_keys:
+        bwd.dk_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
+        bwd.dv_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
       steps = []
       for side in sides:
         for i, (q0, qn) in enumerate(blocks):
           # Causal: keys after the block's last query contribute nothing.
           kn = min(gn, q0 + qn - g0) if causal else gn
-          if kn > 0:
-            steps.append(_Step(side, i, q0, qn, g0, kn, first=g0 == 0))
-      bwd.run_group(steps)
-      for c, (c0, cn) in enumerate(tiles(gn, pmax)):
+          my_queries = i % programs == me
+          if kn > 0 and (my_keys or my_queries):
+            steps.append(_Step(side, i, q0, qn, g0, kn, first=g0 == 0, keys=my_keys,
+                               queries=my_queries))
+      if steps:
+        bwd.run_group(steps)
+      for c, (c0, cn) in enumerate(tiles(gn, pmax) if my_keys else ()):
         dk_tile = nl.ndarray((cn, dim), dtype=k.dtype, buffer=nl.sbuf)
         nisa.activation(dst=dk_tile, op=nl.copy, data=bwd.dk_acc[0:cn, c, :], scale=bwd.scale)
         nisa.dma_copy(dst=dk[kv_head, g0 + c0:g0 + c0 + cn, :], src=dk_tile)
@@ -216,11 +237,14 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
         nisa.tensor_copy(dst=dv_tile, src=bwd.dv_acc[0:cn, c, :])
         nisa.dma_copy(dst=dv[kv_head, g0 + c0:g0 + c0 + cn, :], src=dv_tile)
     for side in sides:
-      for (q0, qn), acc in zip(blocks, side.dq_acc):
+      for (q0, qn), acc in list(zip(blocks, side.dq_acc))[me::programs]:
         result = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
         nisa.activation(dst=result, op=nl.copy, data=acc, scale=bwd.scale)
         nisa.dma_copy(dst=dq[side.head, q0:q0 + qn, :], src=result)
   return dq, dk, dv
+
+
+flash_attention_backward_kernel = flash_attention_backward_kernel[nl.nc(2)]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))

@@ -2,7 +2,8 @@
 that put the contraction dim on partitions, then for each 512-column block one PSUM
 accumulation group over K; VectorE adds the bias (replicated across partitions once, by a
 broadcasting DMA) while reading PSUM, ScalarE applies the activation. w stays in SBUF when it
-fits (it is read once), otherwise its tiles are loaded per row block."""
+fits (it is read once per core), otherwise its tiles are loaded per row block. Launched over
+both physical cores (kernel[nl.nc(2)]), each core takes half the row blocks."""
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +11,7 @@ import jax.numpy as jnp
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
-from jax_trn.kernels.tiles import tiles
+from jax_trn.kernels.tiles import program_share, tiles
 
 ACTIVATIONS = {"none": (nl.copy, lambda y: y), "relu": (nl.relu, jax.nn.relu),
                "silu": (nl.silu, jax.nn.silu), "tanh": (nl.tanh, jnp.tanh),
@@ -41,12 +42,15 @@ def matmul_bias_act_kernel(x, w, bias, act="relu"):
   pmax = nl.tile_size.pmax
   k_tiles = tiles(k_total, pmax)
   n_tiles = tiles(n_total, nl.tile_size.gemm_moving_fmax)
-  partitions = min(m_total, pmax)
+  share = program_share(tiles(m_total, pmax))
+  if not share:  # fewer row blocks than cores
+    return out
+  partitions = max(mn for _, mn in share)
   b = nl.ndarray((partitions, n_total), dtype=bias.dtype, buffer=nl.sbuf)
   nisa.dma_copy(dst=b, src=bias.reshape((1, n_total)).broadcast_to((partitions, n_total)))
   resident = len(k_tiles) * n_total * w.itemsize <= RESIDENT_W_BYTES
   w_blocks = [_load_w(w, k_tiles, n0, nn) for n0, nn in n_tiles] if resident else None
-  for m0, mn in tiles(m_total, pmax):
+  for m0, mn in share:
     rows = nl.ndarray((mn, k_total), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=rows, src=x[m0:m0 + mn, :])
     x_t = []  # rows.T, one [K tile, mn] tile per K tile
@@ -68,3 +72,6 @@ def matmul_bias_act_kernel(x, w, bias, act="relu"):
       nisa.activation(dst=result, op=function, data=biased)
       nisa.dma_copy(dst=out[m0:m0 + mn, n0:n0 + nn], src=result)
   return out
+
+
+matmul_bias_act_kernel = matmul_bias_act_kernel[nl.nc(2)]

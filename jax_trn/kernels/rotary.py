@@ -1,13 +1,14 @@
 """Rotary position embedding (the rotate-half form): for x [H, S, d] and cos, sin [S, d/2],
 out = [x1 cos - x2 sin, x2 cos + x1 sin] with x1, x2 the two halves of the last axis. Positions
-go on partitions, 128 at a time; each block of cos/sin is loaded once for every head."""
+go on partitions, 128 at a time; each block of cos/sin is loaded once for every head. Launched
+over both physical cores (kernel[nl.nc(2)]), each core takes half the position blocks."""
 
 import jax.numpy as jnp
 
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
-from jax_trn.kernels.tiles import tiles
+from jax_trn.kernels.tiles import program_share, tiles
 
 
 def reference(x, cos, sin):
@@ -22,7 +23,7 @@ def rotary_kernel(x, cos, sin):
   heads, seq, dim = x.shape
   half = dim // 2
   out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-  for s0, sn in tiles(seq, nl.tile_size.pmax):
+  for s0, sn in program_share(tiles(seq, nl.tile_size.pmax)):
     c = nl.ndarray((sn, half), dtype=cos.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=c, src=cos[s0:s0 + sn, :])
     s = nl.ndarray((sn, half), dtype=sin.dtype, buffer=nl.sbuf)
@@ -41,3 +42,6 @@ def rotary_kernel(x, cos, sin):
         nisa.tensor_tensor(dst=dst, data1=scaled, data2=rotated, op=combine)
       nisa.dma_copy(dst=out[head, s0:s0 + sn, :], src=result)
   return out
+
+
+rotary_kernel = rotary_kernel[nl.nc(2)]

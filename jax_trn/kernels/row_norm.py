@@ -1,5 +1,5 @@
-"""The pieces RMSNorm and LayerNorm share: a per-feature vector replicated across partitions, and
-a row's reciprocal root mean square from its sum of squares."""
+"""The pieces RMSNorm and LayerNorm share: a per-feature vector replicated across partitions,
+and diag(per-row scale) as a matmul's stationary operand (TensorE scales a tile's rows)."""
 
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
@@ -13,10 +13,15 @@ def replicated(vector, partitions: int):
   return tile
 
 
-def reciprocal_rms(sum_of_squares, rows: int, hidden: int, eps: float):
-  """rsqrt(sum_of_squares / hidden + eps), a [rows, 1] float32 tile."""
-  rstd = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
-  nisa.tensor_scalar(dst=rstd, data=sum_of_squares, op0=nl.multiply, operand0=1.0 / hidden,
-                     op1=nl.add, operand1=eps)
-  nisa.activation(dst=rstd, op=nl.rsqrt, data=rstd)
-  return rstd
+def row_scaling(identity, scale, dtype, on_vector: bool):
+  """diag(scale) [rows, rows] in `dtype`, made on VectorE or ScalarE (the same values):
+  nc_matmul(stationary=it, moving=tile) is the tile with row r times scale[r] (scale: a
+  [rows, 1] fp32 tile)."""
+  rows = scale.shape[0]
+  diagonal = nl.ndarray((rows, rows), dtype=dtype, buffer=nl.sbuf)
+  if on_vector:
+    nisa.tensor_scalar(dst=diagonal, data=identity[0:rows, 0:rows], op0=nl.multiply,
+                       operand0=scale)
+  else:
+    nisa.activation(dst=diagonal, op=nl.copy, data=identity[0:rows, 0:rows], scale=scale)
+  return diagonal

@@ -12,9 +12,10 @@ On torch tensors on an XLA device (torch_xla, PJRT_DEVICE=TRN) the call is the s
 in torch_xla's graph, its target `trn_kernel.<digest of the kernel>` (torch_xla caches compiled
 graphs by target name); a kernel with several outputs is a tuple-typed call there.
 
-`kernel[n]` (or `kernel[n, m]`) launches a grid: the kernel is traced once per grid point,
-`nl.program_id(axis)` saying which, into one program on one NeuronCore (the points run one
-after another; splitting them across the two cores of an LNC=2 device is not modeled yet).
+`kernel[n]` (or `kernel[n, m]`, `kernel[nl.nc(2), m]`) launches a grid: the kernel is traced
+once per grid point, `nl.program_id(axis)` saying which; the points of the core dimension are
+spread over the two physical cores of an LNC=2 device (cores.py), the rest run one after
+another on their core.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import numpy as np
 
 from hlo_lowering.lowering.kernel_call import KERNEL_TARGET, digest_target
 from hlo_lowering.program.kernel_program import OUTPUT, KernelProgram
+from jax_trn.nki import device_print
 from jax_trn.nki import simulate as simulation
+from jax_trn.nki.cores import NcDim, core_axis
 from jax_trn.nki.errors import kernel_error
 from jax_trn.nki.tensors import NkiTensor
 from jax_trn.nki.trace import KernelTrace
@@ -71,9 +74,11 @@ class Kernel:
     functools.update_wrapper(self, fn)
 
   def __getitem__(self, grid) -> "Kernel":
-    grid = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
+    grid = tuple(g if isinstance(g, NcDim) else int(g)
+                 for g in (grid if isinstance(grid, tuple) else (grid,)))
     if not grid or any(g < 1 for g in grid):
-      raise ValueError(f"launch grid {grid}: every dim must be >= 1")
+      raise ValueError(f"launch grid {tuple(map(int, grid))}: every dim must be >= 1")
+    core_axis(grid)  # refuses a grid that cannot be spread over the cores
     return Kernel(self.fn, grid)
 
   # --- tracing ------------------------------------------------------------------------------
@@ -87,7 +92,8 @@ class Kernel:
     spec = _target_spec(target)
     signature = tuple((tuple(a.shape), _dtype_of(a).str) if _is_array(a) else ("static", repr(a))
                       for a in args)
-    key = (signature, repr(sorted(kwargs.items())), self.grid, spec["name"])
+    key = (signature, repr(sorted(kwargs.items())), self.grid, core_axis(self.grid),
+           spec["name"])
     if key not in self._programs:
       program, is_tuple = self._trace(args, kwargs, spec)
       self._programs[key] = (program, program.encode(), is_tuple)
@@ -139,6 +145,11 @@ class Kernel:
                         "arguments; pass jax.Arrays (or jnp.asarray the others)")
     results = [jax.ShapeDtypeStruct(t.shape, t.dtype.numpy) for _, t in program.of_kind(OUTPUT)]
     outputs = jax.ffi.ffi_call(KERNEL_TARGET, results)(*arrays, kernel=payload)
+    returned = len(outputs) - len(program.prints)
+    if program.prints:  # nl.device_print's snapshots, printed on the host in kernel order
+      jax.debug.callback(functools.partial(device_print.show, program.prints),
+                         list(outputs[returned:]), ordered=True)
+    outputs = outputs[:returned]
     return tuple(outputs) if is_tuple else outputs[0]
 
 
@@ -148,6 +159,10 @@ class Kernel:
     import torch
     import torch_xla
     program, payload, is_tuple = self._program(args, kwargs, None)
+    if program.prints:
+      raise kernel_error(f"kernel {program.name} calls nl.device_print, which prints on the "
+                         "NumPy and jax paths only (torch_xla has no host callback here)",
+                         position="")
     tensors = [a for a in args if _is_array(a)]
     outputs = [t for _, t in program.of_kind(OUTPUT)]
     outputs = torch_xla._XLAC._xla_custom_call(

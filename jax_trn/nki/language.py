@@ -16,6 +16,8 @@ import ml_dtypes
 import numpy as np
 
 from jax_trn.nki import index_expr, isa, ops
+from jax_trn.nki.cores import NcDim
+from jax_trn.nki.device_print import device_print
 from jax_trn.nki.errors import kernel_error
 from jax_trn.nki.tensors import HBM, PSUM, SBUF, NkiTensor
 from jax_trn.nki.trace import current
@@ -62,9 +64,14 @@ def par_dim(n):
 
 
 def nc(n):
-  """nl.nc(n): a launch grid over n NeuronCores (kernel[nl.nc(2)]); here its points run one
-  after another on one core (jit.py)."""
-  return int(n)
+  """nl.nc(n): a launch-grid dim spread over n physical NeuronCores (kernel[nl.nc(2)],
+  kernel[nl.nc(2), 4]; cores.py)."""
+  return NcDim(n)
+
+
+def spmd_dim(*args, **kwargs):
+  raise kernel_error("nl.spmd_dim is not supported: launch kernel[nl.nc(2), n] (or kernel[2 * n], "
+                     "whose first half of programs runs on core 0) instead")
 
 
 def ndarray(shape, dtype, buffer=sbuf, name=""):
@@ -142,16 +149,11 @@ def num_programs(axis=None):
     return int(np.prod(grid))
   if not 0 <= axis < len(grid):
     raise kernel_error(f"num_programs({axis}) of a {len(grid)}-d launch grid {grid}")
-  return grid[axis]
+  return int(grid[axis])
 
 
 def program_ndim():
   return len(current().grid)
-
-
-def device_print(*args, **kwargs):
-  raise kernel_error("nl.device_print is not supported by jax_trn.nki yet: return the tensor "
-                     "as an extra output to inspect it")
 
 
 arange, mgrid = index_expr.arange, index_expr.mgrid

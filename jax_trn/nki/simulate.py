@@ -1,7 +1,9 @@
 """Running a traced kernel on NumPy arrays outside JAX: the kernel becomes a whole program
 (its inputs the parameters, its outputs the outputs), goes through the compiler's back end
 (plan-memory, DMA queues, semaphores) and runs on the simulator with the timing model, so the
-result comes with the modeled device time and a profile (per engine, per kernel line).
+result comes with the modeled device time and a profile (per engine, per kernel line). It runs
+on the device jax_trn is configured for: a kernel launched over both cores (cores.py) uses both
+physical cores of an LNC=2 device.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.program.kernel_program import INPUT, OUTPUT, KernelProgram
 from hlo_lowering.report import CompileReport
 from jax_trn import _native
+from jax_trn.nki import device_print
 from jax_trn.profile import ExecutionProfile, profile_from_raw
 
 KERNEL_OP = "nki.kernel"
@@ -32,8 +35,17 @@ class Simulation:
     return self.profile.device_time_ns
 
 
+def physical_cores(spec: dict) -> int:
+  """The physical cores of the device the kernel runs on: the configured LNC on the configured
+  target, the target's default otherwise."""
+  from jax_trn import config
+  current = config.current()
+  return current.resolved_lnc() if spec["name"] == current.target else int(spec["default_lnc"])
+
+
 def build_program(kernel: KernelProgram, spec: dict) -> bytes:
   """The NeuronCore program that runs `kernel` alone."""
+  spec = dict(spec, lnc=physical_cores(spec))
   builder = ProgramBuilder(target=spec)
   inputs = [(builder.tensor("parameter", t.dtype, t.shape, index=t.index, name=t.name), 0)
             for _, t in kernel.of_kind(INPUT)]
@@ -47,13 +59,16 @@ def build_program(kernel: KernelProgram, spec: dict) -> bytes:
                                           lowering="native", rule="nki")
     return debug_ids[position]
 
-  kernel.emit(builder, inputs, outputs, debug_for_line)
+  kernel.emit(builder, inputs, outputs, debug_for_line, spec["lnc"])
   pipeline.run_backend(builder, spec, CompileReport(module=kernel.name, target=spec["name"]))
   return builder.serialize()
 
 
 def simulate(kernel: KernelProgram, arrays: list[np.ndarray], spec: dict) -> Simulation:
+  """Runs the kernel; prints what its nl.device_print calls captured, in kernel order."""
   program = build_program(kernel, spec)
   outputs, raw = _native.run_program(program, [np.asarray(a, order="C") for a in arrays],
                                      record_timeline=True)
-  return Simulation(list(outputs), profile_from_raw(raw), program)
+  returned = len(outputs) - len(kernel.prints)
+  device_print.show(kernel.prints, outputs[returned:])
+  return Simulation(list(outputs[:returned]), profile_from_raw(raw), program)

@@ -3,7 +3,8 @@ ProgramBuilder-method instructions here, each with the kernel line that made it;
 places the tiles (allocate.py) and returns the KernelProgram (hlo_lowering.program.kernel_program).
 
 The kernel's Python runs once per launch (per grid point): loops are unrolled, values are
-static, so every instruction and tile is known when tracing ends.
+static, so every instruction and tile is known when tracing ends. Each instruction runs on the
+physical core of its grid point (cores.py); each core's tiles are placed in its own SBUF/PSUM.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from hlo_lowering.program import DType, HbmAP, Memory, TileAP
 from hlo_lowering.program.kernel_program import (CONSTANT, INPUT, OUTPUT, SCRATCH,
                                                   KernelInstruction, KernelProgram, KernelTensor)
-from jax_trn.nki import allocate, rules
+from jax_trn.nki import allocate, cores, rules
 from jax_trn.nki.written import WRITTEN_OPERANDS, WrittenElements
 from jax_trn.nki.errors import kernel_error, kernel_position
 from jax_trn.nki.tensors import HBM, Allocation, NkiTensor
@@ -38,6 +39,7 @@ class KernelTrace:
     self.spec = target_spec
     self.grid = grid
     self.program_index: tuple = (0,) * len(grid)
+    self.core = 0  # the physical core of the grid point being traced
     self.tensors: list[KernelTensor] = []
     self.allocations: list[Allocation] = []
     self.instructions: list[KernelInstruction] = []
@@ -47,6 +49,7 @@ class KernelTrace:
     self._hbm_by_order: list[int] = []
     self._hbm_created = 0
     self._constants: dict[tuple, int] = {}
+    self._prints: list[tuple[int, str]] = []  # nl.device_print: (snapshot tensor, prefix)
     self._written = WrittenElements()
     # Open PSUM accumulation groups: dst key -> (index of the group's last matmul, its dst).
     self._open_groups: dict[tuple, tuple] = {}
@@ -54,6 +57,7 @@ class KernelTrace:
   @contextlib.contextmanager
   def active(self, program_index: tuple = ()):
     self.program_index = program_index
+    self.core = cores.core_of(self.grid, program_index)
     self._hbm_created = 0
     _CURRENT.append(self)
     try:
@@ -86,6 +90,13 @@ class KernelTrace:
       self._hbm_by_order.append(index)
     return NkiTensor(HBM, shape, dtype, index, name=name)
 
+  def new_print(self, prefix: str, shape, dtype) -> NkiTensor:
+    """An HBM snapshot of a value nl.device_print prints (an extra kernel output)."""
+    self.tensors.append(KernelTensor(SCRATCH, 0, DType.from_numpy(dtype), tuple(shape),
+                                     f"print{len(self._prints)}"))
+    self._prints.append((len(self.tensors) - 1, prefix))
+    return NkiTensor(HBM, shape, dtype, len(self.tensors) - 1)
+
   def constant(self, array: np.ndarray) -> NkiTensor:
     """An HBM constant holding `array` (one per distinct content)."""
     array = np.ascontiguousarray(array)
@@ -117,7 +128,7 @@ class KernelTrace:
       self.lines.append(position)
     self._check_initialised(method, operands)
     self._close_groups_touching(method, operands)
-    self.instructions.append(KernelInstruction(method, operands, line))
+    self.instructions.append(KernelInstruction(method, operands, line, self.core))
     return len(self.instructions) - 1
 
   def _check_initialised(self, method: str, operands: dict) -> None:
@@ -187,12 +198,40 @@ class KernelTrace:
                            position="")
       tensors[tensor.storage] = dataclasses.replace(declared, kind=OUTPUT, index=number,
                                                     name=declared.name or f"out{number}")
-    addresses, sbuf_bytes, psum_bytes = allocate.place(self.allocations, self.instructions,
-                                                       self.spec)
-    instructions = [KernelInstruction(inst.method, {k: _placed(v, addresses)
-                                                    for k, v in inst.operands.items()}, inst.line)
+    prints = []
+    for number, (index, prefix) in enumerate(self._prints, start=len(returned)):
+      tensors[index] = dataclasses.replace(tensors[index], kind=OUTPUT, index=number)
+      prints.append((number, prefix))
+    cores.check_no_cross_core_races(self.instructions, tensors, self.lines, (OUTPUT, SCRATCH))
+    addresses, sbuf_bytes, psum_bytes = self._place_tiles()
+    instructions = [dataclasses.replace(inst, operands={k: _placed(v, addresses)
+                                                        for k, v in inst.operands.items()})
                     for inst in self.instructions]
-    return KernelProgram(self.name, tensors, instructions, self.lines, sbuf_bytes, psum_bytes)
+    return KernelProgram(self.name, tensors, instructions, self.lines, sbuf_bytes, psum_bytes,
+                         prints)
+
+
+  def _place_tiles(self) -> tuple[dict, int, int]:
+    """Each core's tiles placed in its own SBUF/PSUM: {allocation id: offset}, and the arena
+    sizes (the larger core's)."""
+    used_on: dict[int, int] = {}
+    for inst in self.instructions:
+      for value in inst.operands.values():
+        if isinstance(value, TileAP) and value.buffer is not None:
+          core = used_on.setdefault(value.buffer.id, inst.core)
+          if core != inst.core:
+            allocation = self.allocations[value.buffer.id]
+            raise kernel_error(f"tile {allocation.description} (created at "
+                               f"{allocation.position}) is used by programs on both physical "
+                               "cores: each core has its own SBUF and PSUM",
+                               self.lines[inst.line])
+    addresses, sbuf_bytes, psum_bytes = {}, 0, 0
+    for core in sorted({inst.core for inst in self.instructions}):
+      placed, sbuf, psum = allocate.place(
+          self.allocations, [i for i in self.instructions if i.core == core], self.spec)
+      addresses.update(placed)
+      sbuf_bytes, psum_bytes = max(sbuf_bytes, sbuf), max(psum_bytes, psum)
+    return addresses, sbuf_bytes, psum_bytes
 
 
 def _placed(value, addresses: dict):
