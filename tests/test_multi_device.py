@@ -141,9 +141,15 @@ def test_jit_outputs_come_back_with_their_shardings():
   assert {s.data.shape for s in sharded.addressable_shards} == {(4, 4)}
   np.testing.assert_array_equal(np.asarray(sharded), x * 2)
   assert float(total) == x.sum()
-  # Unspecified output shardings: the executable reports them (here: replicated).
-  out = jax.jit(lambda a: a + 1, in_shardings=NamedSharding(mesh, P("x", "y")))(x)
-  assert out.sharding.is_fully_replicated
+  # Unspecified output shardings: the executable reports the sharding the result is held under,
+  # as XLA's propagation does (here the input's), and a reduced value comes back replicated.
+  def unspecified(devices):
+    return jax.jit(lambda a: (a + 1, a.sum()),
+                   in_shardings=NamedSharding(_mesh(devices), P("x", "y")))
+  out, total = unspecified(_devices("trn"))(x)
+  cpu_out, cpu_total = unspecified(_devices("cpu"))(x)
+  assert out.sharding.spec == cpu_out.sharding.spec == P("x", "y")
+  assert total.sharding.is_fully_replicated and cpu_total.sharding.is_fully_replicated
   np.testing.assert_array_equal(np.asarray(out), x + 1)
 
 
@@ -425,3 +431,61 @@ def test_a_reduction_over_a_sharded_dim_runs_on_shards_with_one_all_reduce():
   program = disassemble(harness.compile_code(text.encode(), num_partitions=CORES))
   assert _collectives(program, 0) == 2  # the max's and the sum's
   assert _collectives(program, 1) == 0
+
+
+def test_shard_map_results_come_back_under_their_out_specs():
+  """A shard_map result with no jit-level sharding comes back as the shard_map holds it (under
+  its out_specs), as on the CPU backend, jitted or eager: not gathered and replicated."""
+  x = np.arange(32, dtype=np.float32).reshape(4, 8)
+  for jit in (True, False):
+    def make(devices):
+      body = shard_map(lambda v: jax.lax.all_gather(v, "y", axis=1, tiled=True),
+                       mesh=_mesh(devices), in_specs=P("x", "y"), out_specs=P("x", "y"))
+      return jax.jit(body) if jit else body
+    got, want = make(_devices("trn"))(x), make(_devices("cpu"))(x)
+    _same(got, want)
+    assert got.sharding.spec == want.sharding.spec == P("x", "y")
+    assert ({s.data.shape for s in got.addressable_shards} ==
+            {s.data.shape for s in want.addressable_shards} == {(2, 8)})
+
+
+_TWO_SCRIPTS_SOURCE = """
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+def make(mesh):
+  return jax.jit(lambda a: a * 2 + 1, in_shardings=NamedSharding(mesh, P("x", "y")))
+"""
+
+
+def test_a_sharded_program_served_from_the_cache_keeps_its_partitioned_signature(tmp_path,
+                                                                                   monkeypatch):
+  """The compile cache serves a program to the same function from other source lines with the
+  request's locations, and a multi-core program keeps its partitioned signature there: JAX reads
+  the output shardings from it (the request's module, with its sdy ops, is not one it can read)."""
+  monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path))
+  mesh, x = _mesh(_devices("trn")), np.arange(64, dtype=np.float32).reshape(8, 8)
+  outs = []
+  for filename, blank_lines in (("scripts/first.py", 0), ("scripts/second.py", 5)):
+    scope = {}
+    exec(compile("\n" * blank_lines + _TWO_SCRIPTS_SOURCE, filename, "exec"), scope)
+    f = scope["make"](mesh)
+    assert "trn.neuroncore_program" in f.lower(x).compile().as_text()
+    outs.append(f(x))
+  assert outs[0].sharding.spec == outs[1].sharding.spec == P("x", "y")
+  _same(outs[1], x * 2 + 1)
+
+
+def test_a_program_over_several_cores_with_no_results_runs():
+  """A multi-core program with no results reports XLA's empty tuple output, replicated: an eager
+  shard_map runs each primitive of its body as such a program, here one with no outputs."""
+  from jax._src import core
+  no_results = core.Primitive("no_results")
+  no_results.multiple_results = True
+  no_results.def_impl(lambda: [])
+  no_results.def_abstract_eval(lambda: [])
+
+  def body():
+    no_results.bind()
+
+  assert shard_map(body, mesh=_mesh(_devices("trn")), in_specs=(), out_specs=None,
+                   check_vma=False)() is None

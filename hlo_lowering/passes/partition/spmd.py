@@ -167,6 +167,10 @@ class _Partitioner(LocalValues):
     outputs, output_texts = [], []
     for i, (value, s) in enumerate(zip(ret.operands, result_shardings)):
       value = self.pending.get(value, value)
+      if s is None and self.is_sharded(value) and self.local_of.get(value):
+        # An unspecified result comes back as it is held, as XLA's propagation returns it: a
+        # shard_map's result under its out_specs (gathering it would change its sharding).
+        s = max(self.local_of[value], key=self.shard_count)
       if s is None or s.is_replicated:
         outputs.append(self.whole(value, ret.loc))
         output_texts.append("{replicated}")
