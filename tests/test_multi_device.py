@@ -489,3 +489,29 @@ def test_a_program_over_several_cores_with_no_results_runs():
 
   assert shard_map(body, mesh=_mesh(_devices("trn")), in_specs=(), out_specs=None,
                    check_vma=False)() is None
+
+
+def test_uneven_replica_groups_are_refused_naming_the_collective():
+  """psum over axis_index_groups of unequal sizes (StableHLO pads them with -1) is a clear
+  UNIMPLEMENTED naming the op, not an invalid program."""
+  f = jax.pmap(lambda v: jax.lax.psum(v, "i", axis_index_groups=[[0], [1, 2, 3]]), "i",
+               devices=_devices("trn"))
+  with pytest.raises(jax.errors.JaxRuntimeError,
+                     match=r"UNIMPLEMENTED: stablehlo\.all_reduce.*replica groups of unequal "
+                           r"sizes \(1, 3 members\)"):
+    f(np.arange(8, dtype=np.float32).reshape(4, 2))
+
+
+def test_pmap_inside_a_loop_or_a_cond_that_reads_no_split_value():
+  """A pmap under lax.map (a while loop) or lax.cond over whole values: the loop and the branch
+  are partitioned for the manual computation they hold (it used to survive as an op with no
+  lowering)."""
+  x = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+  def make(devices):
+    psum = jax.pmap(lambda t: jax.lax.psum(t, "i") * 2 + t, "i", devices=devices)
+    return jax.jit(lambda v: (jax.lax.map(psum, v),
+                              jax.lax.cond(v[0, 0] < 1, psum, lambda t: -t, v[1])))
+  got, want = make(_devices("trn"))(x), make(_devices("cpu"))(x)
+  for g, w in zip(got, want):
+    _same(g, w)
