@@ -515,3 +515,25 @@ def test_pmap_inside_a_loop_or_a_cond_that_reads_no_split_value():
   got, want = make(_devices("trn"))(x), make(_devices("cpu"))(x)
   for g, w in zip(got, want):
     _same(g, w)
+
+
+def test_shard_map_nested_in_a_partial_manual_shard_map():
+  """A shard_map over y inside a shard_map manual over x only: the inner one is inlined over y
+  (operands sliced along y, its psum over y's cores, results gathered back along y)."""
+  x = np.arange(64, dtype=np.float32).reshape(8, 8) * 0.25
+
+  def make(devices):
+    mesh = _mesh(devices)
+
+    def outer(a):
+      inner = shard_map(lambda b: jax.lax.psum(b * 2, "y") + b, in_specs=P(None, "y"),
+                        out_specs=P(None, "y"))
+      return inner(jnp.tanh(a)) - jax.lax.psum(a, "x")
+    f = jax.jit(shard_map(outer, in_specs=P("x"), out_specs=P("x"), axis_names={"x"},
+                          check_vma=False))
+
+    def under_mesh(a):
+      with jax.set_mesh(mesh):
+        return f(a)
+    return under_mesh
+  _on_both(make, x)
