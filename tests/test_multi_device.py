@@ -537,3 +537,19 @@ def test_shard_map_nested_in_a_partial_manual_shard_map():
         return f(a)
     return under_mesh
   _on_both(make, x)
+
+
+def test_a_donated_sharded_argument_is_donated_as_on_the_cpu():
+  """A sharded jit marks donations `jax.buffer_donor` (the compiler pairs them with outputs):
+  each donor takes the first unaliased output of its type, as XLA does, so the same arguments
+  are deleted on trn as on the CPU backend, and the results agree."""
+  ones = np.ones((8, 4), np.float32)
+  deleted = {}
+  for platform in ("trn", "cpu"):
+    s = NamedSharding(_mesh(_devices(platform)), P("x", "y"))
+    a, b = jax.device_put(ones, s), jax.device_put(ones * 3, s)
+    total, bumped = jax.jit(lambda u, v: (u.sum(), v + 1), donate_argnums=(0, 1))(a, b)
+    _same(total, np.float32(32))
+    _same(bumped, ones * 4)
+    deleted[platform] = (a.is_deleted(), b.is_deleted())
+  assert deleted["trn"] == deleted["cpu"] == (True, False)
