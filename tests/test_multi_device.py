@@ -51,6 +51,7 @@ def _on_both(make, *args):
 
 _X = np.arange(24, dtype=np.float32).reshape(4, 6) * 0.37 - 3.0
 _XI = (np.arange(24, dtype=np.int32).reshape(4, 6) * 7919) % 1013 - 500
+_XC = (_X + 1j * (_X[::-1] * 0.5)).astype(np.complex64)  # complex collectives: each part alone
 
 PMAP_CASES = {
     "psum_f32": (lambda v: jax.lax.psum(v, "i"), _X),
@@ -66,6 +67,11 @@ PMAP_CASES = {
     "ppermute_partial": (lambda v: jax.lax.ppermute(v, "i", [(0, 2), (3, 1)]), _XI),
     "all_to_all": (lambda v: jax.lax.all_to_all(v[:4].reshape(4, 1) * jnp.ones((4, 3)), "i", 0, 0), _X),
     "axis_index": (lambda v: v * jax.lax.axis_index("i") + jax.lax.psum(1, "i"), _XI),
+    "psum_c64": (lambda v: jax.lax.psum(v, "i"), _XC),
+    "all_gather_c64": (lambda v: jax.lax.all_gather(v, "i"), _XC),
+    "psum_scatter_c64": (lambda v: jax.lax.psum_scatter(v[:4], "i"), _XC),
+    "ppermute_c64": (lambda v: jax.lax.ppermute(v, "i", [(k, (k + 1) % CORES) for k in range(CORES)]), _XC),
+    "all_to_all_c64": (lambda v: jax.lax.all_to_all(v[:4].reshape(4, 1) * jnp.ones((4, 3)), "i", 0, 0), _XC),
 }
 
 
