@@ -38,8 +38,10 @@ def test_a_hanging_or_crashing_case_is_a_failure_and_the_file_goes_on(tmp_path):
                              reports=tmp_path / "reports", case_timeout=3)
   assert outcomes == {
       "a_test.py::test_passes": ("passed", ""),
-      "a_test.py::test_hangs": ("failed", "hang: ran past the 3 s case timeout"),
-      "a_test.py::test_crashes": ("failed", "crash: the test process ended with status -6"),
+      "a_test.py::test_hangs": ("failed", "hang: ran past the 3 s case timeout at "
+                                          f"{tmp_path / 'src' / 'a_test.py'}:4 in test_hangs"),
+      "a_test.py::test_crashes": ("failed", "crash: the test process ended with status -6 at "
+                                            f"{tmp_path / 'src' / 'a_test.py'}:5 in test_crashes"),
       "a_test.py::test_fails": ("failed", "AssertionError: one is not two"),
       "a_test.py::test_after_them": ("passed", "")}
 

@@ -141,6 +141,16 @@ def _read_progress(path: pathlib.Path) -> tuple[dict[str, tuple[str, str]], str 
   return outcomes, running
 
 
+def _innermost_frame(stderr: str) -> str:
+  """` at FILE:LINE in FUNCTION`: where the main thread was in the traceback faulthandler wrote
+  as it ended a hung test (pytest's faulthandler writes one for a crash too); "" without one."""
+  blocks = re.split(r"\n(?:Current thread|Thread) 0x[0-9a-f]+ [^\n]*\n", stderr)
+  if len(blocks) < 2:
+    return ""
+  frame = re.search(r'File "([^"]+)", line (\d+) in (\S+)', blocks[-1])
+  return f" at {frame[1]}:{frame[2]} in {frame[3]}" if frame else ""
+
+
 def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, timeout: int,
              reports: pathlib.Path, env: dict[str, str] | None = None,
              case_timeout: int = 0) -> dict[str, tuple[str, str]]:
@@ -149,6 +159,7 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
   ("hang: ..." / "crash: ..."), and pytest starts again on the file without the tests done."""
   name = f"{file.replace('/', '_')}.{platforms.split(',')[0]}"
   progress, done_ids = reports / f"{name}.progress.jsonl", reports / f"{name}.done"
+  stderr = reports / f"{name}.stderr"
   env = dict(os.environ, **(env or {}), JAX_PLATFORMS=platforms,
              PYTHONPATH=os.pathsep.join(SOURCE_PATH + [str(HERE),
                                                     os.environ.get("PYTHONPATH", "")]))
@@ -161,8 +172,10 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
   while True:
     done_ids.write_text("\n".join(outcomes))
     progress.unlink(missing_ok=True)
-    with subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL) as pytest:
+    pathlib.Path(f"{progress}.traceback").unlink(missing_ok=True)
+    with open(stderr, "w") as errors, \
+        subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                         stderr=errors) as pytest:
       try:
         pytest.wait(max(deadline - time.monotonic(), 1))
       except subprocess.TimeoutExpired:
@@ -183,6 +196,9 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
     why = (f"hang: ran past the {case_timeout} s case timeout"
            if case_timeout and pytest.returncode == 1 else
            f"crash: the test process ended with status {pytest.returncode}")
+    traceback = pathlib.Path(f"{progress}.traceback")
+    why += _innermost_frame((traceback.read_text(errors="replace") if traceback.exists() else "")
+                            + stderr.read_text(errors="replace"))
     print(f"  {running} under JAX_PLATFORMS={platforms}: {why}", flush=True)
     outcomes[running] = (FAILED, why)
 

@@ -5,19 +5,21 @@ The suite runner (tests/suites/jax_library_suite.py) loads it into every pytest 
   module imports JAX's backends (a source checkout built in place has no `jax_plugins` entry
   point). The runner sets JAX_PLATFORMS: `trn,cpu` for Optax and Flax (trn is the default device;
   host-side helpers that ask for the CPU still get it), `trn` for JAX's own tests (their test
-  utilities take the first platform as the device under test).
+  utilities take the first platform as the device under test; `trn,cpu` for jax-multi-device).
 - `--sample-one-in N` keeps about one test in N, chosen by a hash of the test id, so the trn and
   CPU runs select the same tests even where the two devices parametrize a file differently.
 - `--progress PATH` appends one JSON line per test as it starts and as it ends (its outcome and
   the first line of its error), and `--case-timeout S` ends the process after S seconds in one
-  test (faulthandler's watchdog thread: a test stuck in native code is ended too), so the runner
-  learns which test hung or crashed and goes on past it (`--deselect-file PATH`: ids to leave out).
+  test (faulthandler's watchdog thread: a test stuck in native code is ended too; the threads'
+  tracebacks go to PATH.traceback), so the runner learns which test hung or crashed, and where,
+  and goes on past it (`--deselect-file PATH`: ids to leave out).
 - The report header names the default backend, so a log shows where the tests ran.
 """
 
 import faulthandler
 import json
 import os
+import sys
 import zlib
 from importlib import metadata
 
@@ -75,9 +77,15 @@ def _progress(record: dict) -> None:
 def pytest_runtest_logstart(nodeid, location):  # noqa: ARG001
   _progress({"test": nodeid, "started": True})
   if _CONFIG[0].getoption("case_timeout"):
-    faulthandler.dump_traceback_later(_CONFIG[0].getoption("case_timeout"), exit=True)
+    # The traceback goes next to the progress file: pytest captures stderr, and _exit loses it.
+    path = _CONFIG[0].getoption("progress")
+    if path and not _TRACEBACK:
+      _TRACEBACK.append(open(path + ".traceback", "w"))  # noqa: SIM115 (open until exit)
+    faulthandler.dump_traceback_later(_CONFIG[0].getoption("case_timeout"), exit=True,
+                                      file=_TRACEBACK[0] if _TRACEBACK else sys.stderr)
 
 
+_TRACEBACK = []  # the file faulthandler writes a hung test's traceback to
 _OUTCOMES = {}  # test id -> (outcome, message) while its phases are reported
 
 
