@@ -559,3 +559,20 @@ def test_a_donated_sharded_argument_is_donated_as_on_the_cpu():
     _same(bumped, ones * 4)
     deleted[platform] = (a.is_deleted(), b.is_deleted())
   assert deleted["trn"] == deleted["cpu"] == (True, False)
+
+
+def test_unreduced_shardings_are_refused_not_summed_twice():
+  """An unreduced value (P(unreduced=...): per-core partial sums) read as a replicated one gave
+  twice the sum (the contraction's all_reduce, then shard_map's psum): it is refused instead."""
+  from jax.sharding import AxisType
+  mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,), devices=_devices("trn")[:2])
+  with jax.set_mesh(mesh):
+    a = jax.device_put(np.arange(8.0, dtype=np.float32).reshape(2, 4), P(None, "x"))
+    b = jax.device_put(np.arange(24.0, dtype=np.float32).reshape(4, 6), P("x", None))
+    summed = shard_map(lambda v: jax.lax.psum(v, "x"), in_specs=P(unreduced={"x"}),
+                       out_specs=P())
+    f = jax.jit(lambda u, v: summed(jnp.einsum("ab,bc->ac", u, v,
+                                               out_sharding=P(unreduced={"x"}))).sum())
+    with pytest.raises(jax.errors.JaxRuntimeError,
+                       match=r"UNIMPLEMENTED: sdy\.sharding_constraint.*the unreduced sharding"):
+      f(a, b)
