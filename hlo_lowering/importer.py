@@ -127,6 +127,22 @@ def _dot_as_dot_general(operands: list[Value], attrs: dict) -> tuple[str, dict]:
   return "stablehlo.dot_general", dict(attrs, dot_dimension_numbers=dims)
 
 
+
+def _match_buffer_donors(output_aliases: dict[int, int], arg_attrs: list[dict], arg_types,
+                         result_types) -> None:
+  """Gives each `jax.buffer_donor` argument (JAX's donation where it leaves the pairing to the
+  compiler: a sharded jit) the first output of its type that no argument aliases yet, as XLA
+  does; one without such an output is not donated."""
+  taken = set(output_aliases.values())
+  for i, attrs in enumerate(arg_attrs):
+    if not attrs.get("jax.buffer_donor") or i in output_aliases:
+      continue
+    match = next((o for o, t in enumerate(result_types) if o not in taken and t == arg_types[i]),
+                 None)
+    if match is not None:
+      output_aliases[i] = match
+      taken.add(match)
+
 class _Importer:
   def __init__(self):
     self._values: dict[ir.Value, Value] = {}
@@ -212,6 +228,7 @@ class _Importer:
       result_names = [attrs.get("jax.result_info", "") for attrs in result_attrs]
     output_aliases = {i: int(attrs["tf.aliasing_output"]) for i, attrs in enumerate(arg_attrs)
                       if "tf.aliasing_output" in attrs}
+    _match_buffer_donors(output_aliases, arg_attrs, [a.type for a in body.args], result_types)
     function = Function(name, body, result_types, public, result_names=result_names or None,
                         output_aliases=output_aliases)
     function.arg_attrs, function.result_attrs = arg_attrs, result_attrs

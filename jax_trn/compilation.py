@@ -154,8 +154,9 @@ def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],
     identity = module_identity.identify(code, fmt)
     key = compile_cache.make_key(identity.canonical, fmt, options_key, target_name, target)
     entry = compile_cache.load(key)
+    source = identity.source if parsed.num_partitions == 1 else None
     served = None if entry is None else source_locations.reattach(entry, identity.locations,
-                                                                    identity.source)
+                                                                    source)
   except CompileError:
     raise
   except Exception as e:  # noqa: BLE001 — the cache never makes a compile fail

@@ -40,9 +40,11 @@ def _location_map(stored, requested) -> dict[Location, Location] | None:
 
 
 def reattach(entry: Entry, locations: tuple[Location, ...],
-             source: str) -> tuple[bytes, CompileReport] | None:
+             source: str | None) -> tuple[bytes, CompileReport] | None:
   """(program, report) of `entry` carrying the request's `locations` (its ops' locations in walk
-  order) and `source` text; None when the locations do not map one to one."""
+  order) and `source` text (None: the stored one, as a multi-core program's is its partitioned
+  signature, which JAX reads the output shardings from, not the request's module); None when the
+  locations do not map one to one."""
   if entry.locations == locations:
     return entry.program, entry.report
   mapping = _location_map(entry.locations, locations)
@@ -60,7 +62,8 @@ def reattach(entry: Entry, locations: tuple[Location, ...],
   for op, name, position, lowering, rule in info["debug"]:
     name, position = moved(name, position)
     debug.append(DebugEntry(op=op, name=name, location=position, lowering=lowering, rule=rule))
-  program = writer.replace_debug_info(entry.program, info["debug_offset"], debug, source)
+  program = writer.replace_debug_info(entry.program, info["debug_offset"], debug,
+                                      info["source"] if source is None else source)
   ops = []
   for op in entry.report.ops:
     name, position = moved(op.name, op.location)

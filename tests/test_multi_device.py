@@ -51,6 +51,7 @@ def _on_both(make, *args):
 
 _X = np.arange(24, dtype=np.float32).reshape(4, 6) * 0.37 - 3.0
 _XI = (np.arange(24, dtype=np.int32).reshape(4, 6) * 7919) % 1013 - 500
+_XC = (_X + 1j * (_X[::-1] * 0.5)).astype(np.complex64)  # complex collectives: each part alone
 
 PMAP_CASES = {
     "psum_f32": (lambda v: jax.lax.psum(v, "i"), _X),
@@ -66,6 +67,11 @@ PMAP_CASES = {
     "ppermute_partial": (lambda v: jax.lax.ppermute(v, "i", [(0, 2), (3, 1)]), _XI),
     "all_to_all": (lambda v: jax.lax.all_to_all(v[:4].reshape(4, 1) * jnp.ones((4, 3)), "i", 0, 0), _X),
     "axis_index": (lambda v: v * jax.lax.axis_index("i") + jax.lax.psum(1, "i"), _XI),
+    "psum_c64": (lambda v: jax.lax.psum(v, "i"), _XC),
+    "all_gather_c64": (lambda v: jax.lax.all_gather(v, "i"), _XC),
+    "psum_scatter_c64": (lambda v: jax.lax.psum_scatter(v[:4], "i"), _XC),
+    "ppermute_c64": (lambda v: jax.lax.ppermute(v, "i", [(k, (k + 1) % CORES) for k in range(CORES)]), _XC),
+    "all_to_all_c64": (lambda v: jax.lax.all_to_all(v[:4].reshape(4, 1) * jnp.ones((4, 3)), "i", 0, 0), _XC),
 }
 
 
@@ -141,9 +147,15 @@ def test_jit_outputs_come_back_with_their_shardings():
   assert {s.data.shape for s in sharded.addressable_shards} == {(4, 4)}
   np.testing.assert_array_equal(np.asarray(sharded), x * 2)
   assert float(total) == x.sum()
-  # Unspecified output shardings: the executable reports them (here: replicated).
-  out = jax.jit(lambda a: a + 1, in_shardings=NamedSharding(mesh, P("x", "y")))(x)
-  assert out.sharding.is_fully_replicated
+  # Unspecified output shardings: the executable reports the sharding the result is held under,
+  # as XLA's propagation does (here the input's), and a reduced value comes back replicated.
+  def unspecified(devices):
+    return jax.jit(lambda a: (a + 1, a.sum()),
+                   in_shardings=NamedSharding(_mesh(devices), P("x", "y")))
+  out, total = unspecified(_devices("trn"))(x)
+  cpu_out, cpu_total = unspecified(_devices("cpu"))(x)
+  assert out.sharding.spec == cpu_out.sharding.spec == P("x", "y")
+  assert total.sharding.is_fully_replicated and cpu_total.sharding.is_fully_replicated
   np.testing.assert_array_equal(np.asarray(out), x + 1)
 
 
@@ -425,3 +437,142 @@ def test_a_reduction_over_a_sharded_dim_runs_on_shards_with_one_all_reduce():
   program = disassemble(harness.compile_code(text.encode(), num_partitions=CORES))
   assert _collectives(program, 0) == 2  # the max's and the sum's
   assert _collectives(program, 1) == 0
+
+
+def test_shard_map_results_come_back_under_their_out_specs():
+  """A shard_map result with no jit-level sharding comes back as the shard_map holds it (under
+  its out_specs), as on the CPU backend, jitted or eager: not gathered and replicated."""
+  x = np.arange(32, dtype=np.float32).reshape(4, 8)
+  for jit in (True, False):
+    def make(devices):
+      body = shard_map(lambda v: jax.lax.all_gather(v, "y", axis=1, tiled=True),
+                       mesh=_mesh(devices), in_specs=P("x", "y"), out_specs=P("x", "y"))
+      return jax.jit(body) if jit else body
+    got, want = make(_devices("trn"))(x), make(_devices("cpu"))(x)
+    _same(got, want)
+    assert got.sharding.spec == want.sharding.spec == P("x", "y")
+    assert ({s.data.shape for s in got.addressable_shards} ==
+            {s.data.shape for s in want.addressable_shards} == {(2, 8)})
+
+
+_TWO_SCRIPTS_SOURCE = """
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+def make(mesh):
+  return jax.jit(lambda a: a * 2 + 1, in_shardings=NamedSharding(mesh, P("x", "y")))
+"""
+
+
+def test_a_sharded_program_served_from_the_cache_keeps_its_partitioned_signature(tmp_path,
+                                                                                   monkeypatch):
+  """The compile cache serves a program to the same function from other source lines with the
+  request's locations, and a multi-core program keeps its partitioned signature there: JAX reads
+  the output shardings from it (the request's module, with its sdy ops, is not one it can read)."""
+  monkeypatch.setenv("TRN_CACHE_DIR", str(tmp_path))
+  mesh, x = _mesh(_devices("trn")), np.arange(64, dtype=np.float32).reshape(8, 8)
+  outs = []
+  for filename, blank_lines in (("scripts/first.py", 0), ("scripts/second.py", 5)):
+    scope = {}
+    exec(compile("\n" * blank_lines + _TWO_SCRIPTS_SOURCE, filename, "exec"), scope)
+    f = scope["make"](mesh)
+    assert "trn.neuroncore_program" in f.lower(x).compile().as_text()
+    outs.append(f(x))
+  assert outs[0].sharding.spec == outs[1].sharding.spec == P("x", "y")
+  _same(outs[1], x * 2 + 1)
+
+
+def test_a_program_over_several_cores_with_no_results_runs():
+  """A multi-core program with no results reports XLA's empty tuple output, replicated: an eager
+  shard_map runs each primitive of its body as such a program, here one with no outputs."""
+  from jax._src import core
+  no_results = core.Primitive("no_results")
+  no_results.multiple_results = True
+  no_results.def_impl(lambda: [])
+  no_results.def_abstract_eval(lambda: [])
+
+  def body():
+    no_results.bind()
+
+  assert shard_map(body, mesh=_mesh(_devices("trn")), in_specs=(), out_specs=None,
+                   check_vma=False)() is None
+
+
+def test_uneven_replica_groups_are_refused_naming_the_collective():
+  """psum over axis_index_groups of unequal sizes (StableHLO pads them with -1) is a clear
+  UNIMPLEMENTED naming the op, not an invalid program."""
+  f = jax.pmap(lambda v: jax.lax.psum(v, "i", axis_index_groups=[[0], [1, 2, 3]]), "i",
+               devices=_devices("trn"))
+  with pytest.raises(jax.errors.JaxRuntimeError,
+                     match=r"UNIMPLEMENTED: stablehlo\.all_reduce.*replica groups of unequal "
+                           r"sizes \(1, 3 members\)"):
+    f(np.arange(8, dtype=np.float32).reshape(4, 2))
+
+
+def test_pmap_inside_a_loop_or_a_cond_that_reads_no_split_value():
+  """A pmap under lax.map (a while loop) or lax.cond over whole values: the loop and the branch
+  are partitioned for the manual computation they hold (it used to survive as an op with no
+  lowering)."""
+  x = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+  def make(devices):
+    psum = jax.pmap(lambda t: jax.lax.psum(t, "i") * 2 + t, "i", devices=devices)
+    return jax.jit(lambda v: (jax.lax.map(psum, v),
+                              jax.lax.cond(v[0, 0] < 1, psum, lambda t: -t, v[1])))
+  got, want = make(_devices("trn"))(x), make(_devices("cpu"))(x)
+  for g, w in zip(got, want):
+    _same(g, w)
+
+
+def test_shard_map_nested_in_a_partial_manual_shard_map():
+  """A shard_map over y inside a shard_map manual over x only: the inner one is inlined over y
+  (operands sliced along y, its psum over y's cores, results gathered back along y)."""
+  x = np.arange(64, dtype=np.float32).reshape(8, 8) * 0.25
+
+  def make(devices):
+    mesh = _mesh(devices)
+
+    def outer(a):
+      inner = shard_map(lambda b: jax.lax.psum(b * 2, "y") + b, in_specs=P(None, "y"),
+                        out_specs=P(None, "y"))
+      return inner(jnp.tanh(a)) - jax.lax.psum(a, "x")
+    f = jax.jit(shard_map(outer, in_specs=P("x"), out_specs=P("x"), axis_names={"x"},
+                          check_vma=False))
+
+    def under_mesh(a):
+      with jax.set_mesh(mesh):
+        return f(a)
+    return under_mesh
+  _on_both(make, x)
+
+
+def test_a_donated_sharded_argument_is_donated_as_on_the_cpu():
+  """A sharded jit marks donations `jax.buffer_donor` (the compiler pairs them with outputs):
+  each donor takes the first unaliased output of its type, as XLA does, so the same arguments
+  are deleted on trn as on the CPU backend, and the results agree."""
+  ones = np.ones((8, 4), np.float32)
+  deleted = {}
+  for platform in ("trn", "cpu"):
+    s = NamedSharding(_mesh(_devices(platform)), P("x", "y"))
+    a, b = jax.device_put(ones, s), jax.device_put(ones * 3, s)
+    total, bumped = jax.jit(lambda u, v: (u.sum(), v + 1), donate_argnums=(0, 1))(a, b)
+    _same(total, np.float32(32))
+    _same(bumped, ones * 4)
+    deleted[platform] = (a.is_deleted(), b.is_deleted())
+  assert deleted["trn"] == deleted["cpu"] == (True, False)
+
+
+def test_unreduced_shardings_are_refused_not_summed_twice():
+  """An unreduced value (P(unreduced=...): per-core partial sums) read as a replicated one gave
+  twice the sum (the contraction's all_reduce, then shard_map's psum): it is refused instead."""
+  from jax.sharding import AxisType
+  mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,), devices=_devices("trn")[:2])
+  with jax.set_mesh(mesh):
+    a = jax.device_put(np.arange(8.0, dtype=np.float32).reshape(2, 4), P(None, "x"))
+    b = jax.device_put(np.arange(24.0, dtype=np.float32).reshape(4, 6), P("x", None))
+    summed = shard_map(lambda v: jax.lax.psum(v, "x"), in_specs=P(unreduced={"x"}),
+                       out_specs=P())
+    f = jax.jit(lambda u, v: summed(jnp.einsum("ab,bc->ac", u, v,
+                                               out_sharding=P(unreduced={"x"}))).sum())
+    with pytest.raises(jax.errors.JaxRuntimeError,
+                       match=r"UNIMPLEMENTED: sdy\.sharding_constraint.*the unreduced sharding"):
+      f(a, b)

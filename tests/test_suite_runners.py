@@ -18,11 +18,32 @@ CUSTOM = ("UNIMPLEMENTED: stablehlo.custom_call is not supported on NeuronCores:
           "'lapack_ssyevd_ffi' names a host or vendor kernel")
 
 
-def test_junit_ids_match_pytest_node_ids():
-  assert runner.junit_test_id("optax/_src/alias_test.py", "optax._src.alias_test.AliasTest",
-                              "test_sgd0") == "optax/_src/alias_test.py::AliasTest::test_sgd0"
-  assert runner.junit_test_id("tests/nnx/rngs_test.py", "tests.nnx.rngs_test",
-                              "test_split") == "tests/nnx/rngs_test.py::test_split"
+HANG_AND_CRASH = """
+import os, time
+def test_passes(): pass
+def test_hangs(): time.sleep(600)
+def test_crashes(): os.abort()
+def test_fails(): assert 1 == 2, "one is not two"
+def test_after_them(): pass
+"""
+
+
+def test_a_hanging_or_crashing_case_is_a_failure_and_the_file_goes_on(tmp_path):
+  """A test past the case timeout, or one that ends its process, is reported as such, and the
+  tests after it still run (no suite run is stuck or cut short by one case)."""
+  (tmp_path / "src").mkdir()
+  (tmp_path / "src" / "a_test.py").write_text(HANG_AND_CRASH)
+  (tmp_path / "reports").mkdir()
+  outcomes = runner.run_file(tmp_path / "src", "a_test.py", "cpu", sample=1, timeout=600,
+                             reports=tmp_path / "reports", case_timeout=3)
+  assert outcomes == {
+      "a_test.py::test_passes": ("passed", ""),
+      "a_test.py::test_hangs": ("failed", "hang: ran past the 3 s case timeout at "
+                                          f"{tmp_path / 'src' / 'a_test.py'}:4 in test_hangs"),
+      "a_test.py::test_crashes": ("failed", "crash: the test process ended with status -6 at "
+                                            f"{tmp_path / 'src' / 'a_test.py'}:5 in test_crashes"),
+      "a_test.py::test_fails": ("failed", "AssertionError: one is not two"),
+      "a_test.py::test_after_them": ("passed", "")}
 
 
 @pytest.mark.parametrize("message, category", [

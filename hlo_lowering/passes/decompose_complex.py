@@ -8,9 +8,9 @@ a result packed with one concatenate, on the device, with no host-side copy. Ins
 - constant, iota, complex, real, imag, convert: the parts themselves (real → complex: imag = 0;
   complex → real: the real part, as XLA converts);
 - data movement and linear ops (broadcast, reshape, transpose, slice, reverse, concatenate, pad,
-  gather, scatter, dynamic_(update_)slice, select, add, subtract, negate, and reduce /
-  reduce_window / scatter whose body is add, subtract or a plain update): the same op on each
-  part (the body rebuilt on float32);
+  gather, scatter, dynamic_(update_)slice, select, add, subtract, negate, the collectives, and
+  reduce / reduce_window / scatter / all_reduce / reduce_scatter whose body is add, subtract or
+  a plain update): the same op on each part (the body rebuilt on float32);
 - multiply, divide, abs, sign, sqrt, rsqrt, exponential, exponential_minus_one, log,
   log_plus_one, sine, cosine, tan, tanh, power: complex_arithmetic's formulas (XLA CPU's);
   compare EQ / NE: both parts;
@@ -55,6 +55,9 @@ _COMPONENTWISE = frozenset({
     "stablehlo.scatter", "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
     "stablehlo.select", "stablehlo.add", "stablehlo.subtract", "stablehlo.negate",
     "stablehlo.copy", "stablehlo.reduce", "stablehlo.reduce_window",
+    # Collectives move or sum each part alone (a psum of complex values sums both parts).
+    "stablehlo.all_reduce", "stablehlo.reduce_scatter", "stablehlo.all_gather",
+    "stablehlo.all_to_all", "stablehlo.collective_permute", "stablehlo.collective_broadcast",
 })
 # Body ops that act on each part alone: a body made of them is rebuilt on float32.
 _LINEAR_BODY = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.negate",

@@ -1,8 +1,8 @@
 """Runs Optax's, Flax's or JAX's own test files on trn and on the CPU, against a manifest.
 
-    python tests/suites/jax_library_suite.py {optax,flax,jax} [--part NAME] [--source DIR]
-        [--files ...] [--sample N] [--jobs N] [--json PATH] [--outcomes PATH] [--results]
-        [--update-manifest]
+    python tests/suites/jax_library_suite.py {optax,flax,jax,jax-multi-device} [--part NAME]
+        [--source DIR] [--files ...] [--sample N] [--jobs N] [--timeout S] [--case-timeout S]
+        [--json PATH] [--outcomes PATH] [--results] [--update-manifest]
 
 The test sources are never part of this repository: Optax 0.2.8's and Flax 0.12.8's come from
 their PyPI sdists (`pip download` at run time), JAX's from `--source` (a jax checkout at tag
@@ -10,9 +10,13 @@ jax-v0.10.2; the jax sdist holds no tests) or GitHub at run time. When the sourc
 had, the runner says so and exits 0. Each file runs under pytest in its own process per device,
 with tests/suites/suite_pytest_plugin.py loaded: trn is registered from this source tree and
 JAX_PLATFORMS makes it the default device (Optax and Flax: `trn,cpu`; JAX: `trn`); the CPU run
-uses `cpu`. The summary gives, per file and device, passed / failed / skipped and how many of the
-tests that pass on the CPU and run on trn pass there (a test that skips itself on trn, such as
-`jtu.run_on_devices("cpu")`, or that trn's run does not collect is counted apart). Every such
+uses `cpu`. `jax-multi-device` runs JAX's pmap, shard_map, array and api tests on 8 devices
+(`TRN_CHIPS=2` on trn, `--xla_force_host_platform_device_count=8` on the CPU). A test that runs
+past `--case-timeout` seconds or ends its process counts as a failure ("hang: ..." / "crash:
+...") and the file goes on after it. The summary gives, per file and device, passed / failed /
+skipped and how many of the tests that pass on the CPU and run on trn pass there (a test that
+skips itself on trn, such as `jtu.run_on_devices("cpu")`, or that trn's run does not collect is
+counted apart). Every such
 test that fails on trn is looked up in the suite's manifest (tests/suites/manifests/<suite>.json:
 test id -> reason category); one not in it is a NEW failure (exit status 1) and a manifest entry
 that passes is reported as fixed.
@@ -39,8 +43,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import urllib.request
-import xml.etree.ElementTree as ET
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -53,6 +57,10 @@ PASSED, FAILED, SKIPPED, ABSENT = "passed", "failed", "skipped", "absent"
 JAX_FILES = ("lax", "lax_numpy_operators", "lax_numpy_reducers", "lax_numpy_indexing", "lax_numpy",
              "lax_control_flow", "random", "api", "nn", "lax_autodiff", "linalg", "lax_vmap",
              "fft", "lax_scipy")
+# JAX's multi-device tests, on 8 devices: 2 trn2 chips of 4 NeuronCores (LNC=2), and 8 host
+# devices forced on the CPU, as JAX's own CI runs them. The trn run keeps the CPU backend beside
+# trn (JAX_PLATFORMS `trn,cpu`, trn the default) for the tests that place values on the host.
+JAX_MULTI_DEVICE_FILES = ("pmap", "shard_map", "array", "api")
 JAX_URL = "https://raw.githubusercontent.com/jax-ml/jax/{tag}/tests/{name}"
 
 
@@ -62,6 +70,8 @@ class Suite:
   version: str
   trn_platforms: str            # JAX_PLATFORMS of the trn run
   patterns: tuple[str, ...]     # the test files, globs relative to the source root
+  trn_env: tuple[tuple[str, str], ...] = ()  # more environment of the trn run
+  cpu_env: tuple[tuple[str, str], ...] = ()  # ... and of the CPU run
 
   def files(self, root: pathlib.Path) -> list[str]:
     return sorted({str(p.relative_to(root))
@@ -72,6 +82,11 @@ SUITES = {
     "optax": Suite("optax", "0.2.8", "trn,cpu", ("optax/**/*_test.py",)),
     "flax": Suite("flax", "0.12.8", "trn,cpu", ("tests/linen/*_test.py", "tests/nnx/**/*_test.py")),
     "jax": Suite("jax", "jax-v0.10.2", "trn", tuple(f"tests/{f}_test.py" for f in JAX_FILES)),
+    "jax-multi-device": Suite(
+        "jax-multi-device", "jax-v0.10.2", "trn,cpu",
+        tuple(f"tests/{f}_test.py" for f in JAX_MULTI_DEVICE_FILES),
+        trn_env=(("TRN_CHIPS", "2"),),
+        cpu_env=(("XLA_FLAGS", "--xla_force_host_platform_device_count=8"),)),
 }
 # Parts of a suite run and published apart (--part): their files, as Suite.patterns.
 PARTS = {"flax": {"linen": ("tests/linen/*_test.py",), "nnx": ("tests/nnx/**/*_test.py",)}}
@@ -92,17 +107,17 @@ def _sdist(suite: Suite, workdir: pathlib.Path) -> pathlib.Path | None:
   return workdir / f"{suite.name}-{suite.version}"
 
 
-def _jax_tests(workdir: pathlib.Path) -> pathlib.Path | None:
-  """JAX's test files at the tag, downloaded from GitHub, or None without network."""
+def _jax_tests(suite: Suite, workdir: pathlib.Path) -> pathlib.Path | None:
+  """JAX's test files of `suite` at the tag, downloaded from GitHub, or None without network."""
   (workdir / "tests").mkdir()
-  for name in JAX_FILES:
+  for file in suite.patterns:
     try:
-      url = JAX_URL.format(tag=SUITES["jax"].version, name=f"{name}_test.py")
+      url = JAX_URL.format(tag=suite.version, name=pathlib.Path(file).name)
       with urllib.request.urlopen(url, timeout=30) as response:
-        (workdir / "tests" / f"{name}_test.py").write_bytes(response.read())
+        (workdir / file).write_bytes(response.read())
     except OSError as e:
-      print(f"jax suite: cannot download {name}_test.py ({e}); skipped (pass --source DIR, a jax "
-            f"checkout at {SUITES['jax'].version})")
+      print(f"{suite.name} suite: cannot download {file} ({e}); skipped (pass --source DIR, a jax "
+            f"checkout at {suite.version})")
       return None
   return workdir
 
@@ -110,48 +125,86 @@ def _jax_tests(workdir: pathlib.Path) -> pathlib.Path | None:
 def sources(suite: Suite, source: str | None, workdir: pathlib.Path) -> pathlib.Path | None:
   if source:
     return pathlib.Path(source).resolve()
-  return _jax_tests(workdir) if suite.name == "jax" else _sdist(suite, workdir)
+  return _jax_tests(suite, workdir) if suite.name.startswith("jax") else _sdist(suite, workdir)
 
 
-def junit_test_id(file: str, classname: str, name: str) -> str:
-  """`file::Class::test` (or `file::test` for a module-level test) from a junit testcase."""
-  cls = classname.rsplit(".", 1)[-1]
-  return f"{file}::{name}" if cls == pathlib.Path(file).stem else f"{file}::{cls}::{name}"
+def _read_progress(path: pathlib.Path) -> tuple[dict[str, tuple[str, str]], str | None]:
+  """The finished tests' {id: (outcome, error)} in a progress file, and the test it last started
+  without finishing (the one that hung or crashed), if any."""
+  outcomes, running = {}, None
+  for line in path.read_text().splitlines() if path.exists() else []:
+    try:
+      record = json.loads(line)
+    except ValueError:  # a line cut short as the process died
+      continue
+    if record.get("started"):
+      running = record["test"]
+    else:
+      outcomes[record["test"]] = (record["outcome"], record["message"])
+      running = None
+  return outcomes, running
+
+
+def _innermost_frame(stderr: str) -> str:
+  """` at FILE:LINE in FUNCTION`: where the main thread was in the traceback faulthandler wrote
+  as it ended a hung test (pytest's faulthandler writes one for a crash too); "" without one."""
+  blocks = re.split(r"\n(?:Current thread|Thread) 0x[0-9a-f]+ [^\n]*\n", stderr)
+  if len(blocks) < 2:
+    return ""
+  frame = re.search(r'File "([^"]+)", line (\d+) in (\S+)', blocks[-1])
+  return f" at {frame[1]}:{frame[2]} in {frame[3]}" if frame else ""
 
 
 def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, timeout: int,
-             reports: pathlib.Path) -> dict[str, tuple[str, str]]:
-  """{test id: (outcome, first line of the error)} of one file under JAX_PLATFORMS=platforms."""
-  report = reports / f"{file.replace('/', '_')}.{platforms.split(',')[0]}.xml"
-  env = dict(os.environ, JAX_PLATFORMS=platforms,
+             reports: pathlib.Path, env: dict[str, str] | None = None,
+             case_timeout: int = 0) -> dict[str, tuple[str, str]]:
+  """{test id: (outcome, first line of the error)} of one file under JAX_PLATFORMS=platforms
+  (and `env`). A test that runs past `case_timeout` seconds, or ends its process, is a failure
+  ("hang: ..." / "crash: ..."), and pytest starts again on the file without the tests done."""
+  name = f"{file.replace('/', '_')}.{platforms.split(',')[0]}"
+  progress, done_ids = reports / f"{name}.progress.jsonl", reports / f"{name}.done"
+  stderr = reports / f"{name}.stderr"
+  env = dict(os.environ, **(env or {}), JAX_PLATFORMS=platforms,
              PYTHONPATH=os.pathsep.join(SOURCE_PATH + [str(HERE),
                                                     os.environ.get("PYTHONPATH", "")]))
   command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              "-p", "suite_pytest_plugin", f"--sample-one-in={sample}", file,
-             f"--junitxml={report}"]
-  with subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL) as pytest:
-    try:
-      pytest.wait(timeout)
-    except subprocess.TimeoutExpired:
-      # Interrupted, pytest still writes the report of the tests it finished.
-      print(f"  {file} under JAX_PLATFORMS={platforms} ran past {timeout} s: stopped, the tests "
-            "not run by then count as not collected", flush=True)
-      pytest.send_signal(signal.SIGINT)
+             f"--progress={progress}", f"--case-timeout={case_timeout}",
+             f"--deselect-file={done_ids}"]
+  outcomes: dict[str, tuple[str, str]] = {}
+  deadline = time.monotonic() + timeout
+  while True:
+    done_ids.write_text("\n".join(outcomes))
+    progress.unlink(missing_ok=True)
+    pathlib.Path(f"{progress}.traceback").unlink(missing_ok=True)
+    with open(stderr, "w") as errors, \
+        subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                         stderr=errors) as pytest:
       try:
-        pytest.wait(120)
+        pytest.wait(max(deadline - time.monotonic(), 1))
       except subprocess.TimeoutExpired:
-        pytest.kill()
-  if not report.exists():
-    return {}
-  outcomes = {}
-  for case in ET.parse(report).iter("testcase"):
-    problems = [child for child in case if child.tag in ("failure", "error")]
-    outcome = FAILED if problems else SKIPPED if case.find("skipped") is not None else PASSED
-    message = (problems[0].get("message") or "").strip().split("\n")[0] if problems else ""
-    test = junit_test_id(file, case.get("classname", ""), case.get("name", ""))
-    outcomes[test] = (outcome, message)
-  return outcomes
+        print(f"  {file} under JAX_PLATFORMS={platforms} ran past {timeout} s: stopped, the tests "
+              "not run by then count as not collected", flush=True)
+        pytest.send_signal(signal.SIGINT)
+        try:
+          pytest.wait(120)
+        except subprocess.TimeoutExpired:
+          pytest.kill()
+        return {**outcomes, **_read_progress(progress)[0]}
+    finished, running = _read_progress(progress)
+    outcomes.update(finished)
+    if running is None:
+      return outcomes
+    # faulthandler's watchdog ends a test past case_timeout with exit status 1; a signal, or any
+    # other exit in mid-test, is a crash.
+    why = (f"hang: ran past the {case_timeout} s case timeout"
+           if case_timeout and pytest.returncode == 1 else
+           f"crash: the test process ended with status {pytest.returncode}")
+    traceback = pathlib.Path(f"{progress}.traceback")
+    why += _innermost_frame((traceback.read_text(errors="replace") if traceback.exists() else "")
+                            + stderr.read_text(errors="replace"))
+    print(f"  {running} under JAX_PLATFORMS={platforms}: {why}", flush=True)
+    outcomes[running] = (FAILED, why)
 
 
 _CATEGORIES = (  # (pattern in the error, category); the first match names it
@@ -198,16 +251,18 @@ def save_outcome(outcome: Outcome, sample: int, path: str) -> None:
 
 
 def run_suite(suite: Suite, root: pathlib.Path, files: list[str], *, sample: int, jobs: int,
-              timeout: int, json_path: str | None = None) -> Outcome:
+              timeout: int, case_timeout: int = 0, json_path: str | None = None) -> Outcome:
   """Every file on both devices; each finished file's outcomes are saved to `json_path` at once,
   so a run stopped early keeps them (`--outcomes` reports on them)."""
   outcome = Outcome({}, {})
   with tempfile.TemporaryDirectory(prefix=f"{suite.name}_suite_reports_") as reports, \
       concurrent.futures.ThreadPoolExecutor(jobs) as pool:
     runs = {pool.submit(run_file, root, file, platforms, sample=sample, timeout=timeout,
-                        reports=pathlib.Path(reports)): (file, device)
+                        reports=pathlib.Path(reports), env=dict(env),
+                        case_timeout=case_timeout): (file, device)
             for file in files
-            for device, platforms in (("trn", suite.trn_platforms), ("cpu", "cpu"))}
+            for device, platforms, env in (("trn", suite.trn_platforms, suite.trn_env),
+                                           ("cpu", "cpu", suite.cpu_env))}
     for run in concurrent.futures.as_completed(runs):
       file, device = runs[run]
       getattr(outcome, device).update(run.result())
@@ -290,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--sample", type=int, default=1, help="run about one test in N")
   parser.add_argument("--jobs", type=int, default=1, help="pytest processes at a time")
   parser.add_argument("--timeout", type=int, default=3600, help="seconds per file and device")
+  parser.add_argument("--case-timeout", type=int, default=600,
+                      help="seconds one test may run: past them it is a failure (hang) and the "
+                           "file goes on after it (0: no limit)")
   parser.add_argument("--json", help="write every test's outcome per device here (after each "
                                      "file)")
   parser.add_argument("--outcomes", help="report on the outcomes a --json run wrote instead of "
@@ -316,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
       files = args.files or suite.files(root)
       outcome = run_suite(suite, root, files, sample=args.sample, jobs=args.jobs,
-                          timeout=args.timeout, json_path=args.json)
+                          timeout=args.timeout, case_timeout=args.case_timeout,
+                          json_path=args.json)
   manifest = load_manifest(suite)
   record = report(suite, files, outcome, manifest, sample=args.sample)
   if args.results:

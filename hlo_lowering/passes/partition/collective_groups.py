@@ -8,6 +8,8 @@ partition_id / replica_id with attrs["core_rank"] where their value is the core'
 that varies between this program's cores) or leaves them to be the constant 0.
 
 Requires: module.attrs["mhlo.num_partitions"] / ["mhlo.num_replicas"] the program's counts.
+Refuses: groups of unequal sizes (StableHLO pads them with -1; a NeuronCore collective's groups
+are all one size), as UNIMPLEMENTED naming the op.
 Ensures: every all_reduce, all_gather, reduce_scatter, all_to_all, collective_broadcast has
 attrs["core_groups"]; every collective_permute attrs["core_pairs"]; every partition_id /
 replica_id attrs["core_rank"] (bool).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.ir import Module, Op, walk_ops
 
 _GROUPED = frozenset({"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
@@ -36,7 +39,11 @@ def _groups(op: Op, replicas: int, partitions: int) -> list[list[int]]:
   if ids.size == 0:
     ids = np.arange(replicas * partitions if mode == "flattened" else
                     partitions if mode == "cross_partition" else replicas).reshape(1, -1)
-  groups = [list(map(int, g)) for g in ids]
+  groups = [[int(i) for i in g if i >= 0] for g in ids]
+  if len({len(g) for g in groups}) > 1:
+    raise CompileError(f"{op.describe()}: replica groups of unequal sizes "
+                       f"({', '.join(str(len(g)) for g in groups)} members) are not supported: "
+                       "a NeuronCore collective's groups are all one size", UNIMPLEMENTED)
   if mode == "flattened":
     return groups
   if mode == "cross_partition":

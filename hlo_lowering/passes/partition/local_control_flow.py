@@ -13,7 +13,11 @@ every trip), reading the carried values as those shards; the condition's predica
 A case / if reading split values (its branches capture them) runs its branches on shards: the
 first branch is partitioned as the program would be, each of its results held under the most
 split sharding it has there (whole where it has none), and the other branches return their
-results under the same shardings (resharded inside the branch). The branch index is whole."""
+results under the same shardings (resharded inside the branch). The branch index is whole.
+
+A loop or case holding a manual computation (a pmap or shard_map under lax.map / scan / cond)
+is partitioned so too even when it reads no split value: the manual computation must be
+inlined wherever it is."""
 
 from __future__ import annotations
 
@@ -60,8 +64,14 @@ def _finish(inner, block: Block, result_shardings, what: str, args=()) -> Block:
   return Block(list(args), inner.ops + [ret])
 
 
+def _holds_manual_computation(op: Op) -> bool:
+  return any(o.name == "sdy.manual_computation" for region in op.regions
+             for o in walk_ops(region.block))
+
+
 def while_(p, op: Op) -> bool:
-  if op.name != "stablehlo.while" or not any(map(p.is_sharded, op.operands)):
+  if op.name != "stablehlo.while" or not (any(map(p.is_sharded, op.operands)) or
+                                          _holds_manual_computation(op)):
     return False
   what = op.describe()
   shardings = [_carried_sharding(p, v) for v in op.operands]
@@ -94,7 +104,8 @@ def _reads_split(p, op: Op) -> bool:
 
 
 def case(p, op: Op) -> bool:
-  if op.name not in ("stablehlo.case", "stablehlo.if") or not _reads_split(p, op):
+  if op.name not in ("stablehlo.case", "stablehlo.if") or not (_reads_split(p, op) or
+                                                                 _holds_manual_computation(op)):
     return False
   what = op.describe()
   first, *others = (r.block for r in op.regions)

@@ -16,6 +16,7 @@ from hlo_lowering.passes.partition.mesh import Mesh
 _MESH_REF = re.compile(r"<\s*@([\w.$-]+)\s*,\s*\[")
 _DIM = re.compile(r"\{([^}]*)\}")
 _AXIS_NAME = re.compile(r'"([^"]+)"(:\(\d+\)\d+)?')
+_UNREDUCED = re.compile(r"\bunreduced\s*=\s*\{\s*\"")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +31,10 @@ class Sharding:
     if match is None:
       raise CompileError(f"{what}: cannot read the sharding {text} (an inline mesh?)",
                          UNIMPLEMENTED)
+    if _UNREDUCED.search(text):
+      # Per-core partial sums, not a shard: read as one, they would be summed twice.
+      raise CompileError(f"{what}: the unreduced sharding {text.strip()} (explicit-axis partial "
+                         "sums, P(unreduced=...)) is not supported yet", UNIMPLEMENTED)
     start = match.end()
     depth, end = 1, start
     while depth and end < len(text):

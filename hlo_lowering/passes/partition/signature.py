@@ -34,8 +34,9 @@ def _quoted(text: str) -> str:
 def module_text(name: str, args: list[TensorType], results: list[TensorType],
                 parameter_shardings: list[str], output_shardings: list[str],
                 num_partitions: int) -> str:
+  # No results: XLA's empty tuple output, which it gives a replicated sharding.
   output = (output_shardings[0] if len(output_shardings) == 1
-            else "{" + ", ".join(output_shardings) + "}")
+            else "{" + ", ".join(output_shardings) + "}" if output_shardings else "{replicated}")
   attrs = (f"mhlo.num_partitions = {num_partitions} : i32, mhlo.num_replicas = 1 : i32, "
            f"mhlo.spmd_output_sharding = {_quoted(output)}, mhlo.spmd_parameters_shardings = ["
            + ", ".join(_quoted(s) for s in parameter_shardings) + "]")

@@ -15,7 +15,8 @@ needed, once) and is named in module.attrs["trn.replicated_ops"] when it read a 
 sharded result is this core's shard (sliced locally from a whole value, or a reduce_scatter of
 partial sums); a replicated one the whole value. An sdy.manual_computation (shard_map, pmap) is
 inlined: each operand is this core's shard along the manual axes, the body runs on local values
-with its own collectives, and each result is held as the core's shard. Every shard is exact (an
+with its own collectives, and each result is held as the core's shard; one nested in its body
+is inlined so over its own axes, its results gathered back along them. Every shard is exact (an
 op on shards is the shard of the op); only the order floats are summed in changes where a
 partial sum or a reduce over a sharded dim is combined across cores.
 
@@ -122,13 +123,23 @@ class _Partitioner(LocalValues):
     body = op.regions[0].block
     mapping = {arg: self.under(v, s, op.loc, f"{what} operand {i}")
                for i, (arg, v, s) in enumerate(zip(body.args, op.operands, ins))}
-    for inner in walk_ops(body):
+    nested = [i for i, inner in enumerate(body.ops) if inner.name == "sdy.manual_computation"]
+    for inner in walk_ops(Block([], [o for i, o in enumerate(body.ops) if i not in nested])):
       if inner.name == "sdy.manual_computation":
-        raise CompileError(f"{what}: a nested manual computation (shard_map inside shard_map) is "
-                           "not supported yet", UNIMPLEMENTED)
+        raise CompileError(f"{what}: a manual computation nested in a region of a shard_map's "
+                           "body (shard_map under a loop inside shard_map) is not supported yet",
+                           UNIMPLEMENTED)
     replace_uses(body, mapping)
-    returned = [mapping.get(v, v) for v in body.ops[-1].operands]
-    self.ops.extend(body.ops[:-1])
+    for i, inner in enumerate(body.ops[:-1]):
+      if i not in nested:
+        self.ops.append(inner)
+        continue
+      # A shard_map inside a shard_map: inlined over its own manual axes, reading the outer
+      # body's local values as whole; its results are gathered back along those axes.
+      self.manual_computation(inner)
+      gathered = {r: self.whole(r, inner.loc) for r in inner.results}
+      replace_uses(Block([], body.ops[i + 1:]), gathered)
+    returned = list(body.ops[-1].operands)
     for result, local, s in zip(op.results, returned, outs):
       self.local_of.setdefault(result, {})[s] = local
 
@@ -167,6 +178,10 @@ class _Partitioner(LocalValues):
     outputs, output_texts = [], []
     for i, (value, s) in enumerate(zip(ret.operands, result_shardings)):
       value = self.pending.get(value, value)
+      if s is None and self.is_sharded(value) and self.local_of.get(value):
+        # An unspecified result comes back as it is held, as XLA's propagation returns it: a
+        # shard_map's result under its out_specs (gathering it would change its sharding).
+        s = max(self.local_of[value], key=self.shard_count)
       if s is None or s.is_replicated:
         outputs.append(self.whole(value, ret.loc))
         output_texts.append("{replicated}")
