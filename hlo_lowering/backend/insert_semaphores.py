@@ -33,9 +33,12 @@ loop's last writes and reads.
 
 from __future__ import annotations
 
+import itertools
+
+from hlo_lowering.backend.peel_loops import copy_iteration, replace_runs
 from hlo_lowering.backend.wait_tracker import WaitTracker, bucket_keys
 from hlo_lowering.program import ProgramBuilder
-from hlo_lowering.program.instructions import accesses, regions_overlap
+from hlo_lowering.program.instructions import TileStep, accesses, regions_overlap
 from hlo_lowering.report import CompileReport
 
 
@@ -222,19 +225,150 @@ def _feed_last_iterations(tracker: WaitTracker, region: _Region) -> None:
     tracker.add(inst.stream, *accesses(inst))
 
 
+def _executions(body: list, chains: list, depth: int = 0, iterations: dict | None = None):
+  """(body index, {Loop: iteration}) of every execution of `body` (an outermost loop's
+  instructions, or the body of a loop `depth` deep in it), in program order."""
+  iterations = iterations or {}
+  k = 0
+  while k < len(body):
+    if len(chains[k]) <= depth:
+      yield k, iterations
+      k += 1
+      continue
+    loop, end = chains[k][depth], k + 1
+    while end < len(body) and chains[end][depth:depth + 1] == [loop]:
+      end += 1
+    for i in range(loop.count):
+      for j, at in _executions(body[k:end], chains[k:end], depth + 1, {**iterations, loop: i}):
+        yield k + j, at
+    k = end
+
+
+def _affine_fit(points: list, loops: list):
+  """(base, {Loop: step}), all ≥ 0, with lo ≤ base + Σ step·i ≤ hi at every point
+  (({Loop: i}, lo, hi)), or None. Steps are tried from the differences along each counter."""
+  origin = {tuple(sorted((id(l), i) for l, i in at.items() if i)): (lo, hi)
+            for at, lo, hi in points}
+  choices = []
+  for loop in loops:
+    zero, unit = origin.get(()), origin.get(((id(loop), 1),))
+    options = [0]
+    if zero is not None and unit is not None:
+      options = [unit[0] - zero[0], unit[1] - zero[1], 0]
+    choices.append(sorted({o for o in options if o >= 0}, key=options.index)[:3 if len(loops) <= 3
+                                                                             else 1] or [0])
+  for steps in itertools.product(*choices):
+    base = max(lo - sum(s * at.get(l, 0) for l, s in zip(loops, steps)) for at, lo, _ in points)
+    base = max(base, 0)
+    if all(base + sum(s * at.get(l, 0) for l, s in zip(loops, steps)) <= hi
+           for at, _, hi in points):
+      return base, {l: s for l, s in zip(loops, steps) if s}
+  return None
+
+
+def _moves_tiles(inst, loop) -> bool:
+  return any(isinstance(step, TileStep) for step in inst.steps_of(loop)[0].values())
+
+
+def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
+  """The waits of one outermost loop some of whose tiles move per iteration (`tile_stepped`):
+  every execution is fed to the tracker in program order, as the unrolled form would be, and
+  each body instruction's waits are the affine forms (one per waited stream, a step per loop)
+  that are at least its unrolled waits at every iteration (so every conflict is ordered) and at
+  most what it already knows there (so it waits no longer: the schedule and modeled cycles are
+  the unrolled form's). When some instruction has no such form (its unrolled waits are not affine
+  in the counters), the tracker is left untouched and the loops to unroll are returned: each
+  such instruction's innermost loop that moves tiles (every loop that moves tiles, for one in
+  none); else an empty set."""
+  chains = [inst.loops() for inst in body]
+  trial = tracker.fork()
+  seen = [[] for _ in body]  # per body instruction: ({Loop: i}, minimal waits, known after)
+  for k, at in _executions(body, chains):
+    inst = body[k].at_iterations(at)
+    waits = dict(trial.add(inst.stream, *accesses(inst)))
+    seen[k].append((at, waits, trial.known(inst.stream)))
+  forms, unroll = [], set()
+  for k, inst in enumerate(body):
+    waited = sorted({t for _, waits, _ in seen[k] for t in waits})
+    mine = {}
+    for t in waited:
+      fit = _affine_fit([(at, waits.get(t, 0), known[t]) for at, waits, known in seen[k]],
+                        chains[k])
+      if fit is None:
+        moving = [loop for loop in chains[k] if any(_moves_tiles(i, loop) for i in body
+                                                    if loop in i.loops())]
+        unroll |= set(moving[-1:]) or {loop for i in body for loop in i.loops()
+                                        if _moves_tiles(i, loop)}
+        break
+      if fit[0] or fit[1]:
+        mine[t] = fit
+    forms.append(mine)
+  if unroll:
+    return unroll
+  for k, inst in enumerate(body):
+    inst.waits = [(t, base) for t, (base, _) in sorted(forms[k].items())]
+    for loop in chains[k]:
+      inst.steps_of(loop)[1].clear()
+    for t, (_, steps) in forms[k].items():
+      for loop, step in steps.items():
+        inst.steps_of(loop)[1][t] = step
+  tracker.__dict__.update(trial.__dict__)
+  return set()
+
+
+def _unrolled(body: list, loops: set) -> list:
+  """`body` with each of `loops` unrolled (its iterations as instructions of the loop around
+  it; a loop inside another of them goes with it)."""
+  for loop in sorted(loops, key=lambda loop: len(loop.chain())):
+    k = next((k for k, inst in enumerate(body) if loop in inst.loops()), None)
+    if k is None:
+      continue  # inside a loop unrolled before it
+    end = k
+    while end < len(body) and loop in body[end].loops():
+      end += 1
+    body = body[:k] + [inst for i in range(loop.count)
+                       for inst in copy_iteration(body[k:end], loop, i)] + body[end:]
+  return body
+
+
+def _block_waits(tracker: WaitTracker, insts: list, replaced: dict) -> list:
+  """Gives a block's instructions (`insts`, program order) their waits; returns them, with a loop
+  whose moving tiles have no affine waits unrolled (recorded in `replaced`: id of its first
+  instruction -> (its length, its unrolled form))."""
+  out, k = [], 0
+  while k < len(insts):
+    if insts[k].loop is None:
+      reads, writes = accesses(insts[k])
+      insts[k].waits = tracker.add(insts[k].stream, reads, writes)
+      out.append(insts[k])
+      k += 1
+      continue
+    end, top = k, insts[k].loops()[0]
+    while end < len(insts) and insts[end].loops()[:1] == [top]:
+      end += 1
+    body = original = insts[k:end]
+    # Loops whose unrolled waits are not affine are unrolled until the rest are (each try one
+    # pass over the loop's executions); the last resort, every tile-moving loop unrolled.
+    while any(inst.tile_stepped() for inst in body):
+      unroll = _stepped_loop_waits(tracker, body)
+      if not unroll:
+        break
+      body = _unrolled(body, unroll)
+    else:
+      if body is not original:
+        body = _block_waits(tracker, body, {})
+      else:
+        _loop_waits(tracker, body)
+    if body is not original:
+      replaced[id(original[0])] = (len(original), body)
+    out.extend(body)
+    k = end
+  return out
+
+
 def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> None:
   streams = builder.num_streams()
+  replaced = {}
   for block in builder.blocks:
-    tracker = WaitTracker(streams)
-    insts, k = block.instructions, 0
-    while k < len(insts):
-      if insts[k].loop is None:
-        reads, writes = accesses(insts[k])
-        insts[k].waits = tracker.add(insts[k].stream, reads, writes)
-        k += 1
-        continue
-      end, top = k, insts[k].loops()[0]
-      while end < len(insts) and insts[end].loops()[:1] == [top]:
-        end += 1
-      _loop_waits(tracker, insts[k:end])
-      k = end
+    block.instructions = _block_waits(WaitTracker(streams), block.instructions, replaced)
+  replace_runs(builder, replaced)
