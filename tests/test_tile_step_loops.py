@@ -6,12 +6,14 @@ moved tile at the loop's corners and names the iteration."""
 
 from __future__ import annotations
 
-import dataclasses
+import struct
 
+import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
-from compiler_harness import finish, native, through_backend
+from compiler_harness import artifact, compile_code, finish, native, through_backend
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, TileAP,
                                   disassemble, read_program)
 from hlo_lowering.program.instructions import TileStep
@@ -90,6 +92,49 @@ def _rotating(looped: bool, tiles=9, rows=32, cols=64, period=2, load_period=Non
     for i in range(tiles):
       tile(i)
   return b
+
+
+# Matmuls of many K tiles: the middle K tiles' matmuls and each PSUM bank's transposes are loops
+# stepping their SBUF/PSUM offsets (lowering/matmul_resident.py).
+MATMULS = {
+    "f32 x @ w, K of 8 tiles": (lambda x, w: x @ w,
+                                (_rng.randn(700, 1024).astype(np.float32),
+                                 _rng.randn(1024, 200).astype(np.float32))),
+    "bf16 x @ w.T, K of 6 tiles": (lambda x, w: x @ w.T,
+                                   (_rng.randn(900, 768).astype(ml_dtypes.bfloat16),
+                                    _rng.randn(300, 768).astype(ml_dtypes.bfloat16))),
+    "bf16 attention values over 6 heads": (
+        lambda a, v: jnp.einsum("bmk,bkn->bmn", a, v),
+        (_rng.randn(6, 384, 768).astype(ml_dtypes.bfloat16),
+         _rng.randn(6, 768, 64).astype(ml_dtypes.bfloat16))),
+}
+
+
+def _compiled(f, args, monkeypatch, unroll: bool):
+  with monkeypatch.context() as m:
+    m.setenv("TRN_UNROLL_LOOPS", "1" if unroll else "0")
+    program = compile_code(artifact(f, *args))
+  outputs, profile = native().run_program(program, [np.asarray(a) for a in args])
+  return program, outputs, profile["device_time_ns"]
+
+
+@pytest.mark.parametrize("name", MATMULS)
+def test_matmul_tile_loops_compute_what_the_unrolled_matmul_does_in_the_same_cycles(
+    name, monkeypatch):
+  f, args = MATMULS[name]
+  looped, out_loop, cycles_loop = _compiled(f, args, monkeypatch, unroll=False)
+  unrolled, out_unrolled, cycles_unrolled = _compiled(f, args, monkeypatch, unroll=True)
+  for a, b in zip(out_loop, out_unrolled):
+    assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+  assert cycles_loop == cycles_unrolled
+  assert "step[" in disassemble(looped) and _stored(looped) < _stored(unrolled)
+
+
+def test_matmul_tile_loop_waits_pass_the_back_end_verifier(monkeypatch):
+  monkeypatch.setenv("TRN_VERIFY_IR", "1")  # checks every iteration's order, as it runs
+  f, args = MATMULS["bf16 x @ w.T, K of 6 tiles"]
+  program, _, _ = _compiled(f, args, monkeypatch, unroll=False)
+  assert "step[" in disassemble(program)
 
 
 def _run(builder: ProgramBuilder, args):
@@ -187,3 +232,16 @@ def test_the_loader_rejects_a_psum_step_that_leaves_its_bank():
     inst = next(inst for inst in body if inst.opcode.name == "MATMUL")
     inst.steps[("dst", "byte_offset")] = TileStep(1800)
   _rejected(_tampered(change, _k_accumulation(True)), "leaves its bank")
+
+
+def _as_version(program: bytes, version: int) -> bytes:
+  return program[:8] + struct.pack("<I", version) + program[12:]
+
+
+def test_a_version_6_program_still_loads_and_a_tile_step_needs_version_7():
+  """Version 7 only adds step kind 3: a program without tile steps is a version 6 program."""
+  x = _rng.randn(9 * 32, 64).astype(np.float32)
+  plain = finish(_rotating(False))
+  (out,), _ = native().run_program(_as_version(plain, 6), [x])
+  np.testing.assert_array_equal(out, x * np.float32(2) + np.float32(1))
+  _rejected(_as_version(finish(_rotating(True)), 6), "3 tile field from version 7 on")

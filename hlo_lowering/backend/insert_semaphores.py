@@ -6,10 +6,13 @@ streams, by a copy of its body) have run.
 Ensures: every instruction's `waits` (in a loop: at every iteration, `waits` + i·`wait_steps`)
 orders it after each earlier instruction of another stream of its block that it conflicts with
 (read-after-write, write-after-read, write-after-write on overlapping memory), directly or
-through a chain of waits, and waits only on such instructions; outside loops, no wait that one
-of its stream's earlier waits or a waited-for instruction's own waits already implies
-(wait_tracker.py). Because every wait is on a conflicting instruction and every conflict is
-ordered, a loop runs exactly the schedule its unrolled form would.
+through a chain of waits, and waits only on such instructions (in a loop that steps tiles: or
+on ones it is already ordered after); outside loops, no wait that one of its stream's earlier
+waits or a waited-for instruction's own waits already implies (wait_tracker.py). Because every
+wait is on a conflicting (or an already ordered) instruction and every conflict is ordered, a
+loop runs exactly the schedule its unrolled form would. A loop that steps tiles whose waits are
+not affine in its counters is unrolled (its iterations become instructions of the loop around
+it; the program runs the same instructions in the same order).
 
 Each block has its own semaphore counts (they restart at 0 on entry), so each block's
 instructions are walked in program order with a tracker of its own.
@@ -29,6 +32,11 @@ waits, and what a same-iteration instruction it waits for knew: affine guarantee
 term) is dropped. After the loop, the tracker skips the middle iterations and is fed the last one
 (the last of every nested loop) at its real positions, so the instructions after the loop see the
 loop's last writes and reads.
+
+Loops whose tiles move (format version 7's tile steps) break the first premise, so an outermost
+loop holding one is fed to the tracker execution by execution (O(executions · accesses), as its
+unrolled form), and each instruction's waits are rolled into affine forms between its unrolled
+waits and what it knows at every iteration (`_stepped_loop_waits`; docs/compiler.md).
 """
 
 from __future__ import annotations

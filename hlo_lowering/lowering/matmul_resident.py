@@ -370,10 +370,13 @@ class ResidentRhsMatmul(MatmulTiling):
       builder.matmul(dsts[j], stationary, moving, start=i == 0, stop=i == last, debug=debug,
                      steps=steps)
 
+    follows_rows = s == 0 or (s == len(self.m_tiles) - 1 and self._panel_follows)
     # The middle K tiles (neither start nor stop) differ only by their SBUF offsets: one loop
-    # stepping them (format version 7's tile steps), per bank or over every bank.
+    # per bank stepping them (format version 7's tile steps). Not where the matmuls follow the
+    # panel's rows: their waits on the round robin of panel queues are not affine in the tile.
     middle = range(1, last)
-    k_loop = loops_enabled() and self.pair_tiles is None and len(middle) >= MIN_K_LOOP
+    k_loop = (loops_enabled() and self.pair_tiles is None and len(middle) >= MIN_K_LOOP
+              and not follows_rows)
     k_steps = {("stationary", "byte_offset"): self.m_tile * self.lhs.dtype.itemsize,
                ("moving", "byte_offset"): pitch * rsize}
 
@@ -387,7 +390,6 @@ class ResidentRhsMatmul(MatmulTiling):
         for j in js:
           product(i, j)
 
-    follows_rows = s == 0 or (s == len(self.m_tiles) - 1 and self._panel_follows)
     runs = [range(0, 1), middle] if last else []
     if follows_rows:
       for tiles in runs:
