@@ -103,6 +103,10 @@ MATMULS = {
     "bf16 x @ w.T, K of 6 tiles": (lambda x, w: x @ w.T,
                                    (_rng.randn(900, 768).astype(ml_dtypes.bfloat16),
                                     _rng.randn(300, 768).astype(ml_dtypes.bfloat16))),
+    # K past what a resident panel holds: the key-cached schedule (lowering/matmul.py).
+    "bf16 x @ w, K of 128 tiles in chunks": (
+        lambda x, w: x @ w, (_rng.randn(256, 16384).astype(ml_dtypes.bfloat16),
+                             _rng.randn(16384, 128).astype(ml_dtypes.bfloat16))),
     "bf16 attention values over 6 heads": (
         lambda a, v: jnp.einsum("bmk,bkn->bmn", a, v),
         (_rng.randn(6, 384, 768).astype(ml_dtypes.bfloat16),

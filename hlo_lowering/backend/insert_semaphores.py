@@ -233,9 +233,24 @@ def _feed_last_iterations(tracker: WaitTracker, region: _Region) -> None:
     tracker.add(inst.stream, *accesses(inst))
 
 
-def _executions(body: list, chains: list, depth: int = 0, iterations: dict | None = None):
-  """(body index, {Loop: iteration}) of every execution of `body` (an outermost loop's
-  instructions, or the body of a loop `depth` deep in it), in program order."""
+# A loop that moves no tile repeats its accesses every iteration, so its waits repeat too: of
+# one with more iterations than this only the first three and the last two are fed.
+_SAMPLED_ITERATIONS = 5
+
+
+def _sampled(loop, sampled: set) -> list:
+  """The iterations of `loop` fed to the tracker: all, or (a loop in `sampled`) the first three
+  and the last two."""
+  if loop not in sampled or loop.count <= _SAMPLED_ITERATIONS:
+    return list(range(loop.count))
+  return [0, 1, 2, loop.count - 2, loop.count - 1]
+
+
+def _executions(body: list, chains: list, sampled: set, depth: int = 0,
+                iterations: dict | None = None):
+  """(body index, {Loop: iteration}) of the executions of `body` (an outermost loop's
+  instructions, or the body of a loop `depth` deep in it) fed to the tracker, in program order,
+  and (None, (Loop, n)) where n iterations of a sampled loop are skipped."""
   iterations = iterations or {}
   k = 0
   while k < len(body):
@@ -246,9 +261,14 @@ def _executions(body: list, chains: list, depth: int = 0, iterations: dict | Non
     loop, end = chains[k][depth], k + 1
     while end < len(body) and chains[end][depth:depth + 1] == [loop]:
       end += 1
-    for i in range(loop.count):
-      for j, at in _executions(body[k:end], chains[k:end], depth + 1, {**iterations, loop: i}):
-        yield k + j, at
+    previous = -1
+    for i in _sampled(loop, sampled):
+      if i > previous + 1:
+        yield None, (loop, i - previous - 1)
+      previous = i
+      for j, at in _executions(body[k:end], chains[k:end], sampled, depth + 1,
+                               {**iterations, loop: i}):
+        yield (None if j is None else k + j), at
     k = end
 
 
@@ -289,12 +309,25 @@ def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
   such instruction's innermost loop that moves tiles (every loop that moves tiles, for one in
   none); else an empty set."""
   chains = [inst.loops() for inst in body]
+  region = _Region(body)
+  moving = {loop for inst in body for loop in inst.loops() if _moves_tiles(inst, loop)}
+  sampled = {loop for chain in chains for loop in chain} - moving
   trial = tracker.fork()
   seen = [[] for _ in body]  # per body instruction: ({Loop: i}, minimal waits, known after)
-  for k, at in _executions(body, chains):
-    inst = body[k].at_iterations(at)
-    waits = dict(trial.add(inst.stream, *accesses(inst)))
-    seen[k].append((at, waits, trial.known(inst.stream)))
+  # The accesses of the instructions no loop moves, once.
+  fixed = [None if any(inst.steps_of(loop)[0] for loop in chains[k]) else accesses(inst)
+           for k, inst in enumerate(body)]
+  for k, at in _executions(body, chains, sampled):
+    if k is None:  # skipped iterations of a sampled loop
+      loop, n = at
+      trial.skip({t: n * region.n(loop, t) for t in range(trial.streams)})
+      continue
+    stream = body[k].stream
+    waits = dict(trial.add(stream, *(fixed[k] or accesses(body[k].at_iterations(at)))))
+    # An execution right after skipped iterations may miss their conflicts: fed, not fitted.
+    if all(at[loop] != loop.count - 2 or loop.count <= _SAMPLED_ITERATIONS
+           for loop in chains[k] if loop in sampled):
+      seen[k].append((at, waits, trial.known(stream)))
   forms, unroll = [], set()
   for k, inst in enumerate(body):
     waited = sorted({t for _, waits, _ in seen[k] for t in waits})
