@@ -103,6 +103,15 @@ MATMULS = {
     "bf16 x @ w.T, K of 6 tiles": (lambda x, w: x @ w.T,
                                    (_rng.randn(900, 768).astype(ml_dtypes.bfloat16),
                                     _rng.randn(300, 768).astype(ml_dtypes.bfloat16))),
+    # Many m-tiles, many heads: loops of more than five iterations around the K-tile loops,
+    # whose waits insert-semaphores derives from a few of their iterations.
+    "bf16 x @ w, 24 m-tiles of K of 6 tiles": (
+        lambda x, w: x @ w, (_rng.randn(3000, 768).astype(ml_dtypes.bfloat16),
+                             _rng.randn(768, 256).astype(ml_dtypes.bfloat16))),
+    "bf16 attention values over 16 heads": (
+        lambda a, v: jnp.einsum("bmk,bkn->bmn", a, v),
+        (_rng.randn(16, 1024, 640).astype(ml_dtypes.bfloat16),
+         _rng.randn(16, 640, 64).astype(ml_dtypes.bfloat16))),
     # K past what a resident panel holds: the key-cached schedule (lowering/matmul.py).
     "bf16 x @ w, K of 128 tiles in chunks": (
         lambda x, w: x @ w, (_rng.randn(256, 16384).astype(ml_dtypes.bfloat16),
@@ -134,9 +143,10 @@ def test_matmul_tile_loops_compute_what_the_unrolled_matmul_does_in_the_same_cyc
   assert "step[" in disassemble(looped) and _stored(looped) < _stored(unrolled)
 
 
-def test_matmul_tile_loop_waits_pass_the_back_end_verifier(monkeypatch):
+@pytest.mark.parametrize("name", MATMULS)
+def test_matmul_tile_loop_waits_pass_the_back_end_verifier(name, monkeypatch):
   monkeypatch.setenv("TRN_VERIFY_IR", "1")  # checks every iteration's order, as it runs
-  f, args = MATMULS["bf16 x @ w.T, K of 6 tiles"]
+  f, args = MATMULS[name]
   program, _, _ = _compiled(f, args, monkeypatch, unroll=False)
   assert "step[" in disassemble(program)
 

@@ -34,9 +34,10 @@ term) is dropped. After the loop, the tracker skips the middle iterations and is
 loop's last writes and reads.
 
 Loops whose tiles move (format version 7's tile steps) break the first premise, so an outermost
-loop holding one is fed to the tracker execution by execution (O(executions · accesses), as its
-unrolled form), and each instruction's waits are rolled into affine forms between its unrolled
-waits and what it knows at every iteration (`_stepped_loop_waits`; docs/compiler.md).
+loop holding one is fed to the tracker execution by execution, and each instruction's waits are
+rolled into affine forms between its unrolled waits and what it knows at every iteration
+(`_stepped_loop_waits`; docs/compiler.md). A loop around them that moves no tile repeats its
+accesses each iteration, so only its first three and last two iterations are fed.
 """
 
 from __future__ import annotations
