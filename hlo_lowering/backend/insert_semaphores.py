@@ -315,16 +315,15 @@ def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
   sampled = {loop for chain in chains for loop in chain} - moving
   trial = tracker.fork()
   seen = [[] for _ in body]  # per body instruction: ({Loop: i}, minimal waits, known after)
-  # The accesses of the instructions no loop moves, once.
-  fixed = [None if any(inst.steps_of(loop)[0] for loop in chains[k]) else accesses(inst)
-           for k, inst in enumerate(body)]
+  # The accesses of the instructions no loop moves a tile of, once (HBM regions are tensors).
+  fixed = [None if inst.tile_stepped() else accesses(inst) for inst in body]
   for k, at in _executions(body, chains, sampled):
     if k is None:  # skipped iterations of a sampled loop
       loop, n = at
       trial.skip({t: n * region.n(loop, t) for t in range(trial.streams)})
       continue
     stream = body[k].stream
-    waits = dict(trial.add(stream, *(fixed[k] or accesses(body[k].at_iterations(at)))))
+    waits = dict(trial.add(stream, *(fixed[k] or accesses(body[k], body[k].tile_moves(at)))))
     # An execution right after skipped iterations may miss their conflicts: fed, not fitted.
     if all(at[loop] != loop.count - 2 or loop.count <= _SAMPLED_ITERATIONS
            for loop in chains[k] if loop in sampled):

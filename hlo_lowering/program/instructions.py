@@ -170,6 +170,20 @@ class Instruction:
       if isinstance(step, TileStep):
         steps[key] = step.advanced()
 
+  def tile_moves(self, iterations: dict) -> dict:
+    """{tile operand: (partitions, bytes)} its tile steps move it at `iterations` ({Loop: i})
+    of the loops holding it: what `at_iterations` moves, without building the instruction."""
+    moves = {}
+    for loop in self.loops():
+      i = iterations.get(loop, 0)
+      for key, step in self.steps_of(loop)[0].items():
+        if isinstance(step, TileStep) and i:
+          partitions, bytes_ = moves.get(key[0], (0, 0))
+          moved = step.turns(i) * step.step
+          moves[key[0]] = ((partitions + moved, bytes_) if key[1] == "partition_start"
+                           else (partitions, bytes_ + moved))
+    return moves
+
   def tile_stepped(self) -> bool:
     """Whether a loop moves one of its tiles."""
     return any(isinstance(step, TileStep) for loop in self.loops()
@@ -395,8 +409,10 @@ def hbm_accesses(inst: Instruction):
   return reads, writes
 
 
-def accesses(inst: Instruction):
-  """(reads, writes): lists of regions."""
+def accesses(inst: Instruction, moves: dict | None = None):
+  """(reads, writes): lists of regions. `moves`: {tile operand: (partitions, bytes)} it is
+  moved by (a loop iteration's tile steps; HBM regions are whole tensors, which no offset
+  moves)."""
   ops = inst.operands
   if inst.opcode == Opcode.GP_BITCAST:
     return [("hbm", ops["src"], inst.part)], [("hbm", ops["dst"], inst.part)]
@@ -407,7 +423,11 @@ def accesses(inst: Instruction):
     values = ops[name] if kind == "hbm_list" else [ops[name]]
     # Destination fields are named dst, dst_* or dsts.
     target = writes if name.startswith("dst") else reads
-    target.extend(r for r in (region(v, inst.core, inst.part) for v in values) if r is not None)
+    found = [r for r in (region(v, inst.core, inst.part) for v in values) if r is not None]
+    if moves and name in moves:
+      (partitions, bytes_), (kind_, memory, p0, p1, b0, b1) = moves[name], found[0]
+      found = [(kind_, memory, p0 + partitions, p1 + partitions, b0 + bytes_, b1 + bytes_)]
+    target.extend(found)
   if inst.opcode in _READS_DST or (inst.opcode == Opcode.MATMUL and
                                    not ops["flags"] & MATMUL_START):
     # combines into / accumulates into what is there
