@@ -11,6 +11,7 @@ import pytest
 
 import compiler_harness as harness
 from hlo_lowering.backend import insert_semaphores
+from hlo_lowering.program import writer
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, Opcode, ProgramBuilder, Scalar,
                                   Stream, TileAP, disassemble, read_program)
 from hlo_lowering.report import CompileReport
@@ -210,7 +211,8 @@ def test_loader_rejects_malformed_bytes():
   for cut in (0, 5, 8, 20, len(data) // 2, len(data) - 1):
     _expect_invalid(data[:cut], "truncated|needs at least")
   _expect_invalid(b"XXXXXXXX" + data[8:], "bad magic")
-  _expect_invalid(data[:8] + struct.pack("<I", 7) + data[12:], "version 7")
+  future = writer.VERSION + 1
+  _expect_invalid(data[:8] + struct.pack("<I", future) + data[12:], f"version {future}")
   _expect_invalid(data + b"\0", "trailing bytes")
   # The DVE instruction's opcode/debug id pair, with an opcode the format does not define.
   marker = struct.pack("<HI", Opcode.TENSOR_SCALAR, 0)

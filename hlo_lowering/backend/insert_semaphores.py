@@ -6,10 +6,13 @@ streams, by a copy of its body) have run.
 Ensures: every instruction's `waits` (in a loop: at every iteration, `waits` + i·`wait_steps`)
 orders it after each earlier instruction of another stream of its block that it conflicts with
 (read-after-write, write-after-read, write-after-write on overlapping memory), directly or
-through a chain of waits, and waits only on such instructions; outside loops, no wait that one
-of its stream's earlier waits or a waited-for instruction's own waits already implies
-(wait_tracker.py). Because every wait is on a conflicting instruction and every conflict is
-ordered, a loop runs exactly the schedule its unrolled form would.
+through a chain of waits, and waits only on such instructions (in a loop that steps tiles: or
+on ones it is already ordered after); outside loops, no wait that one of its stream's earlier
+waits or a waited-for instruction's own waits already implies (wait_tracker.py). Because every
+wait is on a conflicting (or an already ordered) instruction and every conflict is ordered, a
+loop runs exactly the schedule its unrolled form would. A loop that steps tiles whose waits are
+not affine in its counters is unrolled (its iterations become instructions of the loop around
+it; the program runs the same instructions in the same order).
 
 Each block has its own semaphore counts (they restart at 0 on entry), so each block's
 instructions are walked in program order with a tracker of its own.
@@ -29,13 +32,22 @@ waits, and what a same-iteration instruction it waits for knew: affine guarantee
 term) is dropped. After the loop, the tracker skips the middle iterations and is fed the last one
 (the last of every nested loop) at its real positions, so the instructions after the loop see the
 loop's last writes and reads.
+
+Loops whose tiles move (format version 7's tile steps) break the first premise, so an outermost
+loop holding one is fed to the tracker execution by execution, and each instruction's waits are
+rolled into affine forms between its unrolled waits and what it knows at every iteration
+(`_stepped_loop_waits`; docs/compiler.md). A loop around them that moves no tile repeats its
+accesses each iteration, so only its first three and last two iterations are fed.
 """
 
 from __future__ import annotations
 
+import itertools
+
+from hlo_lowering.backend.peel_loops import copy_iteration, replace_runs
 from hlo_lowering.backend.wait_tracker import WaitTracker, bucket_keys
 from hlo_lowering.program import ProgramBuilder
-from hlo_lowering.program.instructions import accesses, regions_overlap
+from hlo_lowering.program.instructions import TileStep, accesses, regions_overlap
 from hlo_lowering.report import CompileReport
 
 
@@ -222,19 +234,182 @@ def _feed_last_iterations(tracker: WaitTracker, region: _Region) -> None:
     tracker.add(inst.stream, *accesses(inst))
 
 
+# A loop that moves no tile repeats its accesses every iteration, so its waits repeat too: of
+# one with more iterations than this only the first three and the last two are fed.
+_SAMPLED_ITERATIONS = 5
+
+
+def _sampled(loop, sampled: set) -> list:
+  """The iterations of `loop` fed to the tracker: all, or (a loop in `sampled`) the first three
+  and the last two."""
+  if loop not in sampled or loop.count <= _SAMPLED_ITERATIONS:
+    return list(range(loop.count))
+  return [0, 1, 2, loop.count - 2, loop.count - 1]
+
+
+def _executions(body: list, chains: list, sampled: set, depth: int = 0,
+                iterations: dict | None = None):
+  """(body index, {Loop: iteration}) of the executions of `body` (an outermost loop's
+  instructions, or the body of a loop `depth` deep in it) fed to the tracker, in program order,
+  and (None, (Loop, n)) where n iterations of a sampled loop are skipped."""
+  iterations = iterations or {}
+  k = 0
+  while k < len(body):
+    if len(chains[k]) <= depth:
+      yield k, iterations
+      k += 1
+      continue
+    loop, end = chains[k][depth], k + 1
+    while end < len(body) and chains[end][depth:depth + 1] == [loop]:
+      end += 1
+    previous = -1
+    for i in _sampled(loop, sampled):
+      if i > previous + 1:
+        yield None, (loop, i - previous - 1)
+      previous = i
+      for j, at in _executions(body[k:end], chains[k:end], sampled, depth + 1,
+                               {**iterations, loop: i}):
+        yield (None if j is None else k + j), at
+    k = end
+
+
+def _affine_fit(points: list, loops: list):
+  """(base, {Loop: step}), all ≥ 0, with lo ≤ base + Σ step·i ≤ hi at every point
+  (({Loop: i}, lo, hi)), or None. Steps are tried from the differences along each counter."""
+  origin = {tuple(sorted((id(l), i) for l, i in at.items() if i)): (lo, hi)
+            for at, lo, hi in points}
+  choices = []
+  for loop in loops:
+    zero, unit = origin.get(()), origin.get(((id(loop), 1),))
+    options = [0]
+    if zero is not None and unit is not None:
+      options = [unit[0] - zero[0], unit[1] - zero[1], 0]
+    choices.append(sorted({o for o in options if o >= 0}, key=options.index)[:3 if len(loops) <= 3
+                                                                             else 1] or [0])
+  for steps in itertools.product(*choices):
+    base = max(lo - sum(s * at.get(l, 0) for l, s in zip(loops, steps)) for at, lo, _ in points)
+    base = max(base, 0)
+    if all(base + sum(s * at.get(l, 0) for l, s in zip(loops, steps)) <= hi
+           for at, _, hi in points):
+      return base, {l: s for l, s in zip(loops, steps) if s}
+  return None
+
+
+def _moves_tiles(inst, loop) -> bool:
+  return any(isinstance(step, TileStep) for step in inst.steps_of(loop)[0].values())
+
+
+def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
+  """The waits of one outermost loop some of whose tiles move per iteration (`tile_stepped`):
+  every execution is fed to the tracker in program order, as the unrolled form would be, and
+  each body instruction's waits are the affine forms (one per waited stream, a step per loop)
+  that are at least its unrolled waits at every iteration (so every conflict is ordered) and at
+  most what it already knows there (so it waits no longer: the schedule and modeled cycles are
+  the unrolled form's). When some instruction has no such form (its unrolled waits are not affine
+  in the counters), the tracker is left untouched and the loops to unroll are returned: each
+  such instruction's innermost loop that moves tiles (every loop that moves tiles, for one in
+  none); else an empty set."""
+  chains = [inst.loops() for inst in body]
+  region = _Region(body)
+  moving = {loop for inst in body for loop in inst.loops() if _moves_tiles(inst, loop)}
+  sampled = {loop for chain in chains for loop in chain} - moving
+  trial = tracker.fork()
+  seen = [[] for _ in body]  # per body instruction: ({Loop: i}, minimal waits, known after)
+  # The accesses of the instructions no loop moves a tile of, once (HBM regions are tensors).
+  fixed = [None if inst.tile_stepped() else accesses(inst) for inst in body]
+  for k, at in _executions(body, chains, sampled):
+    if k is None:  # skipped iterations of a sampled loop
+      loop, n = at
+      trial.skip({t: n * region.n(loop, t) for t in range(trial.streams)})
+      continue
+    stream = body[k].stream
+    waits = dict(trial.add(stream, *(fixed[k] or accesses(body[k], body[k].tile_moves(at)))))
+    # An execution right after skipped iterations may miss their conflicts: fed, not fitted.
+    if all(at[loop] != loop.count - 2 or loop.count <= _SAMPLED_ITERATIONS
+           for loop in chains[k] if loop in sampled):
+      seen[k].append((at, waits, trial.known(stream)))
+  forms, unroll = [], set()
+  for k, inst in enumerate(body):
+    waited = sorted({t for _, waits, _ in seen[k] for t in waits})
+    mine = {}
+    for t in waited:
+      fit = _affine_fit([(at, waits.get(t, 0), known[t]) for at, waits, known in seen[k]],
+                        chains[k])
+      if fit is None:
+        moving = [loop for loop in chains[k] if any(_moves_tiles(i, loop) for i in body
+                                                    if loop in i.loops())]
+        unroll |= set(moving[-1:]) or {loop for i in body for loop in i.loops()
+                                        if _moves_tiles(i, loop)}
+        break
+      if fit[0] or fit[1]:
+        mine[t] = fit
+    forms.append(mine)
+  if unroll:
+    return unroll
+  for k, inst in enumerate(body):
+    inst.waits = [(t, base) for t, (base, _) in sorted(forms[k].items())]
+    for loop in chains[k]:
+      inst.steps_of(loop)[1].clear()
+    for t, (_, steps) in forms[k].items():
+      for loop, step in steps.items():
+        inst.steps_of(loop)[1][t] = step
+  tracker.__dict__.update(trial.__dict__)
+  return set()
+
+
+def _unrolled(body: list, loops: set) -> list:
+  """`body` with each of `loops` unrolled (its iterations as instructions of the loop around
+  it; a loop inside another of them goes with it)."""
+  for loop in sorted(loops, key=lambda loop: len(loop.chain())):
+    k = next((k for k, inst in enumerate(body) if loop in inst.loops()), None)
+    if k is None:
+      continue  # inside a loop unrolled before it
+    end = k
+    while end < len(body) and loop in body[end].loops():
+      end += 1
+    body = body[:k] + [inst for i in range(loop.count)
+                       for inst in copy_iteration(body[k:end], loop, i)] + body[end:]
+  return body
+
+
+def _block_waits(tracker: WaitTracker, insts: list, replaced: dict) -> list:
+  """Gives a block's instructions (`insts`, program order) their waits; returns them, with a loop
+  whose moving tiles have no affine waits unrolled (recorded in `replaced`: id of its first
+  instruction -> (its length, its unrolled form))."""
+  out, k = [], 0
+  while k < len(insts):
+    if insts[k].loop is None:
+      reads, writes = accesses(insts[k])
+      insts[k].waits = tracker.add(insts[k].stream, reads, writes)
+      out.append(insts[k])
+      k += 1
+      continue
+    end, top = k, insts[k].loops()[0]
+    while end < len(insts) and insts[end].loops()[:1] == [top]:
+      end += 1
+    body = original = insts[k:end]
+    # Loops whose unrolled waits are not affine are unrolled until the rest are (each try one
+    # pass over the loop's executions); the last resort, every tile-moving loop unrolled.
+    while any(inst.tile_stepped() for inst in body):
+      unroll = _stepped_loop_waits(tracker, body)
+      if not unroll:
+        break
+      body = _unrolled(body, unroll)
+    else:
+      if body is not original:
+        body = _block_waits(tracker, body, {})
+      else:
+        _loop_waits(tracker, body)
+    if body is not original:
+      replaced[id(original[0])] = (len(original), body)
+    out.extend(body)
+    k = end
+  return out
+
+
 def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> None:
   streams = builder.num_streams()
+  replaced = {}
   for block in builder.blocks:
-    tracker = WaitTracker(streams)
-    insts, k = block.instructions, 0
-    while k < len(insts):
-      if insts[k].loop is None:
-        reads, writes = accesses(insts[k])
-        insts[k].waits = tracker.add(insts[k].stream, reads, writes)
-        k += 1
-        continue
-      end, top = k, insts[k].loops()[0]
-      while end < len(insts) and insts[end].loops()[:1] == [top]:
-        end += 1
-      _loop_waits(tracker, insts[k:end])
-      k = end
+    block.instructions = _block_waits(WaitTracker(streams), block.instructions, replaced)
+  replace_runs(builder, replaced)

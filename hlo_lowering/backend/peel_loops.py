@@ -1,18 +1,22 @@
-"""peel-loops: runs the first iteration of every counted loop before it, as plain instructions.
+"""peel-loops: runs the first iteration of every counted loop before it, as plain instructions
+(a loop with rotating tile steps: its first rotation, `period` iterations).
 
 Requires: assign-dma-queues (every instruction has its stream, the copy keeps it).
 Ensures: every loop has `peeled` set and at least two iterations, and on each of its streams the
-instructions right before the loop's body are a copy of that body as iteration 0 runs it (same
-tiles, same HBM tensors, iteration 0's offsets; a loop nested in the body is copied as a loop of
-its own, itself peeled); a loop of one iteration (before or after peeling) is plain instructions
-of the loop around it. What runs is unchanged: the same instructions, in the same order.
+instructions right before the loop's body are copies of that body as its first iteration (or
+first rotation) runs it (those iterations' tiles and HBM offsets; a loop nested in the body is
+copied as a loop of its own, itself peeled), and the loop starts at the iteration after them
+(offsets moved, rotating tile steps on in their rotation); a loop with no iteration left beyond
+one after its peeled ones is plain instructions of the loop around it. What runs is unchanged:
+the same instructions, in the same order.
 
 Nested loops are peeled innermost first: an outer loop's copy then holds its inner loops' peeled
 form, so every loop, copies included, is preceded by its own iteration 0.
 
 Why: insert-semaphores gives a body instruction a wait on the previous iteration's instruction of
 another stream as an affine count start + (i − 1)·n; at i = 0 that count must name the same
-instruction one iteration earlier, which is the peeled copy.
+instruction one iteration earlier, which is the peeled copy (and one rotation earlier, for
+a tile that rotates every `period` iterations: the peeled rotation).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from hlo_lowering.program import ProgramBuilder
-from hlo_lowering.program.instructions import Loop
+from hlo_lowering.program.instructions import Loop, TileStep
 from hlo_lowering.report import CompileReport
 
 
@@ -49,21 +53,31 @@ def _without(inst, loop: Loop, iteration: int, copies: dict):
                              wait_steps=wait_steps, outer=outer)
 
 
-def _copy(body: list, loop: Loop, iteration: int) -> list:
+def copy_iteration(body: list, loop: Loop, iteration: int) -> list:
+  """`loop`'s body as `iteration` runs it, as instructions of the loop around it (the loops
+  nested in the body: copies of their own)."""
   copies = {}
   return [_without(inst, loop, iteration, copies) for inst in body]
 
 
+def _turn(loop: Loop, body: list) -> int:
+  """How many iterations go before the loop: one, or a whole rotation of its rotating tiles
+  (the longest period), so that each iteration's conflict with the one a period earlier is an
+  instruction that ran (insert-semaphores' waits are then affine from the loop's start)."""
+  return max([1] + [step.period for inst in body for step in inst.steps_of(loop)[0].values()
+                    if isinstance(step, TileStep)])
+
+
 def _peel(loop: Loop, body: list) -> list:
   """`loop`'s body (its inner loops peeled) with the copies before or after it."""
-  if loop.count == 1:
-    return _copy(body, loop, 0)
-  if loop.count == 2:
-    return _copy(body, loop, 0) + _copy(body, loop, 1)
-  before = _copy(body, loop, 0)
-  for inst in body:
-    inst.operands = inst.moved(loop, 1).operands
-  loop.count -= 1
+  peel = _turn(loop, body)
+  if loop.count <= peel + 1:
+    return [inst for i in range(loop.count) for inst in copy_iteration(body, loop, i)]
+  before = [inst for i in range(peel) for inst in copy_iteration(body, loop, i)]
+  for _ in range(peel):
+    for inst in body:
+      inst.advance(loop)
+  loop.count -= peel
   loop.peeled = True
   return before + body
 
@@ -104,10 +118,17 @@ def run(builder: ProgramBuilder, target_spec: dict, report: CompileReport) -> No
         rebuilt.append(insts[k])
       k = end
     block.instructions = rebuilt
+  replace_runs(builder, region)
+
+
+def replace_runs(builder: ProgramBuilder, runs: dict) -> None:
+  """builder.instructions (the program order over blocks) with each run of `runs` (id of its
+  first instruction -> (its length, what replaces it)) replaced, as a stage replaced it in its
+  block's list."""
   order, k = [], 0
   insts = builder.instructions
   while k < len(insts):
-    length, peeled = region.get(id(insts[k]), (1, [insts[k]]))
-    order.extend(peeled)
+    length, replaced = runs.get(id(insts[k]), (1, [insts[k]]))
+    order.extend(replaced)
     k += length
   builder.instructions = order

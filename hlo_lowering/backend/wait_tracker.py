@@ -147,6 +147,20 @@ class WaitTracker:
     self._known = [{} for _ in range(streams)]
     self._last_known = [[0] * streams for _ in range(streams)]
 
+  def fork(self) -> "WaitTracker":
+    """An independent copy (what is fed to it does not reach this one)."""
+    other = WaitTracker.__new__(WaitTracker)
+    other.streams, other._length = self.streams, list(self._length)
+    other._buckets = {}
+    for key, bucket in self._buckets.items():
+      copy = other._buckets[key] = _Bucket()
+      copy.wide = list(bucket.wide)
+      copy.narrow = {i: list(accesses) for i, accesses in bucket.narrow.items()}
+    other._placements = self._placements  # a cache of what each region's placement is
+    other._known = [dict(known) for known in self._known]
+    other._last_known = [list(known) for known in self._last_known]
+    return other
+
   def length(self, stream: int) -> int:
     """Instructions of `stream` so far."""
     return self._length[stream]

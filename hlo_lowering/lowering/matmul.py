@@ -19,7 +19,8 @@ dimension, so per batch:
 
 Every matmul whose full-K rhs panel of one n-block fits in SBUF runs the resident-rhs schedule
 of lowering/matmul_resident.py (counted loops over m-tiles or batches). The rest (K beyond ~12 k
-bf16) run the key-cached schedule here, unrolled: K is split in chunks whose operand panels fit
+bf16) run the key-cached schedule here, unrolled but for each chunk's K tiles between the start
+and the stop (a loop stepping their SBUF offsets): K is split in chunks whose operand panels fit
 in SBUF. Panels are cached by key in rings of SBUF buffers (`_PanelCache`): an rhs panel (batch, n-block, k-chunk) is loaded once and reused
 by every M tile, and the lhs^T panels (batch, m-tile, k-chunk) are transposed once and reused by
 every n-block while they stay resident. Output tiles are computed in groups of GROUP PSUM banks
@@ -38,10 +39,11 @@ from hlo_lowering.ir import Op
 from hlo_lowering.lowering.broadcast_store import innermost_broadcast, store_broadcast
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.core_split import dim_share, emit_shares, halves, physical_cores
-from hlo_lowering.lowering.matmul_resident import (DMA_TRANSPOSE_MAX_ROWS, MatmulTiling,
-                                                   ResidentRhsMatmul, Span, spans)
+from hlo_lowering.lowering.matmul_resident import (DMA_TRANSPOSE_MAX_ROWS, MIN_K_LOOP,
+                                                   MatmulTiling, ResidentRhsMatmul, Span, spans)
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
+from hlo_lowering.lowering.tile_loops import loops_enabled
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.program import DType, HbmAP, Memory, TileAP
 
@@ -254,16 +256,35 @@ class _Matmul(MatmulTiling):
       for bank, mi in zip(banks, group):
         rows = self.m_tiles[mi].count
         lhs_offset = self.lhs_panels.get((b, mi, c))
-        for i, kt in enumerate(chunk):
+        steps = {("stationary", "byte_offset"): self.m_tile * self.lhs.dtype.itemsize,
+                 ("moving", "byte_offset"): self.n_block * self.rhs.dtype.itemsize}
+
+        def product(i: int, kt: Span, looped: bool = False) -> None:
           stationary = self._sbuf(self.lhs.dtype, kt.count,
-                                  lhs_offset + i * self.m_tile * self.lhs.dtype.itemsize,
+                                  lhs_offset + i * steps[("stationary", "byte_offset")],
                                   ((1, rows),))
           moving = self._sbuf(self.rhs.dtype, kt.count,
-                              rhs_offset + i * self.n_block * self.rhs.dtype.itemsize,
+                              rhs_offset + i * steps[("moving", "byte_offset")],
                               ((1, block.count),))
           dst = TileAP(Memory.PSUM, DType.F32, 0, rows, bank, ((1, block.count),))
           builder.matmul(dst, stationary, moving, start=index + i == 0,
-                         stop=index + i == last, debug=debug)
+                         stop=index + i == last, debug=debug, steps=steps if looped else None)
+
+        # The chunk's K tiles of equal height between the accumulation's start and stop differ
+        # only by their SBUF offsets: one loop (format version 7's tile steps).
+        first = 1 if index == 0 else 0
+        end = len(chunk) - 1 if index + len(chunk) - 1 == last else len(chunk)
+        middle = range(first, end)
+        if not (loops_enabled() and len(middle) >= MIN_K_LOOP
+                and len({chunk[i].count for i in middle}) == 1):
+          middle = range(0)
+        for i, kt in enumerate(chunk):
+          if i in middle:
+            if i == middle.start:
+              with builder.loop(len(middle)):
+                product(i, kt, looped=True)
+            continue
+          product(i, kt)
       index += len(chunk)
     for bank, mi in zip(banks, group):
       self._store(b, self.m_tiles[mi], block, bank)

@@ -53,6 +53,9 @@ LOAD_QUEUES = 2
 # The rhs panel's K tiles go round robin over the last PANEL_QUEUES queues: in K order, yet
 # several in flight (one queue alone left TensorE waiting on it in weight-gradient matmuls).
 PANEL_QUEUES = 4
+# The fewest middle K tiles (neither start nor stop) of an accumulation, or transposes into one
+# PSUM bank, that become a loop.
+MIN_K_LOOP = 3
 
 
 def _moves(steps):
@@ -277,11 +280,19 @@ class ResidentRhsMatmul(MatmulTiling):
       height = tiles[i].count
       bank = self.transposes[self._transpose_fill % len(self.transposes)]
       self._transpose_fill += 1
-      for j in range(group):
-        src = self._sbuf(dtype, rows, stage + (i + j) * self.partitions * size,
-                         ((1, tiles[i + j].count),))
-        b.transpose(TileAP(Memory.PSUM, dtype, 0, height, bank + j * self.partitions * size,
-                           ((1, rows),)), src, debug=debug)
+      # The group's transposes differ only by their offsets: one loop stepping them (format
+      # version 7's tile steps) where there are enough.
+      looped = loops_enabled() and group >= MIN_K_LOOP
+      apart = self.partitions * size
+      for j in range(1 if looped else group):
+        src = self._sbuf(dtype, rows, stage + (i + j) * apart, ((1, tiles[i + j].count),))
+        into = TileAP(Memory.PSUM, dtype, 0, height, bank + j * apart, ((1, rows),))
+        if looped:
+          with b.loop(group):
+            b.transpose(into, src, debug=debug, steps={("dst", "byte_offset"): apart,
+                                                       ("src", "byte_offset"): apart})
+        else:
+          b.transpose(into, src, debug=debug)
       b.tensor_copy(self._sbuf(dtype, height, dst + i * pitch * size, ((pitch, group), (1, rows))),
                     TileAP(Memory.PSUM, dtype, 0, height, bank,
                            ((self.partitions, group), (1, rows))), debug=debug)
@@ -350,21 +361,43 @@ class ResidentRhsMatmul(MatmulTiling):
     dsts = [TileAP(Memory.PSUM, DType.F32, 0, rows, bank, ((1, block.count),))
             for bank, block in zip(banks, blocks)]
 
-    def product(i: int, j: int) -> None:
+    def product(i: int, j: int, steps=None) -> None:
       kt = self.k_tiles[i]
       stationary = self._stationary(s, i, rows)
       moving = self._sbuf(self.rhs.dtype, kt.count,
                           self.rhs_panel + (i * pitch + j * self.n_block) * rsize,
                           ((1, blocks[j].count),))
-      builder.matmul(dsts[j], stationary, moving, start=i == 0, stop=i == last, debug=debug)
+      builder.matmul(dsts[j], stationary, moving, start=i == 0, stop=i == last, debug=debug,
+                     steps=steps)
 
     follows_rows = s == 0 or (s == len(self.m_tiles) - 1 and self._panel_follows)
-    order = [(i, j) for i in range(last + 1) for j in range(len(blocks))] if follows_rows else \
-        [(i, j) for j in range(len(blocks)) for i in range(last + 1)]
-    for i, j in order:
-      product(i, j)
-      if i == last:
-        self._evict(s, j, blocks[j], dsts[j], targets[j], next(steps))
+    # The middle K tiles (neither start nor stop) differ only by their SBUF offsets: one loop
+    # per bank stepping them (format version 7's tile steps). Not where the matmuls follow the
+    # panel's rows: their waits on the round robin of panel queues are not affine in the tile.
+    middle = range(1, last)
+    k_loop = (loops_enabled() and self.pair_tiles is None and len(middle) >= MIN_K_LOOP
+              and not follows_rows)
+    k_steps = {("stationary", "byte_offset"): self.m_tile * self.lhs.dtype.itemsize,
+               ("moving", "byte_offset"): pitch * rsize}
+
+    def products(tiles, js) -> None:
+      if k_loop and tiles is middle:
+        with builder.loop(len(middle)):
+          for j in js:
+            product(middle[0], j, k_steps)
+        return
+      for i in tiles:
+        for j in js:
+          product(i, j)
+
+    runs = [range(0, 1), middle] if last else []
+    if follows_rows:
+      for tiles in runs:
+        products(tiles, range(len(blocks)))
+    for j in range(len(blocks)):
+      for tiles in ([] if follows_rows else runs) + [range(last, last + 1)]:
+        products(tiles, [j])
+      self._evict(s, j, blocks[j], dsts[j], targets[j], next(steps))
 
   def _stationary(self, s: int, i: int, rows: int) -> TileAP:
     """K tile i of m-tile s's lhs^T: [K_t, rows] (pairs: every other element of a bf16 pair

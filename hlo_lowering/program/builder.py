@@ -17,7 +17,8 @@ from .buffers import Buffer
 from .enums import (ARG_REDUCE_COMPARATOR, COLLECTIVE_RING, MATMUL_START, MATMUL_STOP, NUM_STREAMS,
                     SORT_FLOAT_CANONICAL, Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind,
                     on_core)
-from .instructions import Block, DebugEntry, Exit, Instruction, Loop, Tensor, stepped_values
+from .instructions import (TILE_FIELDS, Block, DebugEntry, Exit, Instruction, Loop, Tensor,
+                           TileStep, stepped_values, tile_operand_keys)
 from .operands import HbmAP, Scalar, TileAP
 from .writer import serialize
 
@@ -54,6 +55,30 @@ def _scalar(value, where: str) -> Scalar:
 def _scalar_operand(value, where: str):
   """An immediate Scalar or a per-partition [P, 1] TileAP."""
   return value if isinstance(value, Scalar) else _tile(value, where)
+
+
+def _step_value(inst, key, value):
+  """A step as stored: a TileStep for a (tile operand, field) key, else an int."""
+  if isinstance(key, tuple) and len(key) == 2 and key[1] in TILE_FIELDS:
+    return value if isinstance(value, TileStep) else TileStep(int(value))
+  return int(value)
+
+
+def _check_tile_step(inst, key, step: TileStep, count: int) -> None:
+  """A tile step names a tile operand, and every iteration's tile stays in its buffer (what
+  only the builder knows: the loader sees placed tiles)."""
+  name, field = key
+  where = f"{inst.opcode.name.lower()}: a tile step for {key!r}"
+  if name not in tile_operand_keys(inst):
+    raise ValueError(f"{where}, not a tile operand {tile_operand_keys(inst)}")
+  tile = inst.operands[name]
+  if field != "byte_offset" or tile.buffer is None:
+    return  # partitions and absolute offsets: the loader checks every iteration's
+  for turns in step.span(count):
+    low, high = tile.byte_range()
+    if not (0 <= low + turns * step.step and high + turns * step.step <= tile.buffer.size):
+      raise ValueError(f"{where} leaves its buffer {tile.buffer} ({tile.buffer.size} bytes) "
+                       f"{turns} steps from iteration 0: {tile}")
 
 
 def _flat(window) -> list[int]:
@@ -216,34 +241,40 @@ class ProgramBuilder:
     inst = self._emit(Opcode.DMA_COPY, stream, debug, dst=dst, src=src)
     self._set_steps(inst, steps)
 
-  def matmul(self, dst, stationary, moving, start=True, stop=True, debug=None):
+  def matmul(self, dst, stationary, moving, start=True, stop=True, debug=None, steps=None):
+    """steps: in a loop, {(tile operand, TILE_FIELDS field): a TileStep or bytes / partitions
+    per iteration}, as every tile instruction's `steps=`."""
     dst, stationary, moving = (_tile(a, "matmul") for a in (dst, stationary, moving))
     flags = (MATMUL_START if start else 0) | (MATMUL_STOP if stop else 0)
-    self._emit(Opcode.MATMUL, Stream.PE, debug, dst=dst, stationary=stationary, moving=moving,
-               flags=flags)
+    inst = self._emit(Opcode.MATMUL, Stream.PE, debug, dst=dst, stationary=stationary,
+                      moving=moving, flags=flags)
+    self._set_steps(inst, steps)
 
-  def transpose(self, dst, src, debug=None):
+  def transpose(self, dst, src, debug=None, steps=None):
     dst, src = _tile(dst, "transpose"), _tile(src, "transpose")
-    self._emit(Opcode.TRANSPOSE, Stream.PE, debug, dst=dst, src=src)
+    self._set_steps(self._emit(Opcode.TRANSPOSE, Stream.PE, debug, dst=dst, src=src), steps)
 
   # --- VectorE and ScalarE ------------------------------------------------------------------
 
-  def tensor_tensor(self, op, dst, a, b_, debug=None):
+  def tensor_tensor(self, op, dst, a, b_, debug=None, steps=None):
     dst, a, b_ = (_tile(x, "tensor_tensor") for x in (dst, a, b_))
-    self._emit(Opcode.TENSOR_TENSOR, Stream.DVE, debug, op=Alu(op), dst=dst, a=a, b=b_)
+    self._set_steps(self._emit(Opcode.TENSOR_TENSOR, Stream.DVE, debug, op=Alu(op), dst=dst,
+                               a=a, b=b_), steps)
 
-  def tensor_scalar(self, op, dst, src, scalar, reverse=False, debug=None):
+  def tensor_scalar(self, op, dst, src, scalar, reverse=False, debug=None, steps=None):
     dst, src = _tile(dst, "tensor_scalar"), _tile(src, "tensor_scalar")
-    self._emit(Opcode.TENSOR_SCALAR, Stream.DVE, debug, op=Alu(op), reverse=int(bool(reverse)),
-               dst=dst, src=src, scalar=_scalar_operand(scalar, "tensor_scalar"))
+    inst = self._emit(Opcode.TENSOR_SCALAR, Stream.DVE, debug, op=Alu(op),
+                      reverse=int(bool(reverse)), dst=dst, src=src,
+                      scalar=_scalar_operand(scalar, "tensor_scalar"))
+    self._set_steps(inst, steps)
 
   def tensor_reduce(self, op, dst, src, debug=None):
     dst, src = _tile(dst, "tensor_reduce"), _tile(src, "tensor_reduce")
     self._emit(Opcode.TENSOR_REDUCE, Stream.DVE, debug, op=Alu(op), dst=dst, src=src)
 
-  def tensor_copy(self, dst, src, debug=None):
+  def tensor_copy(self, dst, src, debug=None, steps=None):
     dst, src = _tile(dst, "tensor_copy"), _tile(src, "tensor_copy")
-    self._emit(Opcode.TENSOR_COPY, Stream.DVE, debug, dst=dst, src=src)
+    self._set_steps(self._emit(Opcode.TENSOR_COPY, Stream.DVE, debug, dst=dst, src=src), steps)
 
   def tensor_ternary(self, op, dst, a, b_, c, debug=None):
     dst, a, b_, c = (_tile(x, "tensor_ternary") for x in (dst, a, b_, c))
@@ -264,10 +295,12 @@ class ProgramBuilder:
     dst, src = _tile(dst, "tensor_unary"), _tile(src, "tensor_unary")
     self._emit(Opcode.TENSOR_UNARY, Stream.DVE, debug, op=Alu(op), dst=dst, src=src)
 
-  def activation(self, func, dst, src, scale=1.0, bias=Scalar(DType.F32, 0.0), debug=None):
+  def activation(self, func, dst, src, scale=1.0, bias=Scalar(DType.F32, 0.0), debug=None,
+                 steps=None):
     dst, src = _tile(dst, "activation"), _tile(src, "activation")
-    self._emit(Opcode.ACTIVATION, Stream.ACT, debug, func=Alu(func), dst=dst, src=src,
-               scale=float(np.float32(scale)), bias=_scalar_operand(bias, "activation"))
+    inst = self._emit(Opcode.ACTIVATION, Stream.ACT, debug, func=Alu(func), dst=dst, src=src,
+                      scale=float(np.float32(scale)), bias=_scalar_operand(bias, "activation"))
+    self._set_steps(inst, steps)
 
   def activation_reduce(self, func, dst, src, scale=Scalar(DType.F32, 1.0),
                         bias=Scalar(DType.F32, 0.0), dst_sum=None, debug=None):
@@ -462,7 +495,7 @@ class ProgramBuilder:
     """steps: {key: per iteration} of the innermost loop, or one such dict per loop holding the
     instruction, outermost first."""
     chain = inst.loops()
-    per_loop = [{k: int(v) for k, v in (given or {}).items() if v}
+    per_loop = [{k: _step_value(inst, k, v) for k, v in (given or {}).items() if v}
                 for given in (steps if isinstance(steps, (list, tuple)) else [steps])]
     if not any(per_loop):
       return
@@ -474,8 +507,10 @@ class ProgramBuilder:
       raise ValueError(f"{inst.opcode.name.lower()}: offset steps for {len(per_loop)} loops, "
                        f"inside {len(chain)}")
     for loop, given in zip(chain, per_loop):
-      for key in given:
-        if key not in stepped_values(inst) and not isinstance(inst.operands.get(key), HbmAP):
+      for key, step in given.items():
+        if isinstance(step, TileStep):
+          _check_tile_step(inst, key, step, loop.count)
+        elif key not in stepped_values(inst) and not isinstance(inst.operands.get(key), HbmAP):
           raise ValueError(f"{inst.opcode.name.lower()}: a step for {key!r}, not an HBM operand")
       if given:
         inst.steps_of(loop)[0].update(given)

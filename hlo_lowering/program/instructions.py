@@ -38,6 +38,55 @@ class DebugEntry:
   rule: str = ""      # the lowering rule, "matmul.lower_dot_general" (may be empty)
 
 
+# The TileAP fields a loop may step (the format's step kind 3, version 7), by their field code.
+TILE_FIELDS = ("byte_offset", "partition_start")
+
+
+@dataclasses.dataclass(frozen=True)
+class TileStep:
+  """How a tile operand's `field` (TILE_FIELDS) moves per iteration: iteration i adds
+  (((phase + i) mod period) − phase)·step to iteration 0's value (period 0: i·step), so buffers
+  that rotate every `period` iterations (double buffering) are one stepped tile. `phase` is where
+  iteration 0 stands in the rotation (peel-loops advances it)."""
+  step: int
+  period: int = 0
+  phase: int = 0
+
+  def __post_init__(self):
+    if self.period < 0 or (self.period and not 0 <= self.phase < self.period) or (
+        not self.period and self.phase):
+      raise ValueError(f"a tile step's phase {self.phase} lies in its period {self.period}")
+
+  def turns(self, i: int) -> int:
+    """How many steps iteration i is away from iteration 0."""
+    return ((self.phase + i) % self.period - self.phase) if self.period else i
+
+  def span(self, count: int) -> tuple[int, int]:
+    """(least, most) of `turns` over iterations 0..count-1."""
+    if not self.period:
+      return 0, count - 1
+    if self.phase + count - 1 < self.period:
+      return 0, count - 1
+    return -self.phase, self.period - 1 - self.phase
+
+  def advanced(self) -> "TileStep":
+    """The same movement seen from iteration 1 (peel-loops: iteration 1 is the new 0)."""
+    return dataclasses.replace(self, phase=(self.phase + 1) % self.period) if self.period else self
+
+
+def tile_operand_keys(inst: "Instruction") -> list:
+  """The names of an instruction's tile operands in their encoding order (a tile endpoint, a
+  per-partition scalar tile and a present optional tile count; the format's tile operand
+  numbering for step kind 3)."""
+  return [name for name, kind in OPERAND_LAYOUT[inst.opcode]
+          if kind in ("tile", "endpoint", "scalar_operand", "optional_tile")
+          and isinstance(inst.operands[name], TileAP)]
+
+
+def _tile_moved(tile: TileAP, field: str, moved: int) -> TileAP:
+  return dataclasses.replace(tile, **{field: getattr(tile, field) + moved})
+
+
 @dataclasses.dataclass(eq=False)
 class Loop:
   """A counted loop (format version 4): the instructions that carry it, consecutive in program
@@ -100,7 +149,9 @@ class Instruction:
     operands = dict(self.operands)
     for key, step in steps.items():
       name, index = key if isinstance(key, tuple) else (key, None)
-      if name in stepped_values(self):
+      if isinstance(step, TileStep):
+        operands[name] = _tile_moved(operands[name], index, step.turns(i) * step.step)
+      elif name in stepped_values(self):
         operands[name] = operands[name] + step * i
       elif index is None:
         operands[name] = operands[name].moved(step * i)
@@ -109,6 +160,34 @@ class Instruction:
                           for k, ap in enumerate(operands[name])]
     waits = [(s, c + wait_steps.get(s, 0) * i) for s, c in self.waits]
     return dataclasses.replace(self, operands=operands, waits=waits)
+
+  def advance(self, loop: Loop) -> None:
+    """Makes iteration 1 of `loop` this instruction's iteration 0 (peel-loops): its operands
+    move one iteration and its rotating tile steps one place in their rotation."""
+    self.operands = self.moved(loop, 1).operands
+    steps = self.steps_of(loop)[0]
+    for key, step in steps.items():
+      if isinstance(step, TileStep):
+        steps[key] = step.advanced()
+
+  def tile_moves(self, iterations: dict) -> dict:
+    """{tile operand: (partitions, bytes)} its tile steps move it at `iterations` ({Loop: i})
+    of the loops holding it: what `at_iterations` moves, without building the instruction."""
+    moves = {}
+    for loop in self.loops():
+      i = iterations.get(loop, 0)
+      for key, step in self.steps_of(loop)[0].items():
+        if isinstance(step, TileStep) and i:
+          partitions, bytes_ = moves.get(key[0], (0, 0))
+          moved = step.turns(i) * step.step
+          moves[key[0]] = ((partitions + moved, bytes_) if key[1] == "partition_start"
+                           else (partitions, bytes_ + moved))
+    return moves
+
+  def tile_stepped(self) -> bool:
+    """Whether a loop moves one of its tiles."""
+    return any(isinstance(step, TileStep) for loop in self.loops()
+               for step in self.steps_of(loop)[0].values())
 
   def at_iterations(self, iterations: dict) -> "Instruction":
     """As iterations[L] of each loop L holding it runs it (a loop not given: iteration 0)."""
@@ -333,8 +412,10 @@ def hbm_accesses(inst: Instruction):
   return reads, writes
 
 
-def accesses(inst: Instruction):
-  """(reads, writes): lists of regions."""
+def accesses(inst: Instruction, moves: dict | None = None):
+  """(reads, writes): lists of regions. `moves`: {tile operand: (partitions, bytes)} it is
+  moved by (a loop iteration's tile steps; HBM regions are whole tensors, which no offset
+  moves)."""
   ops = inst.operands
   if inst.opcode == Opcode.GP_BITCAST:
     return [("hbm", ops["src"], inst.part)], [("hbm", ops["dst"], inst.part)]
@@ -345,7 +426,11 @@ def accesses(inst: Instruction):
     values = ops[name] if kind == "hbm_list" else [ops[name]]
     # Destination fields are named dst, dst_* or dsts.
     target = writes if name.startswith("dst") else reads
-    target.extend(r for r in (region(v, inst.core, inst.part) for v in values) if r is not None)
+    found = [r for r in (region(v, inst.core, inst.part) for v in values) if r is not None]
+    if moves and name in moves:
+      (partitions, bytes_), (kind_, memory, p0, p1, b0, b1) = moves[name], found[0]
+      found = [(kind_, memory, p0 + partitions, p1 + partitions, b0 + bytes_, b1 + bytes_)]
+    target.extend(found)
   if inst.opcode in _READS_DST or (inst.opcode == Opcode.MATMUL and
                                    not ops["flags"] & MATMUL_START):
     # combines into / accumulates into what is there

@@ -7,11 +7,12 @@ import struct
 
 from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
                     ScalarKind, TensorKind, core_of, stream_name)
-from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, Block, DebugEntry, Exit, Instruction, Loop,
-                           Tensor, hbm_operand_keys, operand_layout)
+from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, TILE_FIELDS, Block, DebugEntry, Exit,
+                           Instruction, Loop, Tensor, TileStep, hbm_operand_keys, operand_layout,
+                           tile_operand_keys)
 from .operands import HbmAP, Scalar, TileAP
 from .region_text import format_region
-from .writer import MAGIC, STEP_BASE, STEP_WAIT, VERSION, loop_runs
+from .writer import MAGIC, STEP_BASE, STEP_TILE, STEP_WAIT, VERSION, loop_runs
 
 
 @dataclasses.dataclass
@@ -159,16 +160,21 @@ def _read_streams(r: _Reader, version: int) -> list:
         inst.loop = loop  # a nested loop, read later, takes its own instructions
       steps = []
       for _ in range(num_steps):
-        steps.append(r.unpack("IBBq"))
+        step = r.unpack("IBBq")
+        steps.append(step + (r.unpack("BII") if step[1] == STEP_TILE else None,))
       pending.append((loop, first, steps))
     for loop, first, steps in pending:  # each instruction's innermost loop is known now
-      for index, kind, field, step in steps:
+      for index, kind, field, step, tail in steps:
         inst = own[first + index]
         steps_of, wait_steps = inst.steps_of(loop)
         if kind == STEP_WAIT:
           wait_steps[inst.waits[field][0]] = step
         elif kind == STEP_BASE:
           steps_of["base"] = step
+        elif kind == STEP_TILE:
+          code, period, phase = tail
+          steps_of[(tile_operand_keys(inst)[field], TILE_FIELDS[code])] = TileStep(
+              step, period, phase)
         else:
           steps_of[hbm_operand_keys(inst)[field]] = step
     insts.extend(own)
@@ -317,8 +323,23 @@ def _format_operand(inst: Instruction, name: str, tensors) -> str:
     return "[" + ", ".join(_with_step(_format_value(name, v, tensors),
                                       _step_text(inst, lambda st, k=k: st[0].get((name, k))))
                            for k, v in enumerate(value)) + "]"
+  if isinstance(value, TileAP):
+    return _format_value(name, value, tensors) + _tile_step_text(inst, name)
   return _with_step(_format_value(name, value, tensors),
                     _step_text(inst, lambda st: st[0].get(name)))
+
+
+def _tile_step_text(inst: Instruction, name: str) -> str:
+  """" step[@+256i%4~1 p+32j]": how tile operand `name` moves per iteration of each loop
+  (@ its byte offset, p its partition start; %period ~phase of a rotation)."""
+  moves = []
+  for d, loop in enumerate(inst.loops()):
+    for code, field in ((("@", "byte_offset"), ("p", "partition_start"))):
+      step = inst.steps_of(loop)[0].get((name, field))
+      if step is not None:
+        rotation = f"%{step.period}~{step.phase}" if step.period else ""
+        moves.append(f"{code}{step.step:+d}{_COUNTERS[d]}{rotation}")
+  return f" step[{' '.join(moves)}]" if moves else ""
 
 
 def _with_step(text: str, step: str) -> str:

@@ -3,11 +3,12 @@
 import struct
 
 from .enums import ControlOp, EndpointKind, Memory, ScalarKind, TensorKind, core_of
-from .instructions import OPERAND_LAYOUT, hbm_operand_keys, stepped_values
+from .instructions import (OPERAND_LAYOUT, TILE_FIELDS, TileStep, hbm_operand_keys,
+                           stepped_values, tile_operand_keys)
 from .operands import HbmAP, Scalar, TileAP
 
 MAGIC = b"TRNPROG\0"
-VERSION = 6
+VERSION = 7
 
 
 class _Writer:
@@ -99,8 +100,9 @@ class _Writer:
       raise ValueError(f"unknown operand kind {kind!r}")
 
 
-# Step kinds: a wait count, an HBM offset, an iota's base (its "base" operand).
-STEP_WAIT, STEP_HBM, STEP_BASE = 0, 1, 2
+# Step kinds: a wait count, an HBM offset, an iota's base (its "base" operand), a tile operand's
+# field (version 7: followed by the field code, the period and the phase).
+STEP_WAIT, STEP_HBM, STEP_BASE, STEP_TILE = 0, 1, 2, 3
 
 
 def loop_runs(insts: list) -> list:
@@ -120,16 +122,22 @@ def loop_runs(insts: list) -> list:
 
 
 def _loop_steps(inst, loop) -> list:
-  """(kind, index, step) of an instruction's nonzero steps per iteration of `loop`."""
+  """(kind, index, step, tail) of an instruction's nonzero steps per iteration of `loop` (tail:
+  a tile step's (field code, period, phase), else None)."""
   steps_of, wait_steps = inst.steps_of(loop)
-  steps = [(STEP_WAIT, k, wait_steps.get(s, 0)) for k, (s, _) in enumerate(inst.waits)]
-  keys = hbm_operand_keys(inst)
-  unknown = set(steps_of) - set(keys) - set(stepped_values(inst))
-  if unknown:
-    raise ValueError(f"{inst.opcode.name.lower()}: steps for {sorted(map(str, unknown))}, which "
-                     f"are not its HBM operands {keys}")
-  steps += [(STEP_BASE, 0, step) if key in stepped_values(inst) else
-            (STEP_HBM, keys.index(key), step) for key, step in steps_of.items()]
+  steps = [(STEP_WAIT, k, wait_steps.get(s, 0), None) for k, (s, _) in enumerate(inst.waits)]
+  keys, tiles = hbm_operand_keys(inst), tile_operand_keys(inst)
+  for key, step in steps_of.items():
+    if isinstance(step, TileStep) and key[0] in tiles:
+      steps.append((STEP_TILE, tiles.index(key[0]), step.step,
+                    (TILE_FIELDS.index(key[1]), step.period, step.phase)))
+    elif key in stepped_values(inst):
+      steps.append((STEP_BASE, 0, step, None))
+    elif key in keys:
+      steps.append((STEP_HBM, keys.index(key), step, None))
+    else:
+      raise ValueError(f"{inst.opcode.name.lower()}: a step for {key!r}, which is not one of its "
+                       f"HBM operands {keys} or tile operands {tiles}")
   return [step for step in steps if step[2] != 0]
 
 
@@ -152,8 +160,10 @@ def _streams(w: _Writer, streams: dict) -> None:
       steps = [(k, *step) for k in range(length)
                for step in _loop_steps(streams[stream][first + k], loop)]
       w.pack("IIII", first, length, loop.count, len(steps))
-      for step in steps:
+      for *step, tail in steps:
         w.pack("IBBq", *step)
+        if tail is not None:
+          w.pack("BII", *tail)
 
 
 def _exit(w: _Writer, exit_) -> None:

@@ -1,5 +1,6 @@
-// Counted loops of a stream (format version 4; nested loops too): how many instructions a stream
-// executes, which loops hold a stored instruction, and an instruction as a given iteration runs it.
+// Counted loops of a stream (format version 4; nested loops too; tile steps version 7): how many
+// instructions a stream executes, which loops hold a stored instruction, and an instruction as a
+// given iteration runs it.
 #include <type_traits>
 
 #include "program.h"
@@ -53,7 +54,53 @@ void Collect(std::vector<HbmAP*>& out, T& x) {
   }
 }
 
+void AddTile(std::vector<TileAP*>& out, TileAP& ap) { out.push_back(&ap); }
+void AddTile(std::vector<TileAP*>& out, Endpoint& e) {
+  if (e.is_tile) out.push_back(&e.tile);
+}
+void AddTile(std::vector<TileAP*>& out, ScalarOperand& s) {
+  if (s.is_tile) out.push_back(&s.tile);
+}
+
+// Each operand struct's tile access patterns in the order the format encodes them.
+template <typename T>
+void CollectTiles(std::vector<TileAP*>& out, T& x) {
+  if constexpr (std::is_same_v<T, DmaCopy>) { AddTile(out, x.dst); AddTile(out, x.src); }
+  else if constexpr (std::is_same_v<T, Matmul>) { AddTile(out, x.dst); AddTile(out, x.stationary); AddTile(out, x.moving); }
+  else if constexpr (std::is_same_v<T, Transpose> || std::is_same_v<T, TensorReduce> || std::is_same_v<T, TensorCopy> ||
+                     std::is_same_v<T, TensorUnary> || std::is_same_v<T, AffineSelect>) {
+    AddTile(out, x.dst); AddTile(out, x.src);
+  }
+  else if constexpr (std::is_same_v<T, TensorTensor>) { AddTile(out, x.dst); AddTile(out, x.a); AddTile(out, x.b); }
+  else if constexpr (std::is_same_v<T, TensorTernary>) {
+    AddTile(out, x.dst); AddTile(out, x.a); AddTile(out, x.b); AddTile(out, x.c);
+  }
+  else if constexpr (std::is_same_v<T, TensorScalar>) { AddTile(out, x.dst); AddTile(out, x.src); AddTile(out, x.scalar); }
+  else if constexpr (std::is_same_v<T, Activation>) { AddTile(out, x.dst); AddTile(out, x.src); AddTile(out, x.bias); }
+  else if constexpr (std::is_same_v<T, ActivationReduce>) {
+    AddTile(out, x.dst); AddTile(out, x.src); AddTile(out, x.scale); AddTile(out, x.bias);
+    if (x.has_sum) AddTile(out, x.dst_sum);
+  }
+  else if constexpr (std::is_same_v<T, Iota>) { AddTile(out, x.dst); }
+  // Every other opcode addresses HBM only.
+}
+
 }  // namespace
+
+std::vector<TileAP*> TileOperands(Operands& operands) {
+  std::vector<TileAP*> out;
+  std::visit([&](auto& x) { CollectTiles(out, x); }, operands);
+  return out;
+}
+
+void MoveTile(TileAP& tile, const TileStep& step, int64_t turns) {
+  const int64_t moved = step.step * turns;
+  if (step.field == TileField::kByteOffset) {
+    tile.byte_offset = static_cast<uint32_t>(tile.byte_offset + moved);
+  } else {
+    tile.partition_start = static_cast<uint16_t>(tile.partition_start + moved);
+  }
+}
 
 std::vector<HbmAP*> HbmOperands(Operands& operands) {
   std::vector<HbmAP*> out;
@@ -110,6 +157,10 @@ Instruction AtIteration(const Instruction& inst, const InstructionSteps& steps, 
   if (!steps.hbm_steps.empty()) {
     const std::vector<HbmAP*> hbm = HbmOperands(out.operands);
     for (const auto& [index, step] : steps.hbm_steps) hbm[index]->offset += step * iteration;
+  }
+  if (!steps.tile_steps.empty()) {
+    const std::vector<TileAP*> tiles = TileOperands(out.operands);
+    for (const TileStep& step : steps.tile_steps) MoveTile(*tiles[step.operand], step, step.Turns(iteration));
   }
   if (steps.base_step != 0) {
     if (auto* iota = std::get_if<Iota>(&out.operands)) iota->base += steps.base_step * iteration;

@@ -431,19 +431,22 @@ TileAP Parser::ReadTile() {
   const uint32_t dims = in_.Count("free dim count", 8);
   if (in_.ok() && (dims < 1 || dims > 4)) in_.Fail("tile has " + std::to_string(dims) + " free dims (expected 1..4)");
   ap.num_free = static_cast<int>(dims);
-  int64_t low = 0, high = 0;
   for (uint32_t d = 0; d < dims && in_.ok(); ++d) {
     ap.free[d].stride = in_.Read<int32_t>("free dim stride");
     ap.free[d].count = in_.Read<uint32_t>("free dim count");
     if (in_.ok() && ap.free[d].count == 0) in_.Fail("free dim " + std::to_string(d) + " has count 0");
-    const int64_t extent = static_cast<int64_t>(ap.free[d].stride) * (static_cast<int64_t>(ap.free[d].count) - 1);
-    (extent < 0 ? low : high) += extent;
   }
   if (!in_.ok()) return ap;
+  const std::string error = TilePlacementError(*program_->target, ap);
+  if (!error.empty()) in_.Fail(at, error);
+  return ap;
+}
+
+std::string TilePlacementError(const TargetSpec& t, const TileAP& ap) {
   const int start = ap.partition_start, count = ap.partition_count;
   std::string rule;
-  if (count < 1 || start + count > program_->target->partitions) {
-    rule = "partitions must lie in 0.." + std::to_string(program_->target->partitions - 1);
+  if (count < 1 || start + count > t.partitions) {
+    rule = "partitions must lie in 0.." + std::to_string(t.partitions - 1);
   } else if (count > 64 && start != 0) {
     rule = "a tile of more than 64 partitions starts at 0";
   } else if (count > 32 && count <= 64 && start != 0 && start != 64) {
@@ -452,18 +455,21 @@ TileAP Parser::ReadTile() {
     rule = "a tile of at most 32 partitions starts at 0, 32, 64 or 96";
   }
   if (!rule.empty()) {
-    in_.Fail(at, "tile partitions start " + std::to_string(start) + " count " + std::to_string(count) + ": " + rule);
-    return ap;
+    return "tile partitions start " + std::to_string(start) + " count " + std::to_string(count) + ": " + rule;
+  }
+  int64_t low = 0, high = 0;
+  for (int d = 0; d < ap.num_free; ++d) {
+    const int64_t extent = static_cast<int64_t>(ap.free[d].stride) * (static_cast<int64_t>(ap.free[d].count) - 1);
+    (extent < 0 ? low : high) += extent;
   }
   const int64_t size = DTypeSize(ap.dtype);
-  const int64_t first = ap.byte_offset + low * size, end = ap.byte_offset + (high + 1) * size;
-  const TargetSpec& t = *program_->target;
+  const int64_t first = int64_t{ap.byte_offset} + low * size, end = int64_t{ap.byte_offset} + (high + 1) * size;
   const int64_t capacity = ap.memory == Memory::kSbuf ? t.sbuf_bytes_per_partition : t.psum_banks * t.psum_bank_bytes;
   if (first < 0 || end > capacity) {
-    in_.Fail(at, std::string(ap.memory == Memory::kSbuf ? "SBUF" : "PSUM") + " access pattern covers bytes [" + std::to_string(first) + ", " +
-                     std::to_string(end) + ") of a partition, outside [0, " + std::to_string(capacity) + ")");
+    return std::string(ap.memory == Memory::kSbuf ? "SBUF" : "PSUM") + " access pattern covers bytes [" + std::to_string(first) + ", " +
+           std::to_string(end) + ") of a partition, outside [0, " + std::to_string(capacity) + ")";
   }
-  return ap;
+  return "";
 }
 
 HbmAP Parser::ReadHbm() {

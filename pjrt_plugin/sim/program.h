@@ -257,11 +257,32 @@ struct BlockExit {
 // waits for waits[k].count + wait_steps[k]·i, and its k-th HBM access pattern (operand encoding
 // order, HbmAP::offset) starts hbm_steps[k].second·i elements further. In nested loops each
 // enclosing loop has its own steps for the instruction, by that loop's counter.
+// A tile operand's field that a loop steps (format version 7, step kind 3): iteration i adds
+// Turns(i)·step to the stored (iteration 0's) value, Turns(i) = ((phase + i) mod period) − phase
+// (period 0: i), so a buffer rotating every `period` iterations is one stepped tile.
+enum class TileField : uint8_t { kByteOffset = 0, kPartitionStart = 1 };
+struct TileStep {
+  int operand;      // the tile operand's position in the instruction's encoding order
+  TileField field;
+  int64_t step;     // bytes (byte offset) or partitions (partition start) per turn
+  uint32_t period;  // 0: no rotation
+  uint32_t phase;   // < period: where iteration 0 stands in the rotation
+  int64_t Turns(int64_t iteration) const {
+    return period ? (phase + iteration) % period - phase : iteration;
+  }
+  // The least and the most Turns over iterations 0..count-1.
+  std::pair<int64_t, int64_t> Span(int64_t count) const {
+    if (period == 0 || phase + count - 1 < period) return {0, count - 1};
+    return {-int64_t{phase}, int64_t{period} - 1 - phase};
+  }
+};
+
 struct InstructionSteps {
   std::vector<int64_t> wait_steps;                     // one per wait (0: the same every iteration)
   std::vector<std::pair<int, int64_t>> hbm_steps;      // (HBM operand index, elements per iteration)
   int64_t base_step = 0;                               // added to an iota's or affine_select's base
-  bool moves() const { return !hbm_steps.empty() || base_step != 0; }
+  std::vector<TileStep> tile_steps;                    // tile operand fields (version 7)
+  bool moves() const { return !hbm_steps.empty() || base_step != 0 || !tile_steps.empty(); }
 };
 
 // Loops nest at most this deep (the loader rejects deeper ones).
@@ -299,6 +320,11 @@ struct Block {
 TRN_API Instruction AtIteration(const Instruction& inst, const InstructionSteps& steps, int64_t iteration);
 // The HBM access patterns of an instruction's operands in their encoding order.
 TRN_API std::vector<HbmAP*> HbmOperands(Operands& operands);
+// The tile access patterns of an instruction's operands in their encoding order (a tile
+// endpoint, a per-partition scalar tile and a present optional tile count; immediates do not).
+TRN_API std::vector<TileAP*> TileOperands(Operands& operands);
+// `tile` with `step` applied `turns` times (no range check: the loader's).
+void MoveTile(TileAP& tile, const TileStep& step, int64_t turns);
 
 // For error messages: "; stablehlo.add \"jit(f)/add\" at f.py:3:4" (what is known of the entry).
 std::string DescribeDebug(const Program& program, uint32_t debug_id);

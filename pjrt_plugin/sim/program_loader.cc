@@ -13,8 +13,9 @@ namespace {
 constexpr char kMagic[8] = {'T', 'R', 'N', 'P', 'R', 'O', 'G', '\0'};
 // Version 2 added blocks and control flow; a version 1 program (one stream list) still loads, as
 // one block that ends the program. Version 4 added each stream's counted loops, version 5 the
-// collective's algorithm, version 6 the physical core count (an LNC=2 device's two cores).
-constexpr uint32_t kVersion = 6;
+// collective's algorithm, version 6 the physical core count (an LNC=2 device's two cores),
+// version 7 loop steps of tile operands (step kind 3).
+constexpr uint32_t kVersion = 7;
 constexpr uint32_t kOldestVersion = 1;
 
 }  // namespace
@@ -193,6 +194,77 @@ Status Parser::CheckLoops(size_t b) const {
                       std::to_string(tensor.num_elements));
         }
       }
+      const Status tiles = CheckTileSteps(block, s, index, chain);
+      if (!tiles.ok()) return fail(tiles.message());
+    }
+  }
+  return Status::Ok();
+}
+
+// Each stepped tile at the corner where its fields move least and the one where they move most
+// (affine in every counter, or in the turns of a rotation, so those corners bound every
+// iteration): inside its memory and partition rules, the instruction's rules (CheckInstruction:
+// a matmul's PSUM bank) met, and a PSUM tile that lies in one bank in one bank throughout.
+Status Parser::CheckTileSteps(const Block& block, int s, size_t index, const std::vector<int>& chain) const {
+  const Instruction& stored = block.streams[s][index];
+  const std::vector<StreamLoop>& loops = block.loops[s];
+  std::array<Instruction, 2> corners = {stored, stored};  // least, most
+  std::vector<std::array<int64_t, 2>> off_bank;  // per tile operand: moves that are not whole banks
+  const std::vector<TileAP*> tiles = TileOperands(const_cast<Operands&>(stored.operands));
+  off_bank.assign(tiles.size(), {0, 0});
+  // Per corner: which iteration of which loop puts each step at its extreme ("iteration 3 of
+  // loop 1 (4 iterations)" per step), for the error.
+  std::array<std::string, 2> at;
+  for (int loop : chain) {
+    const int64_t count = loops[loop].count;
+    for (const TileStep& step : loops[loop].body[index - loops[loop].first].tile_steps) {
+      const auto [least, most] = step.Span(count);
+      const std::array<int64_t, 2> turns = {step.step >= 0 ? least : most, step.step >= 0 ? most : least};
+      for (int c = 0; c < 2; ++c) {
+        TileAP& tile = *TileOperands(corners[c].operands)[step.operand];
+        const int64_t value = (step.field == TileField::kByteOffset ? int64_t{tile.byte_offset} : int64_t{tile.partition_start}) +
+                              turns[c] * step.step;
+        const int64_t iteration = turns[c] >= 0 ? turns[c] : step.period + turns[c];
+        at[c] += (at[c].empty() ? "" : ", ") + std::string("tile operand ") + std::to_string(step.operand) +
+                 (step.field == TileField::kByteOffset ? " byte offset " : " partition start ") + std::to_string(value) +
+                 " (step " + std::to_string(step.step) + (step.period ? " period " + std::to_string(step.period) : "") +
+                 ") at iteration " + std::to_string(iteration) + " of " + std::to_string(count);
+        if (value < 0 || value > UINT32_MAX) return InvalidArgument(at[c] + ": outside any memory");
+        MoveTile(tile, step, turns[c]);
+      }
+      if (step.field == TileField::kByteOffset && step.step % program_->target->psum_bank_bytes != 0) {
+        off_bank[step.operand][0] += turns[0] * step.step;
+        off_bank[step.operand][1] += turns[1] * step.step;
+      }
+    }
+  }
+  const std::string& text = at[1];
+  if (text.empty()) return Status::Ok();
+  const TargetSpec& t = *program_->target;
+  for (int c = 0; c < 2; ++c) {
+    for (TileAP* tile : TileOperands(corners[c].operands)) {
+      const std::string error = TilePlacementError(t, *tile);
+      if (!error.empty()) return InvalidArgument(at[c] + ": " + error);
+    }
+    const Status rules = CheckInstruction(*program_, corners[c]);
+    if (!rules.ok()) return InvalidArgument(at[c] + ": " + rules.message());
+  }
+  for (size_t k = 0; k < tiles.size(); ++k) {
+    const TileAP& tile = *tiles[k];
+    if (tile.memory != Memory::kPsum || (off_bank[k][0] == 0 && off_bank[k][1] == 0)) continue;
+    int64_t low = 0, high = 0;
+    for (int d = 0; d < tile.num_free; ++d) {
+      const int64_t extent = int64_t{tile.free[d].stride} * (int64_t{tile.free[d].count} - 1);
+      (extent < 0 ? low : high) += extent;
+    }
+    const int64_t size = DTypeSize(tile.dtype), bank = t.psum_bank_bytes;
+    const int64_t first = tile.byte_offset + low * size, last = tile.byte_offset + (high + 1) * size - 1;
+    if (first / bank == last / bank && (first + off_bank[k][0]) / bank != (last + off_bank[k][1]) / bank) {
+      return InvalidArgument("PSUM tile operand " + std::to_string(k) +
+                             " leaves its bank in some iteration (bytes [" + std::to_string(first + off_bank[k][0]) + ", " +
+                             std::to_string(last + off_bank[k][1] + 1) + ") over the iterations; a step within one bank " +
+                             "keeps every iteration in it, or moves by whole banks of " + std::to_string(bank) + " bytes)" +
+                             " (steps: " + text + ")");
     }
   }
   return Status::Ok();
@@ -350,6 +422,40 @@ void Parser::ParseStreams(Block& block) {
   }
 }
 
+namespace {
+
+// What is wrong with a tile step by itself (its operand, field, rotation, and a partition step
+// that keeps the partition rules at every iteration: a multiple of the start alignment of the
+// tile's partition count), or "". Where the moved tiles lie is CheckLoops'.
+std::string TileStepError(Instruction& inst, const InstructionSteps& body, const TileStep& step) {
+  const std::vector<TileAP*> tiles = TileOperands(inst.operands);
+  if (step.operand >= static_cast<int>(tiles.size())) {
+    return "the instruction has " + std::to_string(tiles.size()) + " tile operands";
+  }
+  if (step.field != TileField::kByteOffset && step.field != TileField::kPartitionStart) {
+    return "field " + std::to_string(static_cast<int>(step.field)) + " (expected 0 byte offset or 1 partition start)";
+  }
+  for (const TileStep& other : body.tile_steps) {
+    if (other.operand == step.operand && other.field == step.field) return "given twice";
+  }
+  if (step.step < -(int64_t{1} << 32) || step.step > (int64_t{1} << 32)) return "|step| above 2^32";
+  if (step.period == 1 || (step.period == 0 ? step.phase != 0 : step.phase >= step.period)) {
+    return "period " + std::to_string(step.period) + " phase " + std::to_string(step.phase) +
+           " (a period is 0, none, or at least 2, and the phase lies in it)";
+  }
+  if (step.field == TileField::kPartitionStart) {
+    const int count = tiles[step.operand]->partition_count;
+    const int64_t align = count > 64 ? 0 : count > 32 ? 64 : 32;
+    if (align == 0 || step.step % align != 0) {
+      return "a tile of " + std::to_string(count) + " partitions " +
+             (align ? "moves by multiples of " + std::to_string(align) + " partitions" : "starts at 0 in every iteration");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 void Parser::ParseLoops(Block& block, int stream) {
   const std::string where = block_name_ + StreamName(stream) + " loop ";
   const auto& insts = block.streams[stream];
@@ -436,8 +542,19 @@ void Parser::ParseLoops(Block& block, int stream) {
           return;
         }
         body.base_step = step;
+      } else if (kind == 3 && version_ >= 7) {
+        TileStep tile{field, static_cast<TileField>(in_.Read<uint8_t>("tile step field")), step,
+                      in_.Read<uint32_t>("tile step period"), in_.Read<uint32_t>("tile step phase")};
+        if (!in_.ok()) return;
+        const std::string error = TileStepError(inst, body, tile);
+        if (!error.empty()) {
+          in_.Fail(step_at, what + " tile step " + std::to_string(step) + " on tile operand " + std::to_string(field) + ": " + error);
+          return;
+        }
+        body.tile_steps.push_back(tile);
       } else {
-        in_.Fail(step_at, what + " step kind " + std::to_string(kind) + " (expected 0 wait, 1 HBM offset or 2 affine base)");
+        in_.Fail(step_at, what + " step kind " + std::to_string(kind) + " (expected 0 wait, 1 HBM offset, 2 affine base" +
+                              (version_ >= 7 ? " or 3 tile field)" : "; 3 tile field from version 7 on)"));
         return;
       }
     }

@@ -16,6 +16,10 @@ constexpr int64_t kMaxElements = int64_t{1} << 48;
 // The largest core rank a collective may name (TRN_CHIPS up to 64 chips x 8 cores).
 constexpr int64_t kMaxCollectiveRank = 511;
 
+// What is wrong with where a tile lies (its partition rules, its bytes inside its memory), or
+// "" when nothing is: the one placement check of a read tile and of a loop's moved tiles.
+std::string TilePlacementError(const TargetSpec& target, const TileAP& ap);
+
 class Parser {
  public:
   Parser(const uint8_t* data, size_t size) : in_(data, size) {}
@@ -29,6 +33,7 @@ class Parser {
   void ParseExit(Block& block);
   Status CheckBlocks() const;
   Status CheckLoops(size_t b) const;
+  Status CheckTileSteps(const Block& block, int s, size_t index, const std::vector<int>& chain) const;
   std::string StreamsOfCores() const;
   Instruction ParseInstruction(int stream, const std::string& where);  // where: "DVE instruction 3"
   Operands ParseOperands(Opcode opcode);
