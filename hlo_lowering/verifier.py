@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 
 from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
 from hlo_lowering.lowering import registry
+from hlo_lowering.passes.cancel_transposes import cancellable
 from hlo_lowering.passes.check_supported import float64_scalar_arguments, lowered_ops, uses_float64
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
 from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
@@ -128,6 +129,14 @@ def _float64_narrowed(module: Module) -> str | None:
   return _first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
 
 
+def _transposes_cancelled(module: Module) -> str | None:
+  for function in module.functions.values():
+    for block in control_flow_blocks(function.body):
+      for _, transpose, _ in cancellable(block):
+        return f"{transpose.describe()} only reshapes an earlier value"
+  return None
+
+
 def _supported(module: Module) -> str | None:
   kept = float64_scalar_arguments(module)
   return (_first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
@@ -146,6 +155,7 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
     "decompose-complex": _no_complex,
+    "cancel-transposes": _transposes_cancelled,
     "decompose-batch-norm": _none_left(
         frozenset({"stablehlo.batch_norm_inference", "stablehlo.batch_norm_training",
                    "stablehlo.batch_norm_grad"}), "is not decomposed"),
