@@ -8,7 +8,8 @@ inline-calls (no func.call or stablehlo.composite, only the entry function), dec
 (no complex64 value, regions and bodies included),
 strip-single-device-sharding, decompose-batch-norm, decompose-reduce-precision,
 decompose-rng-bit-generator, expand-total-order-compare and simplify-unit-reduce (none of the ops they remove is left
-where they look: the functions and their while/case/if regions), normalize-dot-general (every
+where they look: the functions and their while/case/if regions), cancel-transposes (no
+transpose that only reshapes an earlier value), normalize-dot-general (every
 dot_general in batch-matmul form), check-supported (no float64 value, a registered rule for every
 op codegen lowers one by one).
 """
