@@ -110,3 +110,23 @@ def test_attention_k_gradient_has_no_transpose_copy_and_equals_the_unpassed_prog
   print(f"k gradient modeled device time: {unpassed_profile['device_time_ns'] / 1e3:.1f} us "
         f"without the pass, {profile['device_time_ns'] / 1e3:.1f} us with it")
   assert profile["device_time_ns"] < unpassed_profile["device_time_ns"]
+
+
+def test_a_chain_from_an_op_of_several_results_is_left():
+  """The walk back stops at any op that is not element-preserving data movement, also one with
+  several results (a while loop's: the triangular solve's decomposition)."""
+  module = _cancel("""
+  func.func @main(%a: tensor<8x16xf32>) -> tensor<8x16xf32> {
+    %s:2 = "stablehlo.sort"(%a, %a) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>, %u: tensor<f32>, %v: tensor<f32>):
+      %c = stablehlo.compare LT, %x, %y : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    }) {dimension = 1 : i64, is_stable = false} : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+    %0 = stablehlo.transpose %s#0, dims = [1, 0] : (tensor<8x16xf32>) -> tensor<16x8xf32>
+    %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<16x8xf32>) -> tensor<8x16xf32>
+    return %1 : tensor<8x16xf32>
+  }""")
+  ops = module.main.body.ops
+  assert [op.name for op in ops] == ["stablehlo.sort", "stablehlo.transpose", "stablehlo.reshape",
+                                     "func.return"]
+  assert ops[2].operands == [ops[0].results[0]]

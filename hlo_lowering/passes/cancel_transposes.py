@@ -33,6 +33,8 @@ def _source_dims(op: Op) -> list[int | None] | None:
   added); None when `op` does not move every element unchanged."""
   if op.name == "stablehlo.transpose":
     return list(op.attrs["permutation"])
+  if op.name not in ("stablehlo.broadcast_in_dim", "stablehlo.reshape"):
+    return None
   operand, result = op.operands[0].shape, op.result.shape
   if math.prod(operand) != math.prod(result):
     return None
@@ -41,16 +43,14 @@ def _source_dims(op: Op) -> list[int | None] | None:
     for j, d in enumerate(op.attrs["broadcast_dimensions"]):
       dims[d] = j
     return dims
-  if op.name == "stablehlo.reshape":
-    kept = [d for d, size in enumerate(operand) if size != 1]
-    made = [d for d, size in enumerate(result) if size != 1]
-    if [operand[d] for d in kept] != [result[d] for d in made]:
-      return None
-    dims = [None] * len(result)
-    for d, j in zip(made, kept):
-      dims[d] = j
-    return dims
-  return None
+  kept = [d for d, size in enumerate(operand) if size != 1]
+  made = [d for d, size in enumerate(result) if size != 1]
+  if [operand[d] for d in kept] != [result[d] for d in made]:
+    return None  # a reshape that regroups dims
+  dims = [None] * len(result)
+  for d, j in zip(made, kept):
+    dims[d] = j
+  return dims
 
 
 def in_order_source(transpose: Op, producers: dict[Value, Op]) -> Value | None:
