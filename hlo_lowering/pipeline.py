@@ -22,7 +22,7 @@ from hlo_lowering.ir import Module
 from hlo_lowering.passes.collectives import (choose_algorithm, combine_all_reduces,
                                              decompose_all_reduce)
 from hlo_lowering.passes.partition import collective_groups, spmd
-from hlo_lowering.passes import (canonicalize, canonicalize_scatter, check_supported,
+from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_scatter, check_supported,
                                  decompose_batch_norm, decompose_cholesky, decompose_complex,
                                  decompose_householder_qr, decompose_reduce_precision,
                                  decompose_rng_bit_generator, decompose_triangular_solve,
@@ -64,6 +64,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("canonicalize-scatter", canonicalize_scatter.run),
     Pass("decompose-reduce-precision", decompose_reduce_precision.run),
     Pass("decompose-rng-bit-generator", decompose_rng_bit_generator.run),
+    Pass("cancel-transposes", cancel_transposes.run),
     Pass("canonicalize", canonicalize.run),
     Pass("fold-transpose-into-dot", fold_transpose_into_dot.run),
     Pass("normalize-dot-general", normalize_dot_general.run),

@@ -8,7 +8,8 @@ inline-calls (no func.call or stablehlo.composite, only the entry function), dec
 (no complex64 value, regions and bodies included),
 strip-single-device-sharding, decompose-batch-norm, decompose-reduce-precision,
 decompose-rng-bit-generator, expand-total-order-compare and simplify-unit-reduce (none of the ops they remove is left
-where they look: the functions and their while/case/if regions), normalize-dot-general (every
+where they look: the functions and their while/case/if regions), cancel-transposes (no
+transpose that only reshapes an earlier value), normalize-dot-general (every
 dot_general in batch-matmul form), check-supported (no float64 value, a registered rule for every
 op codegen lowers one by one).
 """
@@ -19,6 +20,7 @@ from typing import Callable, Iterator
 
 from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
 from hlo_lowering.lowering import registry
+from hlo_lowering.passes.cancel_transposes import cancellable
 from hlo_lowering.passes.check_supported import float64_scalar_arguments, lowered_ops, uses_float64
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
 from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
@@ -128,6 +130,14 @@ def _float64_narrowed(module: Module) -> str | None:
   return _first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
 
 
+def _transposes_cancelled(module: Module) -> str | None:
+  for function in module.functions.values():
+    for block in control_flow_blocks(function.body):
+      for _, transpose, _ in cancellable(block):
+        return f"{transpose.describe()} only reshapes an earlier value"
+  return None
+
+
 def _supported(module: Module) -> str | None:
   kept = float64_scalar_arguments(module)
   return (_first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
@@ -146,6 +156,7 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
     "decompose-complex": _no_complex,
+    "cancel-transposes": _transposes_cancelled,
     "decompose-batch-norm": _none_left(
         frozenset({"stablehlo.batch_norm_inference", "stablehlo.batch_norm_training",
                    "stablehlo.batch_norm_grad"}), "is not decomposed"),

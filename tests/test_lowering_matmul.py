@@ -224,3 +224,25 @@ def test_psum_evictions_alternate_between_vector_and_scalar_engines():
       if inst.opcode.name in from_psum and inst.operands["src"].memory == Memory.PSUM:
         from_psum[inst.opcode.name] += inst.operands["src"].dtype.name == "F32"
   assert from_psum == {"ACTIVATION": 4, "TENSOR_COPY": 4}
+
+
+def test_transposes_are_copied_out_of_psum_by_vector_and_scalar_engines_exactly():
+  """The lhs of x @ I (bf16 [512, 512]: 4 m-tiles of 4 K tiles, one bank of transposes each) is
+  transposed on TensorE, and every other bank of transposes is copied to SBUF by ScalarE's fp32
+  `activation` instead of VectorE: every finite bf16 bit pattern (subnormals too) still reaches
+  the product unchanged."""
+  k = 512
+  bits = np.random.default_rng(4).integers(0, 1 << 16, (512, k)).astype(np.uint16)
+  bits[(bits & 0x7F80) == 0x7F80] = 0x1234  # no Inf or NaN: x·0 must stay 0
+  x = bits.view(ml_dtypes.bfloat16)
+  eye = np.eye(k, dtype=np.float32).astype(ml_dtypes.bfloat16)
+  f = lambda a, b: jnp.matmul(a, b, preferred_element_type=jnp.float32)
+  program = harness.compile_fn(f, x, eye)
+  out, = harness.run_program(program, [x, eye])
+  np.testing.assert_array_equal(out, x.astype(np.float32))
+  copies = {"ACTIVATION": 0, "TENSOR_COPY": 0}
+  for block in read_program(program).blocks:
+    for inst in block.instructions:
+      if inst.opcode.name in copies and inst.operands["src"].memory == Memory.PSUM:
+        copies[inst.opcode.name] += inst.operands["src"].dtype.name == "BF16"
+  assert copies["ACTIVATION"] == copies["TENSOR_COPY"] > 0, copies

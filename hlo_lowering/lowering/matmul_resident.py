@@ -8,8 +8,9 @@ The NKI matmul tutorial's blocking with the moving operand held: per batch and N
    and transposed on TensorE into it), and reused by every m-tile;
 2. step s works on three m-tiles at once, so DMA, VectorE and TensorE overlap:
    - a DMA stages m-tile s+2's lhs rows [rows, K] (two staging buffers);
-   - TensorE transposes m-tile s+1's staged rows through PSUM and VectorE copies them into lhs^T
-     buffer (s+1) % 2 — a step ahead, so the copy overlaps m-tile s's matmuls;
+   - TensorE transposes m-tile s+1's staged rows through PSUM and VectorE or ScalarE (every other
+     bank) copies them into lhs^T buffer (s+1) % 2 — a step ahead, so the copy overlaps m-tile s's
+     matmuls;
    - TensorE multiplies m-tile s: per n-block, the K tiles in order into one PSUM bank (start on
      the first, stop on the last: the fp32 K-accumulation order of docs/numerics.md), VectorE
      evicts the bank into an output tile in the output dtype and a DMA stores it.
@@ -278,7 +279,8 @@ class ResidentRhsMatmul(MatmulTiling):
     b, debug, size = self.ctx.builder, self.ctx.debug_id, dtype.itemsize
     for i, group in self._transpose_groups(dtype, tiles):
       height = tiles[i].count
-      bank = self.transposes[self._transpose_fill % len(self.transposes)]
+      fill = self._transpose_fill
+      bank = self.transposes[fill % len(self.transposes)]
       self._transpose_fill += 1
       # The group's transposes differ only by their offsets: one loop stepping them (format
       # version 7's tile steps) where there are enough.
@@ -293,9 +295,18 @@ class ResidentRhsMatmul(MatmulTiling):
                                                        ("src", "byte_offset"): apart})
         else:
           b.transpose(into, src, debug=debug)
-      b.tensor_copy(self._sbuf(dtype, height, dst + i * pitch * size, ((pitch, group), (1, rows))),
-                    TileAP(Memory.PSUM, dtype, 0, height, bank,
-                           ((self.partitions, group), (1, rows))), debug=debug)
+      copy = (self._sbuf(dtype, height, dst + i * pitch * size, ((pitch, group), (1, rows))),
+              TileAP(Memory.PSUM, dtype, 0, height, bank, ((self.partitions, group), (1, rows))))
+      # Every other bank is copied out by ScalarE, as evictions are (_evict): the copies were
+      # most of the VectorE work of matmuls that transpose, VectorE is what attention and the
+      # transformer block wait on, and ScalarE is mostly idle there. Its copy goes through
+      # fp32 (exact for every operand dtype), but it would quiet a NaN bit pattern, so the
+      # fp8 bytes packed in bf16 pairs stay on VectorE's bit copy. A loop body holds an even
+      # number of fills (two steps or two batches), so its iterations alternate alike.
+      if fill % 2 and tiles is not self.pair_tiles:
+        b.activation(Alu.COPY, *copy, debug=debug)
+      else:
+        b.tensor_copy(*copy, debug=debug)
 
   # --- the steps ----------------------------------------------------------------------------
 
