@@ -17,15 +17,19 @@ namespace trn::sim {
 
 class CollectiveSession;  // collectives.h
 
-// Zero-filled storage mapped fresh from the kernel, so pages a program never touches cost nothing
-// and every execution starts from the same (zero) state. calloc would not do: once glibc has
-// recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated small executions.
+// Zero-filled storage, so every execution starts from the same (zero) state. A large buffer is
+// mapped fresh from the kernel, so pages a program never touches cost nothing (calloc would not
+// do: once glibc has recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated
+// small executions). A small one comes from calloc: a fresh mapping costs two system calls and a
+// page fault per page (the kernel zeroes each page too), a third of an eager op's time.
 class ZeroedBuffer {
  public:
   explicit ZeroedBuffer(size_t bytes);
   ~ZeroedBuffer();
   ZeroedBuffer(ZeroedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        mapped_(other.mapped_) {}
   ZeroedBuffer(const ZeroedBuffer&) = delete;
   ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
   ZeroedBuffer& operator=(ZeroedBuffer&&) = delete;
@@ -36,6 +40,7 @@ class ZeroedBuffer {
  private:
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;  // mmap'ed (else calloc'ed)
 };
 
 // SBUF or PSUM: `partitions` rows of `bytes_per_partition`.
