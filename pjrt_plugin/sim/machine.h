@@ -21,7 +21,7 @@ class CollectiveSession;  // collectives.h
 // mapped fresh from the kernel, so pages a program never touches cost nothing (calloc would not
 // do: once glibc has recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated
 // small executions). A small one comes from calloc: a fresh mapping costs two system calls and a
-// page fault per page (the kernel zeroes each page too), a third of an eager op's time.
+// page fault per page (the kernel zeroes each page too), a quarter of an eager op's host time.
 class ZeroedBuffer {
  public:
   explicit ZeroedBuffer(size_t bytes);
