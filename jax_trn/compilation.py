@@ -12,7 +12,8 @@ both carry the request's, source_locations.py; a request whose exact bytes were 
 before is found through an alias, without parsing it), counts compilations and keeps every compile report of this process
 (`compile_count()`, `cache_stats()`, `last_report()`, `reports()`; `jax_trn.compile_report()`).
 `compile_count()` counts the compilations requested of this process (hits included: what JAX asked
-to compile); `cache_stats()` tells hits, misses and the real compiles apart.
+to compile); `cache_stats()` tells hits, misses and the real compiles apart. The garbage collector
+is paused while the compiler runs (gc_pause.py says why).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from hlo_lowering import compiler, module_identity, pipeline
 from hlo_lowering.errors import FAILED_PRECONDITION, CompileError
 from hlo_lowering.report import CompileReport
-from jax_trn import compile_cache, config, host_callbacks, source_locations
+from jax_trn import compile_cache, config, gc_pause, host_callbacks, source_locations
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,8 @@ def _compile(code: bytes, fmt: str, options: compiler.CompileOptions, target: Ma
              tag: str) -> tuple[bytes, CompileReport]:
   with _lock:
     _cache_stats["compiles"] += 1
-  program, report = compiler.compile_program(code, fmt, options, target, dump_tag=tag)
+  with gc_pause.paused():
+    program, report = compiler.compile_program(code, fmt, options, target, dump_tag=tag)
   _record(report)
   return program, report
 

@@ -65,6 +65,7 @@ class ClusterGraph:
 
   def __init__(self, ops: list[Op], returned: list[Value]):
     self.ops = ops
+    self.compute = [is_compute(op) for op in ops]  # asked per member at every merge attempt
     self.returned = set(returned)
     self.producer: dict[Value, int] = {r: i for i, op in enumerate(ops) for r in op.results}
     self.users: dict[Value, list[int]] = {}
@@ -126,7 +127,7 @@ class ClusterGraph:
 
 def _tile_values(graph: ClusterGraph, members: list[int]) -> int:
   """Tiles one tile step needs: the compute ops' results plus the operands they load."""
-  compute = [graph.ops[m] for m in members if is_compute(graph.ops[m])]
+  compute = [graph.ops[m] for m in members if graph.compute[m]]
   produced = {op.result for op in compute}
   loaded = {v for op in compute for v in op.operands if v not in produced}
   return len(compute) + len(loaded)
@@ -134,11 +135,11 @@ def _tile_values(graph: ClusterGraph, members: list[int]) -> int:
 
 def _cluster(graph: ClusterGraph) -> None:
   for i, op in enumerate(graph.ops):
-    if not is_compute(op):
+    if not graph.compute[i]:
       continue
     for v in op.operands:
       j = graph.producer.get(v)
-      if j is None or not is_compute(graph.ops[j]) or graph.ops[j].result.shape != op.result.shape:
+      if j is None or not graph.compute[j] or graph.ops[j].result.shape != op.result.shape:
         continue
       a, b = graph.cluster[j], graph.cluster[i]
       if a == b:
@@ -200,7 +201,7 @@ def _fuse_block(block: Block) -> None:
   graph = ClusterGraph(body, block.terminator.operands)
   _cluster(graph)
   fused_clusters = [c for c in graph.order if c is not None
-                    and sum(is_compute(graph.ops[m]) for m in graph.members[c]) >= 2]
+                    and sum(graph.compute[m] for m in graph.members[c]) >= 2]
   for c in fused_clusters:
     _absorb_views(graph, c)
   fused_set = set(fused_clusters)

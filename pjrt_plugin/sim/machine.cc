@@ -2,18 +2,25 @@
 
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace trn::sim {
 
 namespace {
 
+// The size from which a ZeroedBuffer is mapped rather than calloc'ed.
+constexpr size_t kMapFromBytes = size_t{1} << 20;
 // Below this a mapping keeps 4 KiB pages: a huge page would zero 2 MiB on its first touch.
 constexpr size_t kHugePageMapping = size_t{4} << 20;
 
 }  // namespace
 
-ZeroedBuffer::ZeroedBuffer(size_t bytes) : size_(bytes + 1) {
+ZeroedBuffer::ZeroedBuffer(size_t bytes) : size_(bytes + 1), mapped_(size_ >= kMapFromBytes) {
+  if (!mapped_) {
+    data_ = static_cast<uint8_t*>(std::calloc(size_, 1));
+    return;
+  }
   void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   data_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 #ifdef MADV_HUGEPAGE
@@ -27,7 +34,12 @@ void ZeroedBuffer::Rezero() {
 }
 
 ZeroedBuffer::~ZeroedBuffer() {
-  if (data_ != nullptr) munmap(data_, size_);
+  if (data_ == nullptr) return;
+  if (mapped_) {
+    munmap(data_, size_);
+  } else {
+    std::free(data_);
+  }
 }
 
 namespace {

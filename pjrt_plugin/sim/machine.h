@@ -17,9 +17,11 @@ namespace trn::sim {
 
 class CollectiveSession;  // collectives.h
 
-// Zero-filled storage mapped fresh from the kernel, so pages a program never touches cost nothing
-// and every execution starts from the same (zero) state. calloc would not do: once glibc has
-// recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated small executions.
+// Zero-filled storage, so every execution starts from the same (zero) state. A large buffer is
+// mapped fresh from the kernel, so pages a program never touches cost nothing (calloc would not
+// do: once glibc has recycled a large block it memsets it, and zeroing 28 MiB of SBUF dominated
+// small executions). A small one comes from calloc: a fresh mapping costs two system calls and a
+// page fault per page (the kernel zeroes each page too), a quarter of an eager op's host time.
 // Mappings of a few MiB and more ask for transparent huge pages: tiles stride a partition's
 // bytes (192 KiB on trn2), so every row of an operand was another 4 KiB page's TLB miss.
 class ZeroedBuffer {
@@ -27,7 +29,9 @@ class ZeroedBuffer {
   explicit ZeroedBuffer(size_t bytes);
   ~ZeroedBuffer();
   ZeroedBuffer(ZeroedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        mapped_(other.mapped_) {}
   ZeroedBuffer(const ZeroedBuffer&) = delete;
   ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
   ZeroedBuffer& operator=(ZeroedBuffer&&) = delete;
@@ -40,6 +44,7 @@ class ZeroedBuffer {
  private:
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;  // mmap'ed (else calloc'ed)
 };
 
 // SBUF or PSUM: `partitions` rows of `bytes_per_partition`.
