@@ -22,7 +22,8 @@ from hlo_lowering.ir import Module
 from hlo_lowering.passes.collectives import (choose_algorithm, combine_all_reduces,
                                              decompose_all_reduce)
 from hlo_lowering.passes.partition import collective_groups, spmd
-from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_scatter, check_supported,
+from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_scatter,
+                                 check_supported,
                                  decompose_batch_norm, decompose_cholesky, decompose_complex,
                                  decompose_householder_qr, decompose_reduce_precision,
                                  decompose_rng_bit_generator, decompose_triangular_solve,

@@ -70,8 +70,10 @@ PMAP_CASES = {
     "psum_c64": (lambda v: jax.lax.psum(v, "i"), _XC),
     "all_gather_c64": (lambda v: jax.lax.all_gather(v, "i"), _XC),
     "psum_scatter_c64": (lambda v: jax.lax.psum_scatter(v[:4], "i"), _XC),
-    "ppermute_c64": (lambda v: jax.lax.ppermute(v, "i", [(k, (k + 1) % CORES) for k in range(CORES)]), _XC),
-    "all_to_all_c64": (lambda v: jax.lax.all_to_all(v[:4].reshape(4, 1) * jnp.ones((4, 3)), "i", 0, 0), _XC),
+    "ppermute_c64": (
+        lambda v: jax.lax.ppermute(v, "i", [(k, (k + 1) % CORES) for k in range(CORES)]), _XC),
+    "all_to_all_c64": (
+        lambda v: jax.lax.all_to_all(v[:4].reshape(4, 1) * jnp.ones((4, 3)), "i", 0, 0), _XC),
 }
 
 

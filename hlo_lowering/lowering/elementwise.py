@@ -2,8 +2,8 @@
 
 Each op maps to one ALU op. Transcendentals run on ScalarE (`activation`), everything else on
 VectorE (`tensor_unary` / `tensor_tensor` / `tensor_scalar` / `tensor_ternary`), except where
-elementwise_engines.py moves an op to ScalarE (the same bits) or fuses a tensor_scalar-form op
-into the tensor_tensor that reads it (`scalar_tensor_tensor`), and pipelines the tiles. A binary op with
+elementwise_engines.py moves an op to ScalarE (the same bits) or fuses a tensor_scalar-form op into
+the tensor_tensor that reads it (`scalar_tensor_tensor`), and pipelines the tiles. A binary op with
 one operand that is a compile-time splat uses `tensor_scalar` with an immediate instead of
 loading a tile. Broadcast operands arrive as stride-0 views, so no broadcast is materialised.
 Convert is a single DMA, which converts between any two dtypes with the ALU's rules.

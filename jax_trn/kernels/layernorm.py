@@ -2,9 +2,9 @@
 time, with gamma and beta replicated across partitions once by broadcasting DMAs.
 
 Per row tile: the row sum (VectorE's tensor_reduce on two of every three tiles, ScalarE's
-activation_reduce on the third, so the two engines carry equal work), then ScalarE squares and sums the centred
-rows in one pass (the mean as its per-partition bias) and makes x · rstd − mean · rstd (a
-per-partition scale and bias) in x's dtype; VectorE multiplies by γ and adds β, both in x's
+activation_reduce on the third, so the two engines carry equal work), then ScalarE squares and sums
+the centred rows in one pass (the mean as its per-partition bias) and makes x · rstd − mean · rstd
+(a per-partition scale and bias) in x's dtype; VectorE multiplies by γ and adds β, both in x's
 dtype (bf16 tensor_tensor runs at twice the fp32 rate). The two per-column operations keep it
 engine-bound (≈ 2.3× the HBM bound on trn2 at LNC=2, docs/kernels.md)."""
 
