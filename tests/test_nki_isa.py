@@ -50,6 +50,14 @@ def scalar_tensor_tensor(x, column, y):
 
 
 @nki.jit
+def scalar_tensor_tensor_reversed(x, column, y):
+  dst = _new(x.shape, x.dtype)
+  nisa.scalar_tensor_tensor(dst=dst, data=_sbuf(x), op0=nl.subtract, operand0=_sbuf(column),
+                            reverse0=True, op1=nl.subtract, operand1=_sbuf(y), reverse1=True)
+  return _out(dst)
+
+
+@nki.jit
 def tensor_scalar_reduce(x):
   dst, total = _new(x.shape), _new((x.shape[0], 1))
   nisa.tensor_scalar_reduce(dst=dst, data=_sbuf(x), op0=nl.add, operand0=1.5,
@@ -196,3 +204,31 @@ def test_a_scaled_and_summed_activation_is_one_scalar_engine_instruction():
   assert methods(scaled_activation_with_row_sums) == ["activation_reduce"]
   # A bf16 dst: the sum is of the fp32 values, so through an fp32 tile, then a copy to bf16.
   assert methods(scaled_activation_into_bf16) == ["activation_reduce", "tensor_copy"]
+
+
+def test_scalar_tensor_tensor_is_one_vector_engine_instruction_on_floats():
+  program = scalar_tensor_tensor.trace(X, COLUMN, Y)
+  assert [inst.method for inst in program.instructions
+          if inst.method != "dma_copy"] == ["scalar_tensor_tensor"]
+  ints = [a.astype(np.int32) for a in (X * 10, COLUMN * 10, Y * 10)]
+  program = scalar_tensor_tensor.trace(*ints)
+  assert [inst.method for inst in program.instructions
+          if inst.method != "dma_copy"] == ["tensor_scalar", "tensor_tensor"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16", np.int32])
+def test_scalar_tensor_tensor_keeps_its_intermediate_in_fp32(dtype):
+  import ml_dtypes
+  dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+  scale = 1 if np.dtype(dtype).kind == "f" else 100
+  x, column, y = ((a * scale).astype(dtype) for a in (X, COLUMN, Y))
+  actual = scalar_tensor_tensor_reversed(x, column, y)
+  if np.dtype(dtype).kind == "i":
+    np.testing.assert_array_equal(actual, y - (column - x))
+    return
+  # y - (column - x): the inner difference rounded to fp32 (not to bf16), the result to the
+  # dtype once.
+  inner = column.astype(np.float32) - x.astype(np.float32)
+  expected = (y.astype(np.float32) - inner).astype(dtype)
+  np.testing.assert_array_equal(actual.view(np.uint16 if dtype != np.float32 else np.uint32),
+                                expected.view(np.uint16 if dtype != np.float32 else np.uint32))

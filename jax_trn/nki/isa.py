@@ -292,14 +292,25 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False,
                          reverse1=False, name=None):
   """dst = (data op0 operand0) op1 operand1, operand0 a number or [P, 1], operand1 a tile; the
-  first result kept in fp32."""
-  rules.tile(operand1, "scalar_tensor_tensor operand1")
+  first result kept in fp32. Float data is VectorE's one scalar_tensor_tensor instruction (its
+  intermediate is in the fp32 compute domain); integer data, whose intermediate the instruction
+  would keep an integer, a tensor_scalar into an fp32 tile and a tensor_tensor."""
+  for what, t in (("dst", dst), ("data", data), ("operand1", operand1)):
+    rules.tile(t, f"scalar_tensor_tensor {what}")
+  _same_shape("scalar_tensor_tensor", dst, data, operand1)
+  alu0 = ops.binary_alu(op0, "scalar_tensor_tensor op0")
+  alu1 = ops.binary_alu(op1, "scalar_tensor_tensor op1")
+  if rules.is_float(data.dtype) and rules.is_float(operand1.dtype):
+    current().emit("scalar_tensor_tensor", op0=alu0, op1=alu1, dst=dst.tile_ap(),
+                   data=data.tile_ap(),
+                   operand0=_scalar_operand(operand0, data, "scalar_tensor_tensor operand0"),
+                   operand1=operand1.tile_ap(), reverse0=bool(reverse0),
+                   reverse1=bool(reverse1))
+    return
   first = _scratch(data)
   tensor_scalar(first, data, op0, operand0, reverse0=reverse0)
-  _same_shape("scalar_tensor_tensor", dst, operand1)
   a, b = (operand1, first) if reverse1 else (first, operand1)
-  current().emit("tensor_tensor", op=ops.binary_alu(op1, "scalar_tensor_tensor op1"),
-                 dst=dst.tile_ap(), a=a.tile_ap(), b_=b.tile_ap())
+  current().emit("tensor_tensor", op=alu1, dst=dst.tile_ap(), a=a.tile_ap(), b_=b.tile_ap())
 
 
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
