@@ -1,6 +1,7 @@
 """Gaps found by running JAX's own tests on trn, closed by passes that rewrite into ops we lower:
 TOTALORDER float compares (expand-total-order-compare), scatter-subtract (canonicalize-scatter),
-reduce_precision (decompose-reduce-precision); and the float64 message for JAX and PyTorch users.
+reduce_precision (decompose-reduce-precision), JAX's dce_sink marker; and the float64 message for
+JAX and PyTorch users.
 Each case runs on the simulator and is compared with the JAX CPU backend."""
 
 import jax
@@ -160,3 +161,21 @@ func.func @main(%a: tensor<3xf64>) -> tensor<3xf64> {
   message = str(info.value)
   assert "NeuronCores have no float64 type" in message
   assert "jax_enable_x64 off" in message and ".float()" in message
+
+
+# -- 5. JAX's dce_sink ------------------------------------------------------------------------
+
+def test_dce_sink_keeps_its_value_and_adds_no_instruction():
+  """`lax.dce_sink(v, prevent_mlir_dce=True)` (a custom_call @dce_sink with no results) compiles
+  to no instruction of its own; the program around it runs as without it."""
+  def f(x):
+    y = x * 2
+    lax.dce_sink(y, prevent_mlir_dce=True)
+    return x + 1
+
+  x = np.arange(6, dtype=np.float32).reshape(2, 3)
+  assert "dce_sink" in jax.jit(f).lower(x).as_text()
+  np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), x + 1)
+  report = compilation.last_report()
+  assert [e.kind for e in report.ops if e.op == "stablehlo.custom_call"] == ["native"]
+  assert [e.instructions for e in report.ops if e.op == "stablehlo.custom_call"] == [0]
