@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from hlo_lowering import codegen, importer, ir, pipeline
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
+from hlo_lowering.passes import narrow_float64
 from hlo_lowering.passes.partition import signature
 from hlo_lowering.program.enums import stream_name
 from hlo_lowering.report import CompileReport
@@ -94,11 +95,14 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   # choose-collective-algorithm's estimate of which cores share a chip (docs/multi-device.md).
   module.attrs["trn.cores_per_chip"] = (int(target.get("physical_cores_per_chip", 1)) //
                                         int(target.get("default_lnc", 1)))
+  if target.get("float64") == "float32":  # the client computes float64 as float32
+    module.attrs[narrow_float64.FLOAT64_ATTR] = "float32"
   target_name = str(target["name"])
   report = CompileReport(module=str(module.attrs.get("sym_name", "")), target=target_name)
   phases = report.phase_seconds
   phases["import"], started = _since(started)
   pipeline.run_pipeline(module, tag=dump_tag)
+  report.float64_as_float32 = bool(module.attrs.get(narrow_float64.NARROWED_ATTR))
   if options.num_partitions > 1:
     module.source = _partitioned_signature(module, options.num_partitions)
     report.replicated_ops = list(module.attrs.get("trn.replicated_ops", []))

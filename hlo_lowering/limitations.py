@@ -54,7 +54,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
     Limitation(ALL_OPS, "float64 operands or results", "NeuronCores have no float64 "
                "(check-supported rejects it; use float32: in JAX leave jax_enable_x64 off, in "
                "PyTorch .float()); the float64 scalars torch_xla makes of Python numbers run as "
-               "float32 (narrow-float64-scalars)",
+               "float32 (narrow-float64), and TRN_FLOAT64=float32 runs every float64 program "
+               "as float32 with a warning",
                dtypes=("float64",)),
     Limitation(ALL_OPS, "complex128 operands or results", "NeuronCores have no float64, so no "
                "complex128 (rejected at import; use complex64)", dtypes=("complex128",)),
@@ -163,8 +164,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
                  "!quant.uniform tensors when parsing, and there is no lowering rule") for op in (
         "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize")),
     Limitation("stablehlo.custom_call", "a call_target_name other than trn_kernel, "
-               "trn_host_callback, Qr and ProductOfElementaryHouseholderReflectors (JAX's QR "
-               "where there is no LAPACK: decompose-householder-qr expands them)",
+               "trn_host_callback, dce_sink, Qr and ProductOfElementaryHouseholderReflectors "
+               "(JAX's QR where there is no LAPACK: decompose-householder-qr expands them)",
                "custom calls name host or vendor kernels (LAPACK, cuDNN …) the simulator does "
                "not have; trn_kernel carries a jax_trn.nki kernel (docs/kernels.md), "
                "trn_host_callback a Python callback (docs/host-callbacks.md)",

@@ -30,7 +30,7 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  expand_index_broadcasts, expand_total_order_compare,
                                  expand_truth_reduce,
                                  fold_transpose_into_dot, fuse_elementwise, fuse_rows, inline_calls,
-                                 narrow_float64_scalars, normalize_dot_general,
+                                 narrow_float64, normalize_dot_general,
                                  simplify_unit_reduce, strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.program import ProgramBuilder
@@ -47,7 +47,7 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("inline-calls", inline_calls.run),
-    Pass("narrow-float64-scalars", narrow_float64_scalars.run),
+    Pass("narrow-float64", narrow_float64.run),
     Pass("expand-truth-reduce", expand_truth_reduce.run),
     Pass("partition-spmd", spmd.run),
     Pass("resolve-collective-groups", collective_groups.run),

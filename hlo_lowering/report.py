@@ -16,6 +16,9 @@ import dataclasses
 FUSION = "trn.fusion"
 # Ops whose region is lowered as one by their rule (the fusion passes' ops).
 FUSED_OPS = frozenset({FUSION, "trn.row_fusion"})
+# What a program whose float64 was narrowed is told (the report's line, the compile's warning).
+FLOAT64_AS_FLOAT32 = ("float64 computed as float32 (TRN_FLOAT64=float32): results carry float32 "
+                      "rounding, not float64's (docs/numerics.md, \"float64 as float32\")")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +45,8 @@ class CompileReport:
   # Multi-core programs: the ops ("stablehlo.sort at f.py:3:4") each core ran replicated on
   # whole operands gathered from their shards (partition-spmd had no local rule for them).
   replicated_ops: list[str] = dataclasses.field(default_factory=list)
+  # The program held float64 and computes it as float32 (TRN_FLOAT64=float32, narrow-float64).
+  float64_as_float32: bool = False
   # Seconds per compile phase ("import", "passes", "lowering", "backend") and per back-end stage,
   # in order, of this compile: empty for a compile-cache hit (nothing was compiled). Not part of
   # the report's content (equality, format(), the cache entry): a recompile takes other times.
@@ -96,6 +101,8 @@ class CompileReport:
         if places:
           lines.append(f"    gpsimd at {', '.join(places[:8])}"
                        f"{' ...' if len(places) > 8 else ''}")
+    if self.float64_as_float32:
+      lines.append(f"  {FLOAT64_AS_FLOAT32}")
     if self.replicated_ops:
       lines.append(f"  run replicated on gathered shards: {', '.join(self.replicated_ops[:8])}"
                    f"{' ...' if len(self.replicated_ops) > 8 else ''}")

@@ -21,7 +21,8 @@ from typing import Callable, Iterator
 from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
 from hlo_lowering.lowering import registry
 from hlo_lowering.passes.cancel_transposes import cancellable
-from hlo_lowering.passes.check_supported import float64_scalar_arguments, lowered_ops, uses_float64
+from hlo_lowering.passes.check_supported import lowered_ops, uses_float64
+from hlo_lowering.passes.narrow_float64 import float64_boundary, narrows_every_float64
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
 from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
@@ -124,9 +125,9 @@ def _batch_matmuls(module: Module) -> str | None:
 
 
 def _float64_narrowed(module: Module) -> str | None:
-  if module.source_format != "hlo":
+  if module.source_format != "hlo" and not narrows_every_float64(module):
     return None
-  kept = float64_scalar_arguments(module)
+  kept = float64_boundary(module)
   return _first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
 
 
@@ -139,7 +140,7 @@ def _transposes_cancelled(module: Module) -> str | None:
 
 
 def _supported(module: Module) -> str | None:
-  kept = float64_scalar_arguments(module)
+  kept = float64_boundary(module)
   return (_first(walk_ops(module.main.body), lambda op: uses_float64(op, kept), "uses float64")
           or _first(iter(lowered_ops(module.main.body)),
                     lambda op: not registry.rules_for(op.name), "has no registered lowering rule"))
@@ -147,7 +148,7 @@ def _supported(module: Module) -> str | None:
 
 _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "inline-calls": _inlined,
-    "narrow-float64-scalars": _float64_narrowed,
+    "narrow-float64": _float64_narrowed,
     "expand-truth-reduce": lambda module: _first(
         _all_ops(module), lambda op: truth_combine(op) is not None and op.operands[1] in {
             o.result for o in _all_ops(module) if o.name == "stablehlo.constant"

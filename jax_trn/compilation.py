@@ -22,11 +22,12 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 
 from hlo_lowering import compiler, module_identity, pipeline
 from hlo_lowering.errors import FAILED_PRECONDITION, CompileError
-from hlo_lowering.report import CompileReport
+from hlo_lowering.report import FLOAT64_AS_FLOAT32, CompileReport
 from jax_trn import compile_cache, config, gc_pause, host_callbacks, source_locations
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,13 @@ def _record(report: CompileReport) -> None:
     _reports.append(report)
   logger.info("%s", report)
   _enforce_strict(report)
+  if report.float64_as_float32:  # every compile that narrows says so, cache hits included
+    warnings.warn(f"jax-trn: {report.module or 'a program'}: {FLOAT64_AS_FLOAT32}",
+                  Float64AsFloat32Warning, stacklevel=2)
+
+
+class Float64AsFloat32Warning(UserWarning):
+  """A compile computes float64 as float32 (TRN_FLOAT64=float32)."""
 
 
 _STRICT_LISTED = 20

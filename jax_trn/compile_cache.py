@@ -155,6 +155,7 @@ def _meta_to_json(report, locations) -> bytes:
                      "psum_peak_bytes": report.psum_peak_bytes,
                      "donated_parameters": report.donated_parameters,
                      "replicated_ops": report.replicated_ops,
+                     "float64_as_float32": report.float64_as_float32,
                      "instructions_per_stream": report.instructions_per_stream,
                      "locations": [list(loc) for loc in locations]},
                     separators=(",", ":")).encode()
@@ -168,6 +169,7 @@ def _meta_from_json(data: bytes) -> tuple[CompileReport, tuple[tuple[str, str], 
                          psum_peak_bytes=doc["psum_peak_bytes"],
                          donated_parameters=list(doc["donated_parameters"]),
                          replicated_ops=list(doc["replicated_ops"]),
+                         float64_as_float32=bool(doc.get("float64_as_float32", False)),
                          instructions_per_stream=dict(doc["instructions_per_stream"]))
   return report, tuple((str(name), str(position)) for name, position in doc["locations"])
 

@@ -1,8 +1,10 @@
 """How many simulated Trainium chips, of which generation, at which Logical NeuronCore size.
 
 Read once, when the trn backend starts: from `jax_trn.configure(...)` if called, else from the
-environment (TRN_TARGET, TRN_CHIPS, TRN_LNC, TRN_HBM_BYTES), else the defaults of a trn2 instance
+environment (TRN_TARGET, TRN_CHIPS, TRN_LNC, TRN_HBM_BYTES, TRN_FLOAT64), else the defaults of a trn2 instance
 (one chip, LNC=2: four devices). The values travel to the C++ client as PJRT create options.
+`float64` (TRN_FLOAT64) is "error" (float64 arrays and programs are refused: NeuronCores have no
+float64) or "float32" (they are accepted and computed as float32, a warning per compile).
 `strict` (TRN_STRICT) is the compile service's policy, read at every compile
 (jax_trn/compilation.py): no op may run on the GpSimd general-purpose path.
 """
@@ -23,6 +25,7 @@ class TrnConfig:
   lnc: int | None = None        # None: the generation's default
   hbm_bytes: int | None = None  # per device; None: HBM per chip / devices per chip
   strict: bool = False          # a GpSimd general-path op is a compile error
+  float64: str = "error"        # "float32": float64 arrays accepted, computed as float32
 
   def resolved_lnc(self) -> int:
     return self.lnc if self.lnc is not None else target_spec(self.target)["default_lnc"]
@@ -35,6 +38,8 @@ class TrnConfig:
         "target": self.target, "chips": self.chips, "lnc": self.resolved_lnc()}
     if self.hbm_bytes is not None:
       options["hbm_bytes"] = self.hbm_bytes
+    if self.float64 == "float32":
+      options["float64_arrays"] = 1
     return options
 
 
@@ -61,7 +66,13 @@ def _validated(config: TrnConfig) -> TrnConfig:
     check_lnc(config.target, config.lnc)
   if config.hbm_bytes is not None and config.hbm_bytes <= 0:
     raise ValueError(f"hbm_bytes must be positive, got {config.hbm_bytes!r}")
+  if config.float64 not in FLOAT64_POLICIES:
+    raise ValueError(f"float64 must be one of {', '.join(map(repr, FLOAT64_POLICIES))}, "
+                     f"got {config.float64!r}")
   return config
+
+
+FLOAT64_POLICIES = ("error", "float32")
 
 
 def _int_env(name: str) -> int | None:
@@ -90,16 +101,20 @@ def from_environment() -> TrnConfig:
       chips=1 if chips is None else chips,
       lnc=_int_env("TRN_LNC"),
       hbm_bytes=_int_env("TRN_HBM_BYTES"),
-      strict=_bool_env("TRN_STRICT")))
+      strict=_bool_env("TRN_STRICT"),
+      float64=os.environ.get("TRN_FLOAT64", "error") or "error"))
 
 
 _configured: TrnConfig | None = None
 
 
 def configure(*, target: str | None = None, chips: int | None = None, lnc: int | None = None,
-              hbm_bytes: int | None = None, strict: bool | None = None) -> TrnConfig:
+              hbm_bytes: int | None = None, strict: bool | None = None,
+              float64: str | None = None) -> TrnConfig:
   """Sets the simulated system before the trn backend starts; unset fields keep the environment's.
-  `strict=True`: an op that would run on the GpSimd general path fails its compile instead."""
+  `strict=True`: an op that would run on the GpSimd general path fails its compile instead.
+  `float64="float32"`: float64 arrays are accepted and every program computes float64 as float32
+  (a warning per compile; docs/numerics.md)."""
   global _configured
   if _backend_started():
     raise RuntimeError(
@@ -112,7 +127,8 @@ def configure(*, target: str | None = None, chips: int | None = None, lnc: int |
       chips=base.chips if chips is None else chips,
       lnc=lnc if lnc is not None else (base.lnc if target is None else None),
       hbm_bytes=base.hbm_bytes if hbm_bytes is None else hbm_bytes,
-      strict=base.strict if strict is None else bool(strict)))
+      strict=base.strict if strict is None else bool(strict),
+      float64=base.float64 if float64 is None else float64))
   return _configured
 
 

@@ -38,7 +38,7 @@ class TrnPlugin(plugins.DevicePlugin):
 
   def client_create_options(self) -> dict[str, str | int]:
     # torch_xla uploads each Python number as an f64[] array; its programs narrow them to f32
-    # (hlo_lowering/passes/narrow_float64_scalars.py, docs/numerics.md).
+    # (hlo_lowering/passes/narrow_float64.py, docs/numerics.md).
     return {**config.current().client_options(), "float64_scalars": 1}
 
   def requires_xla_coordinator(self) -> bool:

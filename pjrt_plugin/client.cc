@@ -92,7 +92,7 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view cod
   if (!options.ok()) return options.status();
   StatusOr<std::vector<Device*>> devices = AssignedDevices(*options);
   if (!devices.ok()) return devices.status();
-  StatusOr<std::string> program = CompileInPython(code, format, *options, *options_.target, options_.lnc);
+  StatusOr<std::string> program = CompileInPython(code, format, *options, options_);
   if (!program.ok()) return program.status();
   StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, std::move(*devices));
   if (!executable.ok() && executable.status().code() == StatusCode::kInvalidArgument) {
@@ -116,9 +116,13 @@ namespace {
 
 StatusOr<sim::DType> CheckedDeviceDType(PJRT_Buffer_Type type, const std::vector<int64_t>& dims,
                                         const PJRT_Buffer_MemoryLayout* device_layout,
-                                        const Memory* memory, bool float64_scalars) {
-  // A torch_xla client's Python numbers: HBM holds their bytes; programs narrow them on load.
-  if (float64_scalars && type == PJRT_Buffer_Type_F64 && dims.empty()) return sim::DType::kF64;
+                                        const Memory* memory, const ClientOptions& options) {
+  // A torch_xla client's Python numbers, or every f64 array under TRN_FLOAT64=float32: HBM holds
+  // their bytes; programs narrow them on load (narrow-float64).
+  if (type == PJRT_Buffer_Type_F64 &&
+      (options.float64_arrays || (options.float64_scalars && dims.empty()))) {
+    return sim::DType::kF64;
+  }
   StatusOr<sim::DType> dtype =
       DeviceDType(type, "a " + ShapeString(type, dims) + " array on " + memory->device()->name());
   if (!dtype.ok() || device_layout == nullptr) return dtype;
@@ -137,8 +141,7 @@ StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(
     const void* data, PJRT_Buffer_Type type, std::vector<int64_t> dims,
     std::vector<int64_t> byte_strides, const PJRT_Buffer_MemoryLayout* device_layout,
     Memory* memory) const {
-  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory,
-                                                  options_.float64_scalars);
+  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory, options_);
   if (!dtype.ok()) return dtype.status();
   if (byte_strides.empty()) {
     byte_strides = DenseByteStrides(dims, ElementSize(*dtype));
@@ -152,8 +155,7 @@ StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(
 StatusOr<std::unique_ptr<Buffer>> Client::UninitializedBuffer(
     PJRT_Buffer_Type type, std::vector<int64_t> dims,
     const PJRT_Buffer_MemoryLayout* device_layout, Memory* memory) const {
-  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory,
-                                                  options_.float64_scalars);
+  StatusOr<sim::DType> dtype = CheckedDeviceDType(type, dims, device_layout, memory, options_);
   if (!dtype.ok()) return dtype.status();
   StatusOr<int64_t> size = DenseByteSize(*dtype, dims);
   if (!size.ok()) return size.status();

@@ -31,7 +31,7 @@ std::string SupportedLncs(const sim::TargetSpec& target) {
 
 StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_t num_options) {
   std::string target_name = "trn2";
-  int64_t chips = 1, lnc = 0, hbm_bytes = 0, float64_scalars = 0;
+  int64_t chips = 1, lnc = 0, hbm_bytes = 0, float64_scalars = 0, float64_arrays = 0;
   for (size_t i = 0; i < num_options; ++i) {
     const PJRT_NamedValue& v = options[i];
     const std::string_view name = Name(v);
@@ -41,14 +41,18 @@ StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_
       }
       target_name.assign(v.string_value, v.value_size);
     } else if (name == "chips" || name == "lnc" || name == "hbm_bytes" ||
-               name == "float64_scalars") {
+               name == "float64_scalars" || name == "float64_arrays") {
       StatusOr<int64_t> value = IntValue(v);
       if (!value.ok()) return value.status();
-      (name == "chips" ? chips : name == "lnc" ? lnc : name == "hbm_bytes" ? hbm_bytes
-                                                                          : float64_scalars) = *value;
+      (name == "chips"             ? chips
+       : name == "lnc"             ? lnc
+       : name == "hbm_bytes"       ? hbm_bytes
+       : name == "float64_scalars" ? float64_scalars
+                                   : float64_arrays) = *value;
     } else {
       return InvalidArgument("unknown trn create option '" + std::string(name) +
-                             "'; known: target, chips, lnc, hbm_bytes, float64_scalars");
+                             "'; known: target, chips, lnc, hbm_bytes, float64_scalars, "
+                             "float64_arrays");
     }
   }
 
@@ -68,11 +72,15 @@ StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_
   if (hbm_bytes < 0) {
     return InvalidArgument("trn hbm_bytes must not be negative, got " + std::to_string(hbm_bytes));
   }
-  if (float64_scalars != 0 && float64_scalars != 1) {
-    return InvalidArgument("trn float64_scalars must be 0 or 1, got " +
-                           std::to_string(float64_scalars));
+  for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"float64_scalars", float64_scalars},
+                                     {"float64_arrays", float64_arrays}}) {
+    if (value != 0 && value != 1) {
+      return InvalidArgument(std::string("trn ") + flag + " must be 0 or 1, got " +
+                             std::to_string(value));
+    }
   }
   result.float64_scalars = float64_scalars == 1;
+  result.float64_arrays = float64_arrays == 1;
   result.chips = static_cast<int>(chips);
   result.lnc = static_cast<int>(lnc);
   result.hbm_bytes_per_device =

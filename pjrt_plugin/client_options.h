@@ -18,12 +18,15 @@ struct ClientOptions {
   // Whether rank-0 f64 arrays may be placed: torch_xla uploads every Python number as one, and
   // its programs convert it before use (hlo_lowering/passes/narrow_float64_scalars.py).
   bool float64_scalars = false;
+  // Whether f64 arrays of any rank may be placed (TRN_FLOAT64=float32, jax_trn/config.py): HBM
+  // holds their 8-byte values and programs compute them as f32 (narrow-float64).
+  bool float64_arrays = false;
 
   int devices_per_chip() const { return target->physical_cores_per_chip / lnc; }
 };
 
 // INVALID_ARGUMENT for an unknown option or target, a wrongly typed value, chips < 1, an LNC the
-// target does not support, a negative HBM size, or float64_scalars other than 0 or 1.
+// target does not support, a negative HBM size, or float64_scalars / float64_arrays other than 0 or 1.
 StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_t num_options);
 
 }  // namespace trn::pjrt

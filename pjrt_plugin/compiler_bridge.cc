@@ -67,15 +67,17 @@ PyObject* OptionsDict(const CompileOptions& options) {
 }
 
 // The target description with the device's LNC (its physical cores: the compiler splits an LNC=2
-// device's work between its two cores), or nullptr with an exception pending.
-PyObject* TargetDict(const sim::TargetSpec& target, int lnc) {
+// device's work between its two cores) and the client's float64 policy (TRN_FLOAT64=float32:
+// every float64 computed as float32), or nullptr with an exception pending.
+PyObject* TargetDict(const ClientOptions& client) {
   PyObject* dict = PyDict_New();
   if (dict == nullptr) return nullptr;
-  if (!SetItem(dict, "lnc", PyLong_FromLong(lnc))) {
+  if (!SetItem(dict, "lnc", PyLong_FromLong(client.lnc)) ||
+      (client.float64_arrays && !SetItem(dict, "float64", PyUnicode_FromString("float32")))) {
     Py_DECREF(dict);
     return nullptr;
   }
-  for (const sim::TargetFigure& figure : sim::TargetFigures(target)) {
+  for (const sim::TargetFigure& figure : sim::TargetFigures(*client.target)) {
     if (!SetItem(dict, figure.name, FigureValue(figure))) {
       Py_DECREF(dict);
       return nullptr;
@@ -85,7 +87,7 @@ PyObject* TargetDict(const sim::TargetSpec& target, int lnc) {
 }
 
 StatusOr<std::string> CallCompiler(std::string_view code, std::string_view format,
-                                   const CompileOptions& options, const sim::TargetSpec& target, int lnc) {
+                                   const CompileOptions& options, const ClientOptions& client) {
   PyRef service(PyImport_ImportModule("jax_trn.compilation"));
   if (!service) {
     return FailedPrecondition(
@@ -93,7 +95,7 @@ StatusOr<std::string> CallCompiler(std::string_view code, std::string_view forma
         PythonError::Fetch().Summary());
   }
   PyRef options_dict(OptionsDict(options));
-  PyRef target_dict(options_dict ? TargetDict(target, lnc) : nullptr);
+  PyRef target_dict(options_dict ? TargetDict(client) : nullptr);
   if (!target_dict) {
     return Internal("internal compiler error: the compile arguments could not be built: " +
                     PythonError::Fetch().Summary());
@@ -118,7 +120,7 @@ StatusOr<std::string> CallCompiler(std::string_view code, std::string_view forma
 
 StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
                                       const CompileOptions& options,
-                                      const sim::TargetSpec& target, int lnc) {
+                                      const ClientOptions& client) {
   // Checked through the dynamic linker first: in a process without Python the API is absent.
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
     return FailedPrecondition(
@@ -127,7 +129,7 @@ StatusOr<std::string> CompileInPython(std::string_view code, std::string_view fo
   const std::shared_ptr<sim::HostCallPermit> permit = sim::HostCallPermit::Acquire();
   if (permit == nullptr) return Status(StatusCode::kCancelled, "the Python interpreter is exiting: the program was not compiled");
   GilLock gil;
-  return CallCompiler(code, format, options, target, lnc);
+  return CallCompiler(code, format, options, client);
 }
 
 }  // namespace trn::pjrt

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "client_options.h"
 #include "compile_options.h"
 #include "sim/status.h"
 #include "sim/target_spec.h"
@@ -13,11 +14,13 @@ namespace trn::pjrt {
 
 // jax_trn.compilation.compile_for_pjrt(code, fmt, options, target) -> program bytes, where
 // `options` is {"num_replicas": n, "num_partitions": n} as ParseCompileOptions read them and
-// `target` the target description ({figure name: value}, sim::TargetFigures).
+// `target` the target description of the client's devices ({figure name: value},
+// sim::TargetFigures, with their LNC, and "float64": "float32" where the client computes float64
+// as float32).
 // Compile errors keep the compiler's code and message; anything else is INTERNAL with the
 // exception type and the end of its traceback.
 StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
                                       const CompileOptions& options,
-                                      const sim::TargetSpec& target, int lnc);
+                                      const ClientOptions& client);
 
 }  // namespace trn::pjrt

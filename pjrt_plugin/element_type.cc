@@ -74,7 +74,8 @@ StatusOr<sim::DType> DeviceDType(PJRT_Buffer_Type type, const std::string& what)
   if (t != nullptr && t->on_device) return static_cast<sim::DType>(type);
   if (type == PJRT_Buffer_Type_F64) {
     return InvalidArgument("NeuronCores have no float64 type: cannot place " + what +
-                           "; use float32 (in JAX: leave jax_enable_x64 off; in PyTorch: .float())");
+                           "; use float32 (in JAX: leave jax_enable_x64 off, or set TRN_FLOAT64=float32 to "
+                           "compute float64 as float32; in PyTorch: .float())");
   }
   if (type == PJRT_Buffer_Type_C128) {
     return InvalidArgument("NeuronCores have no float64, so no complex128: cannot place " + what +

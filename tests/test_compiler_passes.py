@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hlo_lowering import backend, importer, ir_printer, pipeline, verifier
-from hlo_lowering.passes import (canonicalize, check_supported, inline_calls, narrow_float64_scalars,
+from hlo_lowering.passes import (canonicalize, check_supported, inline_calls, narrow_float64,
                                  normalize_dot_general, strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.errors import CompileError
@@ -282,12 +282,12 @@ def test_narrow_float64_scalars_in_a_program_from_an_hlo_proto():
   }"""
   jax_module = _module(text)
   before = ir_printer.format_module(jax_module)
-  narrow_float64_scalars.run(jax_module)
+  narrow_float64.run(jax_module)
   assert ir_printer.format_module(jax_module) == before
   module = _module(text)
   module.source_format = "hlo"
-  narrow_float64_scalars.run(module)
-  verifier.verify_module(module, "narrow-float64-scalars")
+  narrow_float64.run(module)
+  verifier.verify_module(module, "narrow-float64")
   assert ir_printer.format_module(module) == textwrap.dedent("""\
       func public @main
         ^(%0: tensor<f64>, %1: tensor<4xf32>):

@@ -188,7 +188,8 @@ def test_every_device_dtype_round_trips(make_client, code):
 
 @pytest.mark.parametrize("code, message", [
     (F64, "NeuronCores have no float64 type: cannot place a f64\\[2\\] array on TRN_0; use "
-          "float32 \\(in JAX: leave jax_enable_x64 off; in PyTorch: \\.float\\(\\)\\)"),
+          "float32 \\(in JAX: leave jax_enable_x64 off, or set TRN_FLOAT64=float32 to compute "
+          "float64 as float32; in PyTorch: \\.float\\(\\)\\)"),
     (C128, "NeuronCores have no float64, so no complex128: cannot place a c128\\[2\\] array on "
            "TRN_0; use complex64")])
 def test_unsupported_dtypes_are_invalid_argument(make_client, code, message):

@@ -67,8 +67,9 @@ def test_pinned_host_memory_round_trip(trn_devices):
 def test_float64_is_refused_with_a_hint(trn_devices):
   with jax.enable_x64(True):
     with pytest.raises(Exception, match=r"INVALID_ARGUMENT: NeuronCores have no float64 type.*"
-                                        r"use float32 \(in JAX: leave jax_enable_x64 off; "
-                                        r"in PyTorch: \.float\(\)\)"):
+                                        r"use float32 \(in JAX: leave jax_enable_x64 off, "
+                                        r"or set TRN_FLOAT64=float32 .*; in PyTorch: "
+                                        r"\.float\(\)\)"):
       jax.device_put(np.ones(3, np.float64), trn_devices[0])
 
 

@@ -118,7 +118,7 @@ _CHILD = textwrap.dedent("""
                              "argmin": torch.argmin(nans.to(dev), 1).cpu().tolist(),
                              "max": [repr(v) for v in torch.max(nans.to(dev), 1).values.cpu().tolist()]}
 
-    # Python numbers reach the plugin as f64[] arguments (narrow-float64-scalars).
+    # Python numbers reach the plugin as f64[] arguments (narrow-float64).
     inf = x.clone()
     inf[0, 0], inf[1, 1], inf[2, 2] = float("inf"), float("-inf"), float("nan")
     out["python_numbers"] = {

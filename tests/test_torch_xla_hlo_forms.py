@@ -1,5 +1,5 @@
 """The HLO forms torch_xla emits, compiled from HloModuleProtos without torch: Python numbers as
-float64 scalars (narrow-float64-scalars), any/all reduction bodies over pred (canonicalize's
+float64 scalars (narrow-float64), any/all reduction bodies over pred (canonicalize's
 truth-table reducer) and vector-indexed dynamic slices (legacy_index_vectors).
 
 The protos come from StableHLO text through jaxlib's MLIR → HLO converter, which emits the same

@@ -1,6 +1,6 @@
 """PyTorch's optimizers train on trn (PJRT_DEVICE=TRN) along the same loss curve as torch on the
 CPU: Adam, AdamW, RMSprop, Adagrad, SGD with momentum and torch_xla's syncfree AdamW, whose
-hyper-parameters reach the plugin as float64 scalars (narrow-float64-scalars).
+hyper-parameters reach the plugin as float64 scalars (narrow-float64).
 
 The default run trains a small MLP; the slow run a tiny GPT-2 and a tiny Llama built from a
 config with transformers (no download). Tolerance: the loss curves agree within rtol 1e-5. The

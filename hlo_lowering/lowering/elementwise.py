@@ -152,7 +152,8 @@ def is_fusible(op: Op) -> bool:
   """Whether `op` is lowered by this module's tiled rule or by convert's, so that it can run on
   SBUF tiles inside a cluster (passes/fuse_elementwise.py)."""
   if op.name == "stablehlo.convert":
-    return op.operands[0].dtype != DType.F64  # tiles hold no f64: one DMA reads it from HBM
+    # Tiles hold no f64: one DMA reads it from HBM, or widens a result into it.
+    return DType.F64 not in (op.operands[0].dtype, op.result.dtype)
   if op.name == "stablehlo.iota":  # computed from the tiles' coordinates (affine_index.py)
     return op.result.dtype.is_signed_int
   return op.name in _ELEMENTWISE and _alu_accepts(op)

@@ -3,8 +3,8 @@ rule is registered for, naming the op.
 
 Requires: nothing (runs on any IR).
 Ensures: no value of the entry function is float64 (complex64 is decomposed by decompose-complex,
-complex128 rejected at import), but the rank-0 f64 arguments of a program from an HloModuleProto,
-which only a convert reads (narrow-float64-scalars); every
+complex128 rejected at import), but the boundary values narrow-float64 leaves (f64 arguments
+only a convert to f32 reads, f64 results a convert from f32 makes); every
 op codegen lowers one by one (the entry function's, and those of while/case/if regions) has a
 registered lowering rule (whether one accepts its types is decided when it is lowered).
 Runs after: fuse-elementwise (last, so the message names the op as lowering will see it).
@@ -16,36 +16,26 @@ from hlo_lowering import lowering  # noqa: F401  (registers every rule)
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_ops
 from hlo_lowering.lowering import registry
+from hlo_lowering.passes.narrow_float64 import FLOAT64_HINT, float64_boundary
 from hlo_lowering.report import FUSED_OPS
 from hlo_lowering.program import DType
 
 
-# Said to JAX and PyTorch (torch_xla) users alike.
-FLOAT64_HINT = ("NeuronCores have no float64 type: use float32 (in JAX: leave jax_enable_x64 off; "
-                "in PyTorch: .float())")
-
-
-def float64_scalar_arguments(module: Module) -> set[Value]:
-  """The f64 arguments a program may keep: torch_xla's Python numbers (rank 0, in a program
-  from an HloModuleProto), which narrow-float64-scalars leaves to one convert each."""
-  if module.source_format != "hlo":
-    return set()
-  return {a for a in module.main.args if a.dtype == DType.F64 and a.type.rank == 0}
-
-
-def uses_float64(op: Op, scalar_arguments: set[Value]) -> bool:
-  """Whether `op` computes with float64 (a convert of a kept f64 argument only loads it; a
-  fusion's float64 is that of an op inside it, which is the one to name)."""
+def uses_float64(op: Op, boundary: set[Value]) -> bool:
+  """Whether `op` computes with float64 (a convert or return of float64 boundary values only
+  loads, stores or returns them; a fusion's float64 is that of an op inside it, which is the one
+  to name)."""
   if op.name in FUSED_OPS:
     return False
-  if op.name == "stablehlo.convert" and op.operands[0] in scalar_arguments:
-    return op.result.dtype == DType.F64
-  return any(v.dtype == DType.F64 for v in op.results + op.operands)
+  f64 = [v for v in op.results + op.operands if v.dtype == DType.F64]
+  if op.name in ("stablehlo.convert", "func.return"):
+    return any(v not in boundary for v in f64)
+  return bool(f64)
 
 
 def run(module: Module) -> None:
   main = module.main
-  kept = float64_scalar_arguments(module)
+  kept = float64_boundary(module)
   for i, arg in enumerate(main.args):
     if arg.dtype == DType.F64 and arg not in kept:
       raise CompileError(f"argument {i} of the program is float64 {list(arg.shape)}: "
