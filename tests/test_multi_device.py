@@ -308,19 +308,6 @@ def test_the_executable_reports_its_partitions_devices_and_shardings():
   assert compiled.output_shardings.spec == P("x")
 
 
-@pytest.mark.slow
-def test_the_pmap_data_parallel_example_follows_the_cpu_loss_trajectory():
-  pytest.importorskip("flax")
-  pytest.importorskip("optax")
-  import pathlib
-  import runpy
-  example = pathlib.Path(__file__).parents[1] / "examples" / "pmap_data_parallel.py"
-  losses = runpy.run_path(str(example), run_name="example")["main"](8)
-  trn_losses, cpu_losses = zip(*losses)
-  np.testing.assert_allclose(trn_losses, cpu_losses, rtol=1e-5)
-  assert trn_losses[-1] < trn_losses[0]
-
-
 def test_independent_all_reduces_are_combined_into_one_collective():
   """combine-all-reduces: pmean of a three-leaf tree is one all_reduce per leaf in JAX's
   program and one collective in ours, with the CPU's results."""
