@@ -164,7 +164,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
                  "!quant.uniform tensors when parsing, and there is no lowering rule") for op in (
         "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize")),
     Limitation("stablehlo.custom_call", "a call_target_name other than trn_kernel, "
-               "trn_host_callback, dce_sink, Qr and ProductOfElementaryHouseholderReflectors "
+               "trn_host_callback, dce_sink, ApproxTopK (the fallback form: "
+               "decompose-approx-top-k sorts), Qr and ProductOfElementaryHouseholderReflectors "
                "(JAX's QR where there is no LAPACK: decompose-householder-qr expands them)",
                "custom calls name host or vendor kernels (LAPACK, cuDNN …) the simulator does "
                "not have; trn_kernel carries a jax_trn.nki kernel (docs/kernels.md), "

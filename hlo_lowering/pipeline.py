@@ -23,7 +23,7 @@ from hlo_lowering.passes.collectives import (choose_algorithm, combine_all_reduc
                                              decompose_all_reduce)
 from hlo_lowering.passes.partition import collective_groups, spmd
 from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_scatter,
-                                 check_supported,
+                                 check_supported, decompose_approx_top_k,
                                  decompose_batch_norm, decompose_cholesky, decompose_complex,
                                  decompose_householder_qr, decompose_reduce_precision,
                                  decompose_rng_bit_generator, decompose_triangular_solve,
@@ -46,6 +46,7 @@ class Pass(NamedTuple):
 
 
 PASSES: tuple[Pass, ...] = (
+    Pass("decompose-approx-top-k", decompose_approx_top_k.run),
     Pass("inline-calls", inline_calls.run),
     Pass("narrow-float64", narrow_float64.run),
     Pass("expand-truth-reduce", expand_truth_reduce.run),

@@ -22,9 +22,10 @@ from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks, walk_
 from hlo_lowering.lowering import registry
 from hlo_lowering.passes.cancel_transposes import cancellable
 from hlo_lowering.passes.check_supported import lowered_ops, uses_float64
-from hlo_lowering.passes.narrow_float64 import float64_boundary, narrows_every_float64
+from hlo_lowering.passes.decompose_approx_top_k import TARGET as APPROX_TOP_K
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
 from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
+from hlo_lowering.passes.narrow_float64 import float64_boundary, narrows_every_float64
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.passes.simplify_unit_reduce import is_unit_reduce
 from hlo_lowering.program import DType
@@ -147,6 +148,10 @@ def _supported(module: Module) -> str | None:
 
 
 _ENSURES: dict[str, Callable[[Module], str | None]] = {
+    "decompose-approx-top-k": lambda module: _first(
+        (op for f in module.functions.values() for op in walk_ops(f.body)),
+        lambda op: op.name == "stablehlo.custom_call"
+        and op.attrs.get("call_target_name") == APPROX_TOP_K, "is not decomposed"),
     "inline-calls": _inlined,
     "narrow-float64": _float64_narrowed,
     "expand-truth-reduce": lambda module: _first(

@@ -8,7 +8,8 @@ Ensures: the entry function contains no func.call or stablehlo.composite, and th
 only the entry function.
 Inlined ops without a source position of their own take the call's location, so JAX's private
 helpers (`_where`, `relu`, `threefry2x32`) still point at the user's line.
-Runs after: import (first pass).
+Runs after: decompose-approx-top-k (the first pass; it needs the comparator functions this one
+removes).
 """
 
 from __future__ import annotations
