@@ -56,35 +56,46 @@ def reference_step(params, opt_state, x, y):
   return *update(params, opt_state, grads), loss
 
 
-def main(steps: int) -> list[tuple[float, float]]:
-  devices = jax.devices("trn")
-  n = len(devices)
+def initial_state():
   params = model.init(jax.random.key(0), jnp.ones((1, 2)))
-  opt_state = tx.init(params)
-  # Every core holds the parameters: a leading axis of n copies, pmap's layout.
-  replicate = lambda tree: jax.tree.map(lambda a: np.broadcast_to(a, (n, *a.shape)), tree)
-  trn_state = (replicate(params), replicate(opt_state))
+  return params, tx.init(params)
+
+
+PER_CORE = 64  # examples per core and step
+
+
+def train(trn_step, trn_state, place, steps: int) -> list[tuple[float, float]]:
+  """`steps` steps of `trn_step` from `trn_state` on the trn devices (`place(x, y)` lays the
+  global batch out for it) beside the same global steps on one CPU device: [(trn, cpu) loss]."""
+  devices = jax.devices("trn")
   cpu = jax.devices("cpu")[0]
-  cpu_state = jax.device_put((params, opt_state), cpu)
-  trn_step = jax.pmap(parallel_step, axis_name="cores", devices=devices)
-  cpu_step = jax.jit(reference_step)
+  cpu_step, cpu_state = jax.jit(reference_step), jax.device_put(initial_state(), cpu)
   rng = np.random.default_rng(0)
   x_train, y_train = two_spirals(4096, rng)
-  per_core = 64
-  print(f"data-parallel training on {n} x {devices[0].device_kind}")
   losses = []
   for step in range(steps):
-    batch = rng.integers(0, len(x_train), per_core * n)
+    batch = rng.integers(0, len(x_train), PER_CORE * len(devices))
     x, y = x_train[batch], y_train[batch]
-    *trn_state, trn_loss = trn_step(*trn_state, x.reshape(n, per_core, 2), y.reshape(n, per_core))
+    *trn_state, trn_loss = trn_step(*trn_state, *place(x, y))
     jax.block_until_ready(trn_loss)
     modeled = jax_trn.last_execution(devices[0]).device_time_ns / 1e3  # before reading the loss
     *cpu_state, cpu_loss = cpu_step(*cpu_state, jax.device_put(x, cpu), jax.device_put(y, cpu))
-    losses.append((float(trn_loss[0]), float(cpu_loss)))
+    losses.append((float(np.ravel(trn_loss)[0]), float(cpu_loss)))
     if step % 25 == 0 or step == steps - 1:
       print(f"step {step:3d}  loss trn {losses[-1][0]:.5f}  cpu {losses[-1][1]:.5f}  "
             f"modeled step time {modeled:.1f} us")
   return losses
+
+
+def main(steps: int) -> list[tuple[float, float]]:
+  devices = jax.devices("trn")
+  n = len(devices)
+  # Every core holds the parameters: a leading axis of n copies, pmap's layout.
+  replicate = lambda tree: jax.tree.map(lambda a: np.broadcast_to(a, (n, *a.shape)), tree)
+  trn_step = jax.pmap(parallel_step, axis_name="cores", devices=devices)
+  print(f"data-parallel training on {n} x {devices[0].device_kind}")
+  return train(trn_step, replicate(initial_state()),
+               lambda x, y: (x.reshape(n, PER_CORE, 2), y.reshape(n, PER_CORE)), steps)
 
 
 if __name__ == "__main__":
