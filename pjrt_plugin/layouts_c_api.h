@@ -53,18 +53,7 @@ struct PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args {
 };
 PJRT_DEFINE_STRUCT_TRAITS(PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args, layout);
 
-struct PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args {
-  size_t struct_size;
-  PJRT_Extension_Base* extension_start;
-  PJRT_TopologyDescription* topology_description;
-  PJRT_Buffer_Type type;
-  const int64_t* dims;
-  size_t num_dims;
-  PJRT_Layouts_MemoryLayout* layout;  // out; the caller destroys it
-};
-PJRT_DEFINE_STRUCT_TRAITS(PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args, layout);
-
-// Shared by the output and the parameter query; the layouts are the executable's.
+// The layouts are the executable's.
 struct PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -81,8 +70,6 @@ typedef PJRT_Error* PJRT_Layouts_PJRT_Buffer_MemoryLayout(
     PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args*);
 typedef PJRT_Error* PJRT_Layouts_PJRT_Client_GetDefaultLayout(
     PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args*);
-typedef PJRT_Error* PJRT_Layouts_PJRT_Topology_GetDefaultLayout(
-    PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args*);
 typedef PJRT_Error* PJRT_Layouts_PJRT_Executable_GetOutputLayouts(
     PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args*);
 
@@ -93,7 +80,9 @@ typedef struct PJRT_Layouts_Extension {
   PJRT_Layouts_MemoryLayout_Serialize* PJRT_Layouts_MemoryLayout_Serialize;
   PJRT_Layouts_PJRT_Client_GetDefaultLayout* PJRT_Layouts_PJRT_Client_GetDefaultLayout;
   PJRT_Layouts_PJRT_Buffer_MemoryLayout* PJRT_Layouts_PJRT_Buffer_MemoryLayout;
-  PJRT_Layouts_PJRT_Topology_GetDefaultLayout* PJRT_Layouts_PJRT_Topology_GetDefaultLayout;
+  // A topology's default layout: NULL here, since the plugin has no topology
+  // (PJRT_Client_TopologyDescription is UNIMPLEMENTED); jaxlib then reports it unimplemented.
+  void* PJRT_Layouts_PJRT_Topology_GetDefaultLayout;
   PJRT_Layouts_PJRT_Executable_GetOutputLayouts* PJRT_Layouts_PJRT_Executable_GetOutputLayouts;
   // Version 4's parameter query; jaxlib calls it only from PJRT C API 0.92, and this plugin's
   // header is 0.81, so it stays NULL (jaxlib then reads the parameters' layouts from the HLO).

@@ -55,14 +55,6 @@ PJRT_Error* PJRT_Layouts_PJRT_Client_GetDefaultLayout(
   });
 }
 
-PJRT_Error* PJRT_Layouts_PJRT_Topology_GetDefaultLayout(
-    PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args* args) {
-  return TRN_HANDLE(PJRT_Layouts_PJRT_Topology_GetDefaultLayout, layout) {
-    args->layout = new PJRT_Layouts_MemoryLayout(RowMajorLayout(args->num_dims));
-    return Status::Ok();
-  });
-}
-
 PJRT_Error* PJRT_Layouts_PJRT_Executable_GetOutputLayouts(
     PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args* args) {
   return TRN_HANDLE(PJRT_Layouts_PJRT_Executable_GetOutputLayouts, layouts) {
@@ -92,7 +84,7 @@ PJRT_Extension_Base* LayoutsExtension(PJRT_Extension_Base* next) {
       &PJRT_Layouts_MemoryLayout_Serialize,
       &PJRT_Layouts_PJRT_Client_GetDefaultLayout,
       &PJRT_Layouts_PJRT_Buffer_MemoryLayout,
-      &PJRT_Layouts_PJRT_Topology_GetDefaultLayout,
+      nullptr,  // no topology (layouts_c_api.h)
       &PJRT_Layouts_PJRT_Executable_GetOutputLayouts,
       nullptr};
   return &extension.base;

@@ -1,5 +1,5 @@
-// The PJRT layouts extension: the memory layouts of buffers, of the client's and topology's
-// defaults and of an executable's outputs, answered from what the plugin holds instead of from
+// The PJRT layouts extension: the memory layouts of buffers, of the client's defaults and of an
+// executable's outputs, answered from what the plugin holds instead of from
 // the HLO module jaxlib would otherwise convert from the executable's StableHLO text (the largest
 // part of a cached compile, docs/developing.md). Every trn device buffer is dense row-major, so
 // every layout is the descending one, "{rank-1,...,1,0}" in xla::Layout's text form.
