@@ -148,9 +148,15 @@ def make_key(code: bytes, fmt: str, compile_options: bytes, target: str,
 
 # --- reports -------------------------------------------------------------------------------------
 
+# LoweredOp's fields are scalars: read directly, not through dataclasses.asdict, whose deep copy
+# of every op was most of a store (the same JSON).
+_OP_FIELDS = tuple(field.name for field in dataclasses.fields(LoweredOp))
+
+
 def _meta_to_json(report, locations) -> bytes:
   return json.dumps({"module": report.module, "target": report.target,
-                     "ops": [dataclasses.asdict(op) for op in report.ops],
+                     "ops": [{name: getattr(op, name) for name in _OP_FIELDS}
+                             for op in report.ops],
                      "sbuf_peak_bytes": report.sbuf_peak_bytes,
                      "psum_peak_bytes": report.psum_peak_bytes,
                      "donated_parameters": report.donated_parameters,

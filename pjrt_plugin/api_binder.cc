@@ -1,7 +1,8 @@
 // GetPjrtApi: the one symbol libpjrt_trn.so exports. Fills the PJRT_Api table from the list of
 // implemented entry points; every other slot stays NULL, which clients read as "not offered"
-// (docs/pjrt-surface.md says why for each). One extension: the profiler's.
+// (docs/pjrt-surface.md says why for each). Two extensions: the layouts and the profiler's.
 #include "c_api_entry_points.h"
+#include "layouts_extension.h"
 #include "pjrt_c_api.h"
 #include "profiler_extension.h"
 
@@ -11,7 +12,8 @@ namespace {
 PJRT_Api MakeApi() {
   PJRT_Api api{};
   api.struct_size = PJRT_Api_STRUCT_SIZE;
-  api.extension_start = ProfilerExtension();  // jax.profiler.trace (profiler_extension.h)
+  // Layouts (layouts_extension.h), then jax.profiler.trace's (profiler_extension.h).
+  api.extension_start = LayoutsExtension(ProfilerExtension());
   api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
   api.pjrt_api_version.extension_start = nullptr;
   api.pjrt_api_version.major_version = PJRT_API_MAJOR;

@@ -46,7 +46,9 @@ Executable::Executable(std::shared_ptr<const sim::LoadedProgram> program, int nu
     output_ranks_.push_back(output.shape.size());
     output_memory_kinds_.push_back(kDeviceMemoryKind);
     output_kind_sizes_.push_back(sizeof(kDeviceMemoryKind) - 1);
+    output_layout_values_.push_back(RowMajorLayout(output.shape.size()));
   }
+  for (PJRT_Layouts_MemoryLayout& layout : output_layout_values_) output_layouts_.push_back(&layout);
 }
 
 CompiledMemoryStats Executable::memory_stats() const {

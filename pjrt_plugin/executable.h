@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "layouts_extension.h"
 #include "pjrt_c_api.h"
 #include "sim/runtime.h"
 
@@ -26,6 +27,8 @@ class Executable : public PJRT_Executable {
  public:
   // `num_partitions`: the cores one execution runs on (docs/multi-device.md).
   explicit Executable(std::shared_ptr<const sim::LoadedProgram> program, int num_partitions = 1);
+  Executable(const Executable&) = delete;  // output_layouts_ points into output_layout_values_
+  Executable& operator=(const Executable&) = delete;
 
   int num_partitions() const { return num_partitions_; }
 
@@ -40,6 +43,8 @@ class Executable : public PJRT_Executable {
   const std::vector<size_t>& output_ranks() const { return output_ranks_; }
   const std::vector<const char*>& output_memory_kinds() const { return output_memory_kinds_; }
   const std::vector<size_t>& output_memory_kind_sizes() const { return output_kind_sizes_; }
+  // One per output, for the layouts extension.
+  const std::vector<PJRT_Layouts_MemoryLayout*>& output_layouts() const { return output_layouts_; }
   CompiledMemoryStats memory_stats() const;
 
  private:
@@ -52,6 +57,8 @@ class Executable : public PJRT_Executable {
   std::vector<size_t> output_ranks_;
   std::vector<const char*> output_memory_kinds_;  // "device" for every output
   std::vector<size_t> output_kind_sizes_;
+  std::vector<PJRT_Layouts_MemoryLayout> output_layout_values_;
+  std::vector<PJRT_Layouts_MemoryLayout*> output_layouts_;
 };
 
 }  // namespace trn::pjrt

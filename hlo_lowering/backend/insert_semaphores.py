@@ -313,21 +313,21 @@ def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
   region = _Region(body)
   moving = {loop for inst in body for loop in inst.loops() if _moves_tiles(inst, loop)}
   sampled = {loop for chain in chains for loop in chain} - moving
-  trial = tracker.fork()
+  tracker.begin_trial()  # rolled back if some instruction has no affine form
   seen = [[] for _ in body]  # per body instruction: ({Loop: i}, minimal waits, known after)
   # The accesses of the instructions no loop moves a tile of, once (HBM regions are tensors).
   fixed = [None if inst.tile_stepped() else accesses(inst) for inst in body]
   for k, at in _executions(body, chains, sampled):
     if k is None:  # skipped iterations of a sampled loop
       loop, n = at
-      trial.skip({t: n * region.n(loop, t) for t in range(trial.streams)})
+      tracker.skip({t: n * region.n(loop, t) for t in range(tracker.streams)})
       continue
     stream = body[k].stream
-    waits = dict(trial.add(stream, *(fixed[k] or accesses(body[k], body[k].tile_moves(at)))))
+    waits = dict(tracker.add(stream, *(fixed[k] or accesses(body[k], body[k].tile_moves(at)))))
     # An execution right after skipped iterations may miss their conflicts: fed, not fitted.
     if all(at[loop] != loop.count - 2 or loop.count <= _SAMPLED_ITERATIONS
            for loop in chains[k] if loop in sampled):
-      seen[k].append((at, waits, trial.known(stream)))
+      seen[k].append((at, waits, tracker.known(stream)))
   forms, unroll = [], set()
   for k, inst in enumerate(body):
     waited = sorted({t for _, waits, _ in seen[k] for t in waits})
@@ -345,7 +345,9 @@ def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
         mine[t] = fit
     forms.append(mine)
   if unroll:
+    tracker.rollback()
     return unroll
+  tracker.commit()
   for k, inst in enumerate(body):
     inst.waits = [(t, base) for t, (base, _) in sorted(forms[k].items())]
     for loop in chains[k]:
@@ -353,7 +355,6 @@ def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
     for t, (_, steps) in forms[k].items():
       for loop, step in steps.items():
         inst.steps_of(loop)[1][t] = step
-  tracker.__dict__.update(trial.__dict__)
   return set()
 
 

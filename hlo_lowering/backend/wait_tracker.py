@@ -70,6 +70,12 @@ class _Bucket:
     self.wide = []
     self.narrow = {}
 
+  def copy(self) -> "_Bucket":
+    other = _Bucket()
+    other.wide = list(self.wide)
+    other.narrow = {i: list(accesses) for i, accesses in self.narrow.items()}
+    return other
+
   def lists_touching(self, slice_, span):
     """The lists holding every access of this bucket that can overlap a region whose narrow
     slice is `slice_` (None: a wide region touching the slices `span` of this bucket's chunk)."""
@@ -131,6 +137,18 @@ def _forget_covered(accesses, stream, is_write, region) -> None:
                    or not (p0 <= a[3][2] and a[3][3] <= p1 and b0 <= a[3][4] and a[3][5] <= b1)]
 
 
+class _Trial:
+  """What a rollback restores: the stream lengths and latest known counts when the trial began,
+  each bucket the trial touched as it was then (None: it did not exist), and the (stream,
+  position) of each instruction fed since."""
+  __slots__ = ("length", "last_known", "buckets", "known")
+
+  def __init__(self, length, last_known):
+    self.length, self.last_known = length, last_known
+    self.buckets = {}
+    self.known = []
+
+
 class WaitTracker:
   """Feed instructions in program order with `add`; it returns each one's waits."""
 
@@ -146,20 +164,32 @@ class WaitTracker:
     # that is guaranteed once it has started; last_known[s]: that of s's latest instruction.
     self._known = [{} for _ in range(streams)]
     self._last_known = [[0] * streams for _ in range(streams)]
+    self._trial = None  # a _Trial while one runs (begin_trial)
 
-  def fork(self) -> "WaitTracker":
-    """An independent copy (what is fed to it does not reach this one)."""
-    other = WaitTracker.__new__(WaitTracker)
-    other.streams, other._length = self.streams, list(self._length)
-    other._buckets = {}
-    for key, bucket in self._buckets.items():
-      copy = other._buckets[key] = _Bucket()
-      copy.wide = list(bucket.wide)
-      copy.narrow = {i: list(accesses) for i, accesses in bucket.narrow.items()}
-    other._placements = self._placements  # a cache of what each region's placement is
-    other._known = [dict(known) for known in self._known]
-    other._last_known = [list(known) for known in self._last_known]
-    return other
+  def begin_trial(self) -> None:
+    """Starts a trial: what is fed from now on is undone by `rollback` or kept by `commit`. It
+    costs what is fed during the trial (each bucket it touches is copied once), not what the
+    tracker already holds. Trials do not nest."""
+    assert self._trial is None, "a trial is already running"
+    # The inner lists of _last_known are replaced, never changed in place: a shallow copy keeps
+    # them.
+    self._trial = _Trial(list(self._length), list(self._last_known))
+
+  def commit(self) -> None:
+    """Keeps what the running trial fed."""
+    self._trial = None
+
+  def rollback(self) -> None:
+    """Undoes what the running trial fed: the tracker is as it was when the trial began."""
+    trial, self._trial = self._trial, None
+    self._length, self._last_known = trial.length, trial.last_known
+    for key, bucket in trial.buckets.items():
+      if bucket is None:
+        del self._buckets[key]
+      else:
+        self._buckets[key] = bucket
+    for stream, position in trial.known:
+      del self._known[stream][position]
 
   def length(self, stream: int) -> int:
     """Instructions of `stream` so far."""
@@ -178,14 +208,17 @@ class WaitTracker:
   def add(self, stream: int, reads, writes) -> list:
     position = self._length[stream] + 1
     latest = {}
-    buckets = self._buckets
+    buckets, trial = self._buckets, self._trial
     for is_write, regions in ((False, reads), (True, writes)):
       for region in regions:
         slice_, keys = self._placement(region)
         access = (stream, position, is_write, region)
         for key, span in keys:
           bucket = buckets.get(key)
-          if bucket is None:
+          if trial is not None and key not in trial.buckets:
+            trial.buckets[key] = bucket  # restored by a rollback; the trial changes a copy
+            bucket = buckets[key] = _Bucket() if bucket is None else bucket.copy()
+          elif bucket is None:
             bucket = buckets[key] = _Bucket()
           for accesses in bucket.lists_touching(slice_, span):
             _raise_latest(accesses, stream, is_write, region, latest)
@@ -221,6 +254,8 @@ class WaitTracker:
     return placement
 
   def _minimal_waits(self, stream, position, latest) -> list:
+    if self._trial is not None:
+      self._trial.known.append((stream, position))
     known = self._last_known[stream]
     candidates = {s: c for s, c in latest.items() if c > known[s]}
     if not candidates:  # nothing new: it knows what its stream's previous instruction knew
