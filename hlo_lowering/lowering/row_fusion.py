@@ -53,6 +53,7 @@ from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_o
 from hlo_lowering.lowering.elementwise_engines import TileOp, zero_bias
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
+from hlo_lowering.lowering import row_affine
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form,
@@ -72,6 +73,7 @@ CELL_BYTES = 8
 MAX_BANKS = 4
 PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
+GPSIMD = "gpsimd"  # the on-chip affine members' engine (row_affine.py)
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
 
 
@@ -159,12 +161,18 @@ class _RowFusion:
     self._bind(block.args, op.operands)
     self._plan(block.ops[:-1])
     self.stored = [(self._canon(v), r) for v, r in zip(block.terminator.operands, op.results)]
+    self.on_chip = row_affine.plan(ctx, [inner for inner, _ in self.steps], self.shape,
+                                   self._canon, {v for v, _ in self.stored})
+    self.gpsimd = [inner for inner, _ in self.steps
+                   if self.on_chip.get(inner, (row_affine.ABSORBED,))[0] != row_affine.ABSORBED]
+    self.loaded = [v for v in self.loaded if v in self._tile_reads()]
     uses = collections.Counter(self._canon(v) for inner, _ in self.steps for v in inner.operands)
     uses.update(v for v, _ in self.stored)
     self.folded = self._fold_into_activations(uses)
     self.widened = self._widenings_into_reduces(uses)
     self.skipped = ({add for add, _ in self.folded.values()}
-                    | {inner for inner, _ in self.steps if inner.result in self.widened})
+                    | {inner for inner, _ in self.steps if inner.result in self.widened}
+                    | {inner for inner in self.on_chip if inner not in self.gpsimd})
     self.by_reciprocal = self._divides_by_reciprocal()
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
@@ -225,7 +233,8 @@ class _RowFusion:
         immediate = self._immediate_index(inner)
         kinds = [self._read(v, debug) for i, v in enumerate(inner.operands)
                  if i != immediate and not (inner.name == "stablehlo.reduce" and i == 1)]
-        self.kind[inner.result] = (STAT if inner.name == "stablehlo.reduce" or ROW not in kinds
+        self.kind[inner.result] = (STAT if inner.name == "stablehlo.reduce"
+                                   or (ROW not in kinds and inner.name != "stablehlo.iota")
                                    else ROW)
 
   def _same_as_earlier(self, inner: Op) -> bool:
@@ -239,6 +248,18 @@ class _RowFusion:
       return False
     self.alias[inner.result] = earlier
     return True
+
+  def _tile_reads(self) -> set[Value]:
+    """The values some member reads from a tile (on-chip members read only a select's row)."""
+    reads = set()
+    for inner, _ in self.steps:
+      special = self.on_chip.get(inner)
+      if special is None:
+        immediate = self._immediate_index(inner)
+        reads.update(self._canon(v) for i, v in enumerate(inner.operands) if i != immediate)
+      elif special[0] == row_affine.SELECT:
+        reads.add(self._canon(inner.operands[special[2]]))
+    return reads | {v for v, _ in self.stored}
 
   def _stat_index(self, inner: Op) -> int | None:
     """Of a binary op of a row tile and a statistic (no immediate): the statistic's operand."""
@@ -274,7 +295,7 @@ class _RowFusion:
     producer = {inner.result: inner for inner, _ in self.steps}
     folded = {}
     for inner, _ in self.steps:
-      if inner.name in ("stablehlo.reduce", "stablehlo.convert"):
+      if inner.name in ("stablehlo.reduce", "stablehlo.convert") or inner in self.on_chip:
         continue
       alu = alu_of(inner)
       source = self._canon(inner.operands[0])
@@ -315,8 +336,8 @@ class _RowFusion:
     fast_modes = str(self.ctx.target_spec.get("core_version", "")) != "NeuronCore-v2"
     steps = []
     for inner, _ in self.steps:
-      if inner in self.skipped:
-        continue
+      if inner in self.skipped or inner in self.on_chip:
+        continue  # on-chip members run on GpSimd (row_affine.py)
       result = inner.result
       row = result if self.kind[result] == ROW else None
       if inner.name == "stablehlo.reduce":
@@ -369,12 +390,18 @@ class _RowFusion:
     saved_debug = ctx.debug_id
     views = {v: self._view(ctx.place(v), v) for v in self.loaded}
     out_views = [self._view(ctx.new_result(r), r) for _, r in self.stored]
+    affine_views = [_View(self.on_chip[inner][1].view, len(self.kept)) for inner in self.gpsimd]
     persistent = [v for v in self.loaded if self.kind[v] == ROW
                   and all(s == 0 for s in views[v].row_strides)]
     per_block = [v for v in self.loaded if v not in persistent]
     block_views = [views[v] for v in per_block] + out_views
-    computed_rows = [v for v, k in self.kind.items() if k == ROW and v not in self.loaded]
-    row_count = len(computed_rows) + sum(self.kind[v] == ROW for v in per_block)
+    absorbed = {inner.result for inner in self.on_chip if inner not in self.gpsimd}
+    computed_rows = [v for v, k in self.kind.items()
+                     if k == ROW and v not in self.loaded and v not in absorbed]
+    differences = sum(self.on_chip[inner][0] == row_affine.IOTA
+                      and self.on_chip[inner][1].compare is not None for inner in self.gpsimd)
+    row_count = (len(computed_rows) + differences
+                 + sum(self.kind[v] == ROW for v in per_block))
     widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
     tile = _tile_bytes(self.columns, widest)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
@@ -391,7 +418,8 @@ class _RowFusion:
     rows_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
     self._row_offsets = [[rows_base + (b * row_count + i) * tile for i in range(row_count)]
                          for b in range(banks)]
-    blocks = self._blocks(block_views)
+    blocks = self._blocks(block_views + affine_views)
+    self._affine_at = {inner: len(block_views) + i for i, inner in enumerate(self.gpsimd)}
     partitions = max(p for p, _, _ in blocks)
     resident = {v: arena + SBUF_SLOT_BYTES + i * tile for i, v in enumerate(persistent)}
 
@@ -410,6 +438,10 @@ class _RowFusion:
                      for op, _ in self.steps)
     period = tile_period([(1, banks)], len(block_views) + init_loads,
                          int(ctx.target_spec["dma_queues"]))
+    if affine_views:  # whole runs of the innermost kept dim, where the affine offsets repeat
+      inner_rows = collapse_dims(self.kept, *(v.row_strides for v in block_views + affine_views)
+                                 )[0][-1]
+      period = math.lcm(period, -(-inner_rows // ctx.partitions))
     if stage_count > 1:  # enough blocks per loop iteration for its pipeline to fill
       period *= -(-PIPELINED_BLOCKS // period)
 
@@ -446,6 +478,9 @@ class _RowFusion:
         continue
       if inner in self.sums:
         engines.append((inner, None))  # its sum came with the ScalarE pass that made the row
+        continue
+      if inner in self.on_chip:
+        engines.append((inner, GPSIMD))
         continue
       scalar = (inner in self.on_scalar or inner in self.folded
                 or (inner.name not in ("stablehlo.reduce", "stablehlo.convert")
@@ -527,6 +562,9 @@ class _RowFusion:
         yield  # other blocks' stages are emitted meanwhile
         stage += 1
       ctx.debug_id = debug
+      if inner in self.on_chip:
+        self._on_chip(inner, new(inner.result), as_row, p, offsets, strides, steps, rows)
+        continue
       if inner in self.folded:
         dst = new(inner.result)
         self._activation_of_sum(inner, dst, tiles, cell, row_sum(inner))
@@ -570,6 +608,16 @@ class _RowFusion:
               steps={"dst": steps[k]} if steps else None)
     for _ in range(stage_count - stage):
       yield
+
+  def _on_chip(self, inner: Op, dst: TileAP, as_row, p, offsets, strides, steps, rows) -> None:
+    """An iota-derived member on GpSimd (row_affine.py), its view's pattern in this block."""
+    special, k = self.on_chip[inner], self._affine_at[inner]
+    src = as_row(self._canon(inner.operands[special[2]])) if special[0] == row_affine.SELECT else None
+    ((column_step, _),) = _View(special[1].view, len(self.kept)).columns
+    pattern = dict(base=offsets[k], partition_step=strides[k], free_steps=(column_step,),
+                   steps={"base": steps[k]} if steps else None)
+    row_affine.emit(self.ctx, special, dst, src, pattern,
+                    lambda dtype: self._tile(dtype, p, next(rows)))
 
   def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
                          dst_sum: TileAP | None) -> None:
