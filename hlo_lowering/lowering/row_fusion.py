@@ -269,21 +269,34 @@ class _RowFusion:
     return kinds.index(STAT) if sorted(kinds) == [ROW, STAT] else None
 
   def _widenings_into_reduces(self, uses: collections.Counter) -> dict[Value, Value]:
-    """Converts of a narrower float row to fp32 read only by reduces (JAX's mean of bf16):
+    """Converts of a narrower float row to fp32 read only by reduces (JAX's mean of bf16) and
+    by float arithmetic with fp32 results (attention's softmax of bf16 scores and its vjp):
     {the fp32 row: the narrow one}. `tensor_reduce` widens its source exactly into the fp32
-    partial itself, so the reduce reads the narrow tile (half a VectorE pass for bf16 add and
-    max) and the convert's pass goes."""
-    reduced = collections.Counter(self._canon(inner.operands[0]) for inner, _ in self.steps
-                                  if inner.name == "stablehlo.reduce")
+    partial itself, and VectorE and ScalarE compute float inputs in fp32 (docs/numerics.md), so
+    the readers read the narrow tile and the convert's pass goes."""
+    widening_reads = collections.Counter()
+    for inner, _ in self.steps:
+      if inner.name == "stablehlo.reduce":
+        widening_reads[self._canon(inner.operands[0])] += 1
+      elif self._computes_in_fp32(inner):
+        widening_reads.update(self._canon(v) for v in inner.operands)
     widened = {}
     for inner, _ in self.steps:
       if inner.name != "stablehlo.convert" or self.kind[inner.result] != ROW:
         continue
       source = self._canon(inner.operands[0])
       if (inner.result.dtype == DType.F32 and source.dtype.is_float and source.dtype.itemsize < 4
-          and self.kind[source] == ROW and uses[inner.result] == reduced[inner.result]):
+          and self.kind[source] == ROW and uses[inner.result] == widening_reads[inner.result]):
         widened[inner.result] = source
     return widened
+
+  def _computes_in_fp32(self, inner: Op) -> bool:
+    """Float arithmetic (no select, compare or convert) with an fp32 row or statistic result:
+    its fp32 inputs may be narrower floats widened exactly by the engine instead."""
+    return (inner.name not in ("stablehlo.convert", "stablehlo.reduce", "stablehlo.select",
+                               "stablehlo.compare", "stablehlo.clamp")
+            and inner not in self.on_chip and inner.result.dtype == DType.F32
+            and all(v.dtype.is_float for v in inner.operands))
 
   def _fold_into_activations(self, uses: collections.Counter) -> dict[Op, tuple[Op, int]]:
     """ScalarE functions of an fp32 `row ± statistic` (softmax's exp(x - max)) or of an fp32
@@ -557,6 +570,8 @@ class _RowFusion:
     stage = 0
     for inner, debug in self.steps:
       if inner in self.skipped:
+        if inner.result in self.widened:  # its readers read the narrow row
+          tiles[inner.result] = tiles[self.widened[inner.result]]
         continue  # folded into the ScalarE function or the reduces that read it
       while stage < self._stage[inner]:
         yield  # other blocks' stages are emitted meanwhile
