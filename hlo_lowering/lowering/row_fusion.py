@@ -57,7 +57,7 @@ from hlo_lowering.lowering import row_affine
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form,
-                                               ZERO, activate, pipeline_stages, run_pipelined,
+                                               ONE, ZERO, activate, pipeline_stages, run_pipelined,
                                                scalar_pass, vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
@@ -74,7 +74,10 @@ MAX_BANKS = 4
 PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 GPSIMD = "gpsimd"  # the on-chip affine members' engine (row_affine.py)
-ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
+ROW, STAT = "row", "stat"
+# Ops whose fp32 results are computed, never a loaded value's bits passed through.
+_ARITHMETIC = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
+                         "stablehlo.divide", "stablehlo.exponential"})  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
 
 
 def divides_by_reciprocal() -> bool:
@@ -161,6 +164,7 @@ class _RowFusion:
     self._bind(block.args, op.operands)
     self._plan(block.ops[:-1])
     self.stored = [(self._canon(v), r) for v, r in zip(block.terminator.operands, op.results)]
+    self._producer = {inner.result: inner for inner, _ in self.steps}
     self.on_chip = row_affine.plan(ctx, [inner for inner, _ in self.steps], self.shape,
                                    self._canon, {v for v, _ in self.stored})
     self.gpsimd = [inner for inner, _ in self.steps
@@ -290,6 +294,18 @@ class _RowFusion:
         widened[inner.result] = source
     return widened
 
+  def _rounds_on_scalar(self, inner: Op) -> bool:
+    """A float row convert whose source is the fp32 result of arithmetic: ScalarE's copy(x · 1)
+    rounds it as VectorE's tensor_copy does (x · 1 is x in fp32; a computed NaN is already quiet,
+    so the multiply keeps its bits too)."""
+    if inner.name != "stablehlo.convert" or self.kind[inner.result] != ROW:
+      return False
+    source = self._canon(inner.operands[0])
+    producer = self._producer.get(source)
+    return (inner.result.dtype.is_float and inner.result.dtype != DType.F64
+            and source.dtype == DType.F32 and producer is not None
+            and producer.name in _ARITHMETIC and producer not in self.on_chip)
+
   def _computes_in_fp32(self, inner: Op) -> bool:
     """Float arithmetic (no select, compare or convert) with an fp32 row or statistic result:
     its fp32 inputs may be narrower floats widened exactly by the engine instead."""
@@ -393,6 +409,7 @@ class _RowFusion:
                      and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype],
                                          rows if row else len(srcs),
                                          len(srcs) == 2 and srcs[0] is srcs[1]))
+      scalar_form = scalar_form or self._rounds_on_scalar(inner)
       steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None))
     return steps
 
@@ -676,6 +693,9 @@ class _RowFusion:
   def _scalar_form(self, inner: Op, dst: TileAP, srcs: list[Value], immediate: Scalar | None,
                    reverse_immediate: bool, tiles: dict, cell, dst_sum: TileAP | None) -> None:
     """A row op on ScalarE: a ScalarE function, or one row_engines.py moved there."""
+    if inner.name == "stablehlo.convert":  # copy(x · 1): rounded to dst's dtype
+      activate(self.ctx, Alu.COPY, dst, tiles[srcs[0]], ONE, ZERO, dst_sum)
+      return
     alu, immediate = vector_form(alu_of(inner), immediate, reverse_immediate)
     if alu.arity == 1 or (immediate is None and len(srcs) == 2 and srcs[0] is srcs[1]):
       scalar_pass(self.ctx, alu, dst, tiles[srcs[0]], None, False, None, dst_sum)
