@@ -13,7 +13,7 @@ import pytest
 import compiler_harness as harness
 from hlo_lowering import importer, pipeline
 from hlo_lowering.passes.fuse_rows import ROW_FUSION
-from hlo_lowering.program import read_program
+from hlo_lowering.program import disassemble, read_program
 from jax_trn import compilation
 
 _F32, _BF16 = np.float32, ml_dtypes.bfloat16
@@ -189,3 +189,17 @@ def test_signed_zero_and_extreme_scores_keep_the_unfused_bits(dtype, monkeypatch
   _assert_bit_identical(_gradients(_causal_where), [q, k, v], monkeypatch)
   _assert_bit_identical(_attention(_causal_where, return_probabilities=True), [q, k, v],
                         monkeypatch)
+
+
+def test_the_vjp_sum_and_the_bf16_rounding_share_scalar_engine(monkeypatch):
+  """In the bf16 gradient the engines' balance moves the vjp's row sum (a ScalarE copy whose
+  dst_sum is the sum) and fp32 -> bf16 roundings (copy(x · 1)) to ScalarE; the bits stay those
+  of the unfused program (the parametrized test above covers this case too)."""
+  f, args = _gradients(_causal_where), _inputs(2, 384, _BF16)
+  lines = disassemble(harness.compile_fn(f, *args)).splitlines()
+  ops = [line.split("#")[-1] for line in lines]
+  assert any("activation_reduce func=copy" in line and "reduce_sum" in op
+             for line, op in zip(lines, ops))
+  assert any("activation func=copy" in line and "convert_element_type" in op
+             for line, op in zip(lines, ops))
+  _assert_bit_identical(f, args, monkeypatch)

@@ -300,10 +300,13 @@ class _RowFusion:
     so the multiply keeps its bits too)."""
     if inner.name != "stablehlo.convert" or self.kind[inner.result] != ROW:
       return False
-    source = self._canon(inner.operands[0])
-    producer = self._producer.get(source)
     return (inner.result.dtype.is_float and inner.result.dtype != DType.F64
-            and source.dtype == DType.F32 and producer is not None
+            and self._computed_fp32_row(self._canon(inner.operands[0])))
+
+  def _computed_fp32_row(self, v: Value) -> bool:
+    """An fp32 row some member's arithmetic computes (so any NaN in it is quiet)."""
+    producer = self._producer.get(v)
+    return (v.dtype == DType.F32 and self.kind[v] == ROW and producer is not None
             and producer.name in _ARITHMETIC and producer not in self.on_chip)
 
   def _computes_in_fp32(self, inner: Op) -> bool:
@@ -377,7 +380,8 @@ class _RowFusion:
                     and read.dtype.is_float and read.dtype != DType.F64)
         cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
                                read.dtype.itemsize == 2, fast_modes)
-        steps.append(RowStep(inner, VECTOR, cycles, None, read if summable else None))
+        engine = EITHER if summable and self._computed_fp32_row(read) else VECTOR
+        steps.append(RowStep(inner, engine, cycles, None, read if summable else None))
         continue
       if inner in self.folded:
         steps.append(RowStep(inner, SCALAR, 0.0, row, None))
@@ -435,6 +439,12 @@ class _RowFusion:
     widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
     tile = _tile_bytes(self.columns, widest)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
+    copied_sums = {inner for inner in self.on_scalar
+                   if inner.name == "stablehlo.reduce" and inner not in self.sums}
+    if copied_sums and (row_count + 1) * tile > budget:  # no room for their scratch row
+      self.on_scalar -= copied_sums
+      copied_sums = set()
+    row_count += bool(copied_sums)
     if row_count * tile > budget:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
                          f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
@@ -575,6 +585,12 @@ class _RowFusion:
       ctx.dma(new(v), views[v].ap(offsets[k], strides[k], p),
               steps={"src": steps[k]} if steps else None)
     sums: dict[Op, TileAP] = {}  # reduce op -> the fp32 partial a ScalarE pass summed into
+    scratch: list[TileAP] = []    # the row ScalarE copies a row into to sum it (one a block)
+
+    def scratch_row() -> TileAP:
+      if not scratch:
+        scratch.append(self._tile(DType.F32, p, next(rows)))
+      return scratch[0]
 
     def row_sum(inner: Op) -> TileAP | None:
       """The partial of the reduce whose row sum `inner`'s ScalarE pass makes, if any."""
@@ -604,7 +620,7 @@ class _RowFusion:
       if inner.name == "stablehlo.reduce":
         source = self._canon(inner.operands[0])
         self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles,
-                     sums.get(inner))
+                     sums.get(inner), scratch_row)
         continue
       immediate_index = self._immediate_index(inner)
       srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
@@ -710,13 +726,17 @@ class _RowFusion:
     scalar_pass(self.ctx, alu, dst, row, s, reverse, negated, dst_sum)
 
   def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP],
-              summed: TileAP | None) -> None:
+              summed: TileAP | None, scratch_row) -> None:
     """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial (or the
-    one a ScalarE pass `summed` into), the init value, the result dtype."""
+    one a ScalarE pass `summed` into, or that of a ScalarE copy of the row into
+    `scratch_row()`), the init value, the result dtype."""
     b, debug = self.ctx.builder, self.ctx.debug_id
     operand, init = inner.operands
     partial = summed
-    if partial is None:
+    if partial is None and inner in self.on_scalar:  # the sum of a ScalarE copy of the row
+      partial = cell(DType.F32)
+      activate(self.ctx, Alu.COPY, scratch_row(), src, ONE, ZERO, partial)
+    elif partial is None:
       partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
       b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
     scratch = None if self.ctx.splat(init) is not None else cell(partial.dtype)
