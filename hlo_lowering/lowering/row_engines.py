@@ -115,6 +115,7 @@ def choose_scalar_steps(steps: list[RowStep], columns: int, target_spec: dict
     return row_ns if step.row_result is not None else cell_ns
 
   sum_ns = _SUM_CYCLES / scalar_ghz
+  handoff_ns = float(target_spec.get("semaphore_handoff_ns", 0.0))
   reduce_of = {}
   for step in steps:
     if step.sum_source is not None:
@@ -129,7 +130,11 @@ def choose_scalar_steps(steps: list[RowStep], columns: int, target_spec: dict
     folded_ns = (fixed + reduce.vector_cycles) / vector_ghz if reduce is not None else 0.0
     if step.engine == EITHER:
       own_ns = (fixed + step.vector_cycles) / vector_ghz
-      if on_scalar + scalar_ns(step) + (sum_ns if reduce else 0.0) > on_vector + own_ns - folded_ns:
+      # A reduce's ScalarE pass is extra work: it moves only while VectorE stays the longer
+      # engine without it, by more than the hand-offs there and back.
+      limit = (on_vector - 2 * handoff_ns if step.op.name == "stablehlo.reduce"
+               else on_vector + own_ns - folded_ns)
+      if on_scalar + scalar_ns(step) + (sum_ns if reduce else 0.0) > limit:
         on_vector += own_ns
         continue
       on_scalar += scalar_ns(step)

@@ -380,7 +380,10 @@ class _RowFusion:
                     and read.dtype.is_float and read.dtype != DType.F64)
         cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
                                read.dtype.itemsize == 2, fast_modes)
-        engine = EITHER if summable and self._computed_fp32_row(read) else VECTOR
+        # A ScalarE pass of its own pays off where the row outweighs an instruction's start-up.
+        engine = (EITHER if summable and self._computed_fp32_row(read)
+                  and self.columns >= float(self.ctx.target_spec["instruction_fixed_cycles"])
+                  else VECTOR)
         steps.append(RowStep(inner, engine, cycles, None, read if summable else None))
         continue
       if inner in self.folded:
