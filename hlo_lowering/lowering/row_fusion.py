@@ -17,10 +17,14 @@ Per block of p ≤ 128 rows (rows on partitions, each row whole on the free axis
 Three rewrites keep the bits and save VectorE passes: an op computed twice on the same values
 runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
 per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
-convert read only by reduces is the reduce's own exact widening of its source.
-Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, and the add-reduce of a
-row ScalarE writes, summed in the same ScalarE pass) run on ScalarE or VectorE, whichever keeps
-the block's engine time lower (row_engines.py), so the two engines share a block's work.
+convert read only by reduces and fp32 float arithmetic is its readers' own exact widening.
+Iota-derived members (attention's causal mask) are computed on GpSimd from each block's
+coordinates (row_affine.py): an `affine_select` per masked select, nothing for the indices.
+Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, the add-reduce of a
+row ScalarE writes, summed in the same ScalarE pass, and for computed fp32 rows the rounding
+convert, copy(x · 1), and the add-reduce, a ScalarE copy's sum) run on ScalarE or VectorE,
+whichever keeps the block's engine time lower (row_engines.py), so the engines share a block's
+work.
 Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
 docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
 statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
@@ -74,10 +78,10 @@ MAX_BANKS = 4
 PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 GPSIMD = "gpsimd"  # the on-chip affine members' engine (row_affine.py)
-ROW, STAT = "row", "stat"
+ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
 # Ops whose fp32 results are computed, never a loaded value's bits passed through.
 _ARITHMETIC = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
-                         "stablehlo.divide", "stablehlo.exponential"})  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
+                         "stablehlo.divide", "stablehlo.exponential"})
 
 
 def divides_by_reciprocal() -> bool:
@@ -663,7 +667,8 @@ class _RowFusion:
   def _on_chip(self, inner: Op, dst: TileAP, as_row, p, offsets, strides, steps, rows) -> None:
     """An iota-derived member on GpSimd (row_affine.py), its view's pattern in this block."""
     special, k = self.on_chip[inner], self._affine_at[inner]
-    src = as_row(self._canon(inner.operands[special[2]])) if special[0] == row_affine.SELECT else None
+    src = (as_row(self._canon(inner.operands[special[2]]))
+           if special[0] == row_affine.SELECT else None)
     ((column_step, _),) = _View(special[1].view, len(self.kept)).columns
     pattern = dict(base=offsets[k], partition_step=strides[k], free_steps=(column_step,),
                    steps={"base": steps[k]} if steps else None)

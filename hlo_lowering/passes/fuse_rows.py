@@ -16,9 +16,9 @@ edges:
 - reduces of a row value over the same k last dims (reducer add, max or min, one operand);
 - elementwise ops (fuse-elementwise's compute ops) whose operands and result are all row values
   or all statistics, iotas over the rows (`row_affine.is_row_iota`: a causal mask's indices,
-  computed on chip per block), and the trn.fusion clusters fuse-elementwise made of them (their results all
-  row values or all statistics; every broadcast inside reads an outside value, or a statistic or
-  row value as `RowSpace.stat_view` allows);
+  computed on chip per block), and the trn.fusion clusters fuse-elementwise made of them (their
+  results all row values or all statistics; every broadcast inside reads an outside value, or a
+  statistic or row value as `RowSpace.stat_view` allows);
 - reshapes and broadcast_in_dims from a statistic to a statistic or over the rows' reduced dims,
   element order kept (`RowSpace.stat_view`).
 Other values are operands (loaded by the lowering; broadcast rows such as a layernorm's scale
