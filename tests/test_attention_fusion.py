@@ -203,3 +203,10 @@ def test_the_vjp_sum_and_the_bf16_rounding_share_scalar_engine(monkeypatch):
   assert any("activation func=copy" in line and "convert_element_type" in op
              for line, op in zip(lines, ops))
   _assert_bit_identical(f, args, monkeypatch)
+
+
+@pytest.mark.parametrize("target,lnc", [("trn1", None), ("trn2", 1), ("trn3", None)])
+def test_attention_gradients_on_other_targets_and_one_core(target, lnc):
+  """trn1 and trn3 at their default core count, trn2 on one physical core."""
+  harness.check(_gradients(_causal_where), *_inputs(2, 384, _BF16), scale=16, target=target,
+                lnc=lnc)
