@@ -62,12 +62,18 @@ def _scaled(a: Place, factor: int) -> Place:
   return _view(a.shape, a.offset * factor, [s * factor for s in a.strides], a.dtype)
 
 
-def analyse(ctx: LoweringContext, ops: list[Op]) -> dict[Value, Affine]:
-  """The results of `ops` (one result shape, program order) that are affine index values."""
+def _same(v: Value) -> Value:
+  return v
+
+
+def analyse(ctx: LoweringContext, ops: list[Op], canon=_same) -> dict[Value, Affine]:
+  """The results of `ops` (one result shape, program order) that are affine index values.
+  `canon` maps an operand to the value it stands for (a row fusion's aliases)."""
   affine: dict[Value, Affine] = {}
 
   def number(v: Value) -> Place | None:
     """`v` as an affine integer view: an affine result, or a constant (a view of stride 0)."""
+    v = canon(v)
     if v in affine and affine[v].compare is None:
       return affine[v].view
     splat = ctx.splat(v)
@@ -76,14 +82,14 @@ def analyse(ctx: LoweringContext, ops: list[Op]) -> dict[Value, Affine]:
     return None
 
   for op in ops:
-    result = _affine_result(ctx, op, number, affine)
+    result = _affine_result(ctx, op, number, affine, canon)
     # A predicate's difference must fit too: materialised, it is a tile of that dtype.
     if result is not None and _fits(result.view):
       affine[op.result] = result
   return affine
 
 
-def _affine_result(ctx: LoweringContext, op: Op, number, affine) -> Affine | None:
+def _affine_result(ctx: LoweringContext, op: Op, number, affine, canon) -> Affine | None:
   shape, dtype = op.result.shape, op.result.dtype
   if op.name == "stablehlo.iota":
     if not dtype.is_signed_int:
@@ -105,7 +111,7 @@ def _affine_result(ctx: LoweringContext, op: Op, number, affine) -> Affine | Non
     if op.attrs.get("compare_type") in (None, "SIGNED"):
       return Affine(_combine(operands[0], operands[1], -1),
                     _COMPARE[op.attrs["comparison_direction"]])
-  predicate = _predicate(affine, op.operands[0]) if op.operands else None
+  predicate = _predicate(affine, canon(op.operands[0])) if op.operands else None
   if op.name == "stablehlo.not" and predicate is not None and dtype == DType.PRED:
     return predicate.negated()
   if op.name == "stablehlo.select" and predicate is not None and not dtype.is_float:
@@ -124,12 +130,12 @@ def _predicate(affine: dict[Value, Affine], v: Value) -> Affine | None:
   return found if found is not None and found.compare is not None else None
 
 
-def affine_select(ctx: LoweringContext, op: Op, affine: dict[Value, Affine]):
+def affine_select(ctx: LoweringContext, op: Op, affine: dict[Value, Affine], canon=_same):
   """(predicate, index of the tile operand, fill immediate) when `op` is a select on an affine
   predicate between a tile and a splat, so one affine_select computes it; else None."""
   if op.name != "stablehlo.select" or op.result in affine:
     return None
-  predicate = _predicate(affine, op.operands[0])
+  predicate = _predicate(affine, canon(op.operands[0]))
   if predicate is None:
     return None
   splats = [ctx.splat(v) is not None for v in op.operands[1:]]

@@ -9,7 +9,9 @@ fp32 (an immediate zero bias adds nothing) and rounds once to dst's dtype as Vec
   and s − x = −x + s exactly in IEEE arithmetic;
 - row · row (the same tile): square(row);
 - the add-reduce of a row a ScalarE instruction writes: that instruction's own row sum
-  (activation_reduce's dst_sum, folded in tensor_reduce's order over the values as written).
+  (activation_reduce's dst_sum, folded in tensor_reduce's order over the values as written);
+- the add-reduce of a computed fp32 row written on VectorE: a ScalarE copy(row · 1) of it into a
+  scratch row, whose dst_sum is the sum (x · 1 is x in fp32, and a computed NaN is quiet).
 Movable passes go, in program order, to the engine whose block time (the estimate below, which
 counts from the start every pass that can run on one engine only) stays lower, so VectorE and
 ScalarE share a block's work. The costs follow the timing model (docs/timing-model.md); they only
@@ -37,7 +39,8 @@ ONE, ZERO = Scalar(DType.F32, 1.0), Scalar(DType.F32, 0.0)
 class RowStep(NamedTuple):
   """One row fusion member as the engine choice sees it."""
   op: Op
-  engine: str                # VECTOR, SCALAR (a ScalarE function) or EITHER
+  engine: str                # VECTOR, SCALAR (a ScalarE function) or EITHER (a reduce: a
+                             # ScalarE copy pass of its row may sum it)
   vector_cycles: float       # its VectorE cost (VECTOR and EITHER)
   row_result: Value | None   # the [p, C] row it writes (None: a statistic)
   sum_source: Value | None   # a float add-reduce's row (ScalarE may sum it), else None
@@ -107,9 +110,12 @@ def choose_scalar_steps(steps: list[RowStep], columns: int, target_spec: dict
   cell_ns = (fixed + _MIN_CYCLES) / scalar_ghz
 
   def scalar_ns(step: RowStep) -> float:
+    if step.op.name == "stablehlo.reduce":  # a copy pass of the row, summed
+      return row_ns + _SUM_CYCLES / scalar_ghz
     return row_ns if step.row_result is not None else cell_ns
 
   sum_ns = _SUM_CYCLES / scalar_ghz
+  handoff_ns = float(target_spec.get("semaphore_handoff_ns", 0.0))
   reduce_of = {}
   for step in steps:
     if step.sum_source is not None:
@@ -118,13 +124,17 @@ def choose_scalar_steps(steps: list[RowStep], columns: int, target_spec: dict
   on_scalar = sum(scalar_ns(s) for s in steps if s.engine == SCALAR)
   scalar, sums = set(), {}
   for step in steps:
-    if step.engine == VECTOR:
+    if step.engine == VECTOR or step.op in sums:  # (a reduce summed by its row's ScalarE pass)
       continue
     reduce = reduce_of.get(step.row_result) if step.row_result is not None else None
     folded_ns = (fixed + reduce.vector_cycles) / vector_ghz if reduce is not None else 0.0
     if step.engine == EITHER:
       own_ns = (fixed + step.vector_cycles) / vector_ghz
-      if on_scalar + scalar_ns(step) + (sum_ns if reduce else 0.0) > on_vector + own_ns - folded_ns:
+      # A reduce's ScalarE pass is extra work: it moves only while VectorE stays the longer
+      # engine without it, by more than the hand-offs there and back.
+      limit = (on_vector - 2 * handoff_ns if step.op.name == "stablehlo.reduce"
+               else on_vector + own_ns - folded_ns)
+      if on_scalar + scalar_ns(step) + (sum_ns if reduce else 0.0) > limit:
         on_vector += own_ns
         continue
       on_scalar += scalar_ns(step)

@@ -17,10 +17,14 @@ Per block of p ≤ 128 rows (rows on partitions, each row whole on the free axis
 Three rewrites keep the bits and save VectorE passes: an op computed twice on the same values
 runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
 per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
-convert read only by reduces is the reduce's own exact widening of its source.
-Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, and the add-reduce of a
-row ScalarE writes, summed in the same ScalarE pass) run on ScalarE or VectorE, whichever keeps
-the block's engine time lower (row_engines.py), so the two engines share a block's work.
+convert read only by reduces and fp32 float arithmetic is its readers' own exact widening.
+Iota-derived members (attention's causal mask) are computed on GpSimd from each block's
+coordinates (row_affine.py): an `affine_select` per masked select, nothing for the indices.
+Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, the add-reduce of a
+row ScalarE writes, summed in the same ScalarE pass, and for computed fp32 rows the rounding
+convert, copy(x · 1), and the add-reduce, a ScalarE copy's sum) run on ScalarE or VectorE,
+whichever keeps the block's engine time lower (row_engines.py), so the engines share a block's
+work.
 Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
 docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
 statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
@@ -53,10 +57,11 @@ from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_o
 from hlo_lowering.lowering.elementwise_engines import TileOp, zero_bias
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
+from hlo_lowering.lowering import row_affine
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form,
-                                               ZERO, activate, pipeline_stages, run_pipelined,
+                                               ONE, ZERO, activate, pipeline_stages, run_pipelined,
                                                scalar_pass, vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
@@ -72,7 +77,11 @@ CELL_BYTES = 8
 MAX_BANKS = 4
 PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
+GPSIMD = "gpsimd"  # the on-chip affine members' engine (row_affine.py)
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
+# Ops whose fp32 results are computed, never a loaded value's bits passed through.
+_ARITHMETIC = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
+                         "stablehlo.divide", "stablehlo.exponential"})
 
 
 def divides_by_reciprocal() -> bool:
@@ -159,12 +168,19 @@ class _RowFusion:
     self._bind(block.args, op.operands)
     self._plan(block.ops[:-1])
     self.stored = [(self._canon(v), r) for v, r in zip(block.terminator.operands, op.results)]
+    self._producer = {inner.result: inner for inner, _ in self.steps}
+    self.on_chip = row_affine.plan(ctx, [inner for inner, _ in self.steps], self.shape,
+                                   self._canon, {v for v, _ in self.stored})
+    self.gpsimd = [inner for inner, _ in self.steps
+                   if self.on_chip.get(inner, (row_affine.ABSORBED,))[0] != row_affine.ABSORBED]
+    self.loaded = [v for v in self.loaded if v in self._tile_reads()]
     uses = collections.Counter(self._canon(v) for inner, _ in self.steps for v in inner.operands)
     uses.update(v for v, _ in self.stored)
     self.folded = self._fold_into_activations(uses)
     self.widened = self._widenings_into_reduces(uses)
     self.skipped = ({add for add, _ in self.folded.values()}
-                    | {inner for inner, _ in self.steps if inner.result in self.widened})
+                    | {inner for inner, _ in self.steps if inner.result in self.widened}
+                    | {inner for inner in self.on_chip if inner not in self.gpsimd})
     self.by_reciprocal = self._divides_by_reciprocal()
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
@@ -225,7 +241,8 @@ class _RowFusion:
         immediate = self._immediate_index(inner)
         kinds = [self._read(v, debug) for i, v in enumerate(inner.operands)
                  if i != immediate and not (inner.name == "stablehlo.reduce" and i == 1)]
-        self.kind[inner.result] = (STAT if inner.name == "stablehlo.reduce" or ROW not in kinds
+        self.kind[inner.result] = (STAT if inner.name == "stablehlo.reduce"
+                                   or (ROW not in kinds and inner.name != "stablehlo.iota")
                                    else ROW)
 
   def _same_as_earlier(self, inner: Op) -> bool:
@@ -240,6 +257,18 @@ class _RowFusion:
     self.alias[inner.result] = earlier
     return True
 
+  def _tile_reads(self) -> set[Value]:
+    """The values some member reads from a tile (on-chip members read only a select's row)."""
+    reads = set()
+    for inner, _ in self.steps:
+      special = self.on_chip.get(inner)
+      if special is None:
+        immediate = self._immediate_index(inner)
+        reads.update(self._canon(v) for i, v in enumerate(inner.operands) if i != immediate)
+      elif special[0] == row_affine.SELECT:
+        reads.add(self._canon(inner.operands[special[2]]))
+    return reads | {v for v, _ in self.stored}
+
   def _stat_index(self, inner: Op) -> int | None:
     """Of a binary op of a row tile and a statistic (no immediate): the statistic's operand."""
     if self.kind[inner.result] != ROW or len(inner.operands) != 2:
@@ -248,21 +277,49 @@ class _RowFusion:
     return kinds.index(STAT) if sorted(kinds) == [ROW, STAT] else None
 
   def _widenings_into_reduces(self, uses: collections.Counter) -> dict[Value, Value]:
-    """Converts of a narrower float row to fp32 read only by reduces (JAX's mean of bf16):
+    """Converts of a narrower float row to fp32 read only by reduces (JAX's mean of bf16) and
+    by float arithmetic with fp32 results (attention's softmax of bf16 scores and its vjp):
     {the fp32 row: the narrow one}. `tensor_reduce` widens its source exactly into the fp32
-    partial itself, so the reduce reads the narrow tile (half a VectorE pass for bf16 add and
-    max) and the convert's pass goes."""
-    reduced = collections.Counter(self._canon(inner.operands[0]) for inner, _ in self.steps
-                                  if inner.name == "stablehlo.reduce")
+    partial itself, and VectorE and ScalarE compute float inputs in fp32 (docs/numerics.md), so
+    the readers read the narrow tile and the convert's pass goes."""
+    widening_reads = collections.Counter()
+    for inner, _ in self.steps:
+      if inner.name == "stablehlo.reduce":
+        widening_reads[self._canon(inner.operands[0])] += 1
+      elif self._computes_in_fp32(inner):
+        widening_reads.update(self._canon(v) for v in inner.operands)
     widened = {}
     for inner, _ in self.steps:
       if inner.name != "stablehlo.convert" or self.kind[inner.result] != ROW:
         continue
       source = self._canon(inner.operands[0])
       if (inner.result.dtype == DType.F32 and source.dtype.is_float and source.dtype.itemsize < 4
-          and self.kind[source] == ROW and uses[inner.result] == reduced[inner.result]):
+          and self.kind[source] == ROW and uses[inner.result] == widening_reads[inner.result]):
         widened[inner.result] = source
     return widened
+
+  def _rounds_on_scalar(self, inner: Op) -> bool:
+    """A float row convert whose source is the fp32 result of arithmetic: ScalarE's copy(x · 1)
+    rounds it as VectorE's tensor_copy does (x · 1 is x in fp32; a computed NaN is already quiet,
+    so the multiply keeps its bits too)."""
+    if inner.name != "stablehlo.convert" or self.kind[inner.result] != ROW:
+      return False
+    return (inner.result.dtype.is_float and inner.result.dtype != DType.F64
+            and self._computed_fp32_row(self._canon(inner.operands[0])))
+
+  def _computed_fp32_row(self, v: Value) -> bool:
+    """An fp32 row some member's arithmetic computes (so any NaN in it is quiet)."""
+    producer = self._producer.get(v)
+    return (v.dtype == DType.F32 and self.kind[v] == ROW and producer is not None
+            and producer.name in _ARITHMETIC and producer not in self.on_chip)
+
+  def _computes_in_fp32(self, inner: Op) -> bool:
+    """Float arithmetic (no select, compare or convert) with an fp32 row or statistic result:
+    its fp32 inputs may be narrower floats widened exactly by the engine instead."""
+    return (inner.name not in ("stablehlo.convert", "stablehlo.reduce", "stablehlo.select",
+                               "stablehlo.compare", "stablehlo.clamp")
+            and inner not in self.on_chip and inner.result.dtype == DType.F32
+            and all(v.dtype.is_float for v in inner.operands))
 
   def _fold_into_activations(self, uses: collections.Counter) -> dict[Op, tuple[Op, int]]:
     """ScalarE functions of an fp32 `row ± statistic` (softmax's exp(x - max)) or of an fp32
@@ -274,7 +331,7 @@ class _RowFusion:
     producer = {inner.result: inner for inner, _ in self.steps}
     folded = {}
     for inner, _ in self.steps:
-      if inner.name in ("stablehlo.reduce", "stablehlo.convert"):
+      if inner.name in ("stablehlo.reduce", "stablehlo.convert") or inner in self.on_chip:
         continue
       alu = alu_of(inner)
       source = self._canon(inner.operands[0])
@@ -315,8 +372,8 @@ class _RowFusion:
     fast_modes = str(self.ctx.target_spec.get("core_version", "")) != "NeuronCore-v2"
     steps = []
     for inner, _ in self.steps:
-      if inner in self.skipped:
-        continue
+      if inner in self.skipped or inner in self.on_chip:
+        continue  # on-chip members run on GpSimd (row_affine.py)
       result = inner.result
       row = result if self.kind[result] == ROW else None
       if inner.name == "stablehlo.reduce":
@@ -327,7 +384,11 @@ class _RowFusion:
                     and read.dtype.is_float and read.dtype != DType.F64)
         cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
                                read.dtype.itemsize == 2, fast_modes)
-        steps.append(RowStep(inner, VECTOR, cycles, None, read if summable else None))
+        # A ScalarE pass of its own pays off where the row outweighs an instruction's start-up.
+        engine = (EITHER if summable and self._computed_fp32_row(read)
+                  and self.columns >= float(self.ctx.target_spec["instruction_fixed_cycles"])
+                  else VECTOR)
+        steps.append(RowStep(inner, engine, cycles, None, read if summable else None))
         continue
       if inner in self.folded:
         steps.append(RowStep(inner, SCALAR, 0.0, row, None))
@@ -359,6 +420,7 @@ class _RowFusion:
                      and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype],
                                          rows if row else len(srcs),
                                          len(srcs) == 2 and srcs[0] is srcs[1]))
+      scalar_form = scalar_form or self._rounds_on_scalar(inner)
       steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None))
     return steps
 
@@ -369,15 +431,27 @@ class _RowFusion:
     saved_debug = ctx.debug_id
     views = {v: self._view(ctx.place(v), v) for v in self.loaded}
     out_views = [self._view(ctx.new_result(r), r) for _, r in self.stored]
+    affine_views = [_View(self.on_chip[inner][1].view, len(self.kept)) for inner in self.gpsimd]
     persistent = [v for v in self.loaded if self.kind[v] == ROW
                   and all(s == 0 for s in views[v].row_strides)]
     per_block = [v for v in self.loaded if v not in persistent]
     block_views = [views[v] for v in per_block] + out_views
-    computed_rows = [v for v, k in self.kind.items() if k == ROW and v not in self.loaded]
-    row_count = len(computed_rows) + sum(self.kind[v] == ROW for v in per_block)
+    absorbed = {inner.result for inner in self.on_chip if inner not in self.gpsimd}
+    computed_rows = [v for v, k in self.kind.items()
+                     if k == ROW and v not in self.loaded and v not in absorbed]
+    differences = sum(self.on_chip[inner][0] == row_affine.IOTA
+                      and self.on_chip[inner][1].compare is not None for inner in self.gpsimd)
+    row_count = (len(computed_rows) + differences
+                 + sum(self.kind[v] == ROW for v in per_block))
     widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
     tile = _tile_bytes(self.columns, widest)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
+    copied_sums = {inner for inner in self.on_scalar
+                   if inner.name == "stablehlo.reduce" and inner not in self.sums}
+    if copied_sums and (row_count + 1) * tile > budget:  # no room for their scratch row
+      self.on_scalar -= copied_sums
+      copied_sums = set()
+    row_count += bool(copied_sums)
     if row_count * tile > budget:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
                          f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
@@ -391,7 +465,8 @@ class _RowFusion:
     rows_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
     self._row_offsets = [[rows_base + (b * row_count + i) * tile for i in range(row_count)]
                          for b in range(banks)]
-    blocks = self._blocks(block_views)
+    blocks = self._blocks(block_views + affine_views)
+    self._affine_at = {inner: len(block_views) + i for i, inner in enumerate(self.gpsimd)}
     partitions = max(p for p, _, _ in blocks)
     resident = {v: arena + SBUF_SLOT_BYTES + i * tile for i, v in enumerate(persistent)}
 
@@ -410,6 +485,10 @@ class _RowFusion:
                      for op, _ in self.steps)
     period = tile_period([(1, banks)], len(block_views) + init_loads,
                          int(ctx.target_spec["dma_queues"]))
+    if affine_views:  # whole runs of the innermost kept dim, where the affine offsets repeat
+      inner_rows = collapse_dims(self.kept, *(v.row_strides for v in block_views + affine_views)
+                                 )[0][-1]
+      period = math.lcm(period, -(-inner_rows // ctx.partitions))
     if stage_count > 1:  # enough blocks per loop iteration for its pipeline to fill
       period *= -(-PIPELINED_BLOCKS // period)
 
@@ -446,6 +525,9 @@ class _RowFusion:
         continue
       if inner in self.sums:
         engines.append((inner, None))  # its sum came with the ScalarE pass that made the row
+        continue
+      if inner in self.on_chip:
+        engines.append((inner, GPSIMD))
         continue
       scalar = (inner in self.on_scalar or inner in self.folded
                 or (inner.name not in ("stablehlo.reduce", "stablehlo.convert")
@@ -510,6 +592,12 @@ class _RowFusion:
       ctx.dma(new(v), views[v].ap(offsets[k], strides[k], p),
               steps={"src": steps[k]} if steps else None)
     sums: dict[Op, TileAP] = {}  # reduce op -> the fp32 partial a ScalarE pass summed into
+    scratch: list[TileAP] = []    # the row ScalarE copies a row into to sum it (one a block)
+
+    def scratch_row() -> TileAP:
+      if not scratch:
+        scratch.append(self._tile(DType.F32, p, next(rows)))
+      return scratch[0]
 
     def row_sum(inner: Op) -> TileAP | None:
       """The partial of the reduce whose row sum `inner`'s ScalarE pass makes, if any."""
@@ -522,11 +610,16 @@ class _RowFusion:
     stage = 0
     for inner, debug in self.steps:
       if inner in self.skipped:
+        if inner.result in self.widened:  # its readers read the narrow row
+          tiles[inner.result] = tiles[self.widened[inner.result]]
         continue  # folded into the ScalarE function or the reduces that read it
       while stage < self._stage[inner]:
         yield  # other blocks' stages are emitted meanwhile
         stage += 1
       ctx.debug_id = debug
+      if inner in self.on_chip:
+        self._on_chip(inner, new(inner.result), as_row, p, offsets, strides, steps, rows)
+        continue
       if inner in self.folded:
         dst = new(inner.result)
         self._activation_of_sum(inner, dst, tiles, cell, row_sum(inner))
@@ -534,7 +627,7 @@ class _RowFusion:
       if inner.name == "stablehlo.reduce":
         source = self._canon(inner.operands[0])
         self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles,
-                     sums.get(inner))
+                     sums.get(inner), scratch_row)
         continue
       immediate_index = self._immediate_index(inner)
       srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
@@ -570,6 +663,17 @@ class _RowFusion:
               steps={"dst": steps[k]} if steps else None)
     for _ in range(stage_count - stage):
       yield
+
+  def _on_chip(self, inner: Op, dst: TileAP, as_row, p, offsets, strides, steps, rows) -> None:
+    """An iota-derived member on GpSimd (row_affine.py), its view's pattern in this block."""
+    special, k = self.on_chip[inner], self._affine_at[inner]
+    src = (as_row(self._canon(inner.operands[special[2]]))
+           if special[0] == row_affine.SELECT else None)
+    ((column_step, _),) = _View(special[1].view, len(self.kept)).columns
+    pattern = dict(base=offsets[k], partition_step=strides[k], free_steps=(column_step,),
+                   steps={"base": steps[k]} if steps else None)
+    row_affine.emit(self.ctx, special, dst, src, pattern,
+                    lambda dtype: self._tile(dtype, p, next(rows)))
 
   def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
                          dst_sum: TileAP | None) -> None:
@@ -613,6 +717,9 @@ class _RowFusion:
   def _scalar_form(self, inner: Op, dst: TileAP, srcs: list[Value], immediate: Scalar | None,
                    reverse_immediate: bool, tiles: dict, cell, dst_sum: TileAP | None) -> None:
     """A row op on ScalarE: a ScalarE function, or one row_engines.py moved there."""
+    if inner.name == "stablehlo.convert":  # copy(x · 1): rounded to dst's dtype
+      activate(self.ctx, Alu.COPY, dst, tiles[srcs[0]], ONE, ZERO, dst_sum)
+      return
     alu, immediate = vector_form(alu_of(inner), immediate, reverse_immediate)
     if alu.arity == 1 or (immediate is None and len(srcs) == 2 and srcs[0] is srcs[1]):
       scalar_pass(self.ctx, alu, dst, tiles[srcs[0]], None, False, None, dst_sum)
@@ -627,13 +734,17 @@ class _RowFusion:
     scalar_pass(self.ctx, alu, dst, row, s, reverse, negated, dst_sum)
 
   def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP],
-              summed: TileAP | None) -> None:
+              summed: TileAP | None, scratch_row) -> None:
     """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial (or the
-    one a ScalarE pass `summed` into), the init value, the result dtype."""
+    one a ScalarE pass `summed` into, or that of a ScalarE copy of the row into
+    `scratch_row()`), the init value, the result dtype."""
     b, debug = self.ctx.builder, self.ctx.debug_id
     operand, init = inner.operands
     partial = summed
-    if partial is None:
+    if partial is None and inner in self.on_scalar:  # the sum of a ScalarE copy of the row
+      partial = cell(DType.F32)
+      activate(self.ctx, Alu.COPY, scratch_row(), src, ONE, ZERO, partial)
+    elif partial is None:
       partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
       b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
     scratch = None if self.ctx.splat(init) is not None else cell(partial.dtype)

@@ -15,9 +15,10 @@ r being element r in row-major order. Members, grown from each reduce along prod
 edges:
 - reduces of a row value over the same k last dims (reducer add, max or min, one operand);
 - elementwise ops (fuse-elementwise's compute ops) whose operands and result are all row values
-  or all statistics, and the trn.fusion clusters fuse-elementwise made of them (their results all
-  row values or all statistics; every broadcast inside reads an outside value, or a statistic or
-  row value as `RowSpace.stat_view` allows);
+  or all statistics, iotas over the rows (`row_affine.is_row_iota`: a causal mask's indices,
+  computed on chip per block), and the trn.fusion clusters fuse-elementwise made of them (their
+  results all row values or all statistics; every broadcast inside reads an outside value, or a
+  statistic or row value as `RowSpace.stat_view` allows);
 - reshapes and broadcast_in_dims from a statistic to a statistic or over the rows' reduced dims,
   element order kept (`RowSpace.stat_view`).
 Other values are operands (loaded by the lowering; broadcast rows such as a layernorm's scale
@@ -43,6 +44,7 @@ import math
 
 from hlo_lowering.ir import Block, Module, Op, control_flow_blocks
 from hlo_lowering.lowering import reduce as reduce_lowering
+from hlo_lowering.lowering.row_affine import is_row_iota
 from hlo_lowering.lowering.row_fusion import RowSpace, rows_fit
 from hlo_lowering.passes.fuse_elementwise import (FUSION, ClusterGraph, fused_op, is_compute,
                                                   replace_uses)
@@ -65,8 +67,8 @@ def row_space(op: Op) -> RowSpace | None:
 
 
 def _compute_member(op: Op, space: RowSpace) -> bool:
-  if op.name == "stablehlo.iota":
-    return False  # computed from tile coordinates by the elementwise rule, not by row_fusion
+  if op.name == "stablehlo.iota":  # computed from each block's coordinates (row_affine.py)
+    return is_row_iota(op, space.shape, space.reduced)
   shape = op.result.shape
   return ((shape == space.shape or space.is_stat(shape))
           and all(v.shape == shape for v in op.operands))

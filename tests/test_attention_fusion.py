@@ -1,0 +1,212 @@
+"""Attention's score rows in one row fusion (lowering/row_affine.py, lowering/row_fusion.py): the
+scale, the mask (a causal mask computed on chip per block), the softmax and, for gradients, the
+softmax vjp and the mask's transpose run on each block of whole score rows, so no fp32 score or
+probability row crosses HBM between them. Results match the CPU backend and are bit-identical
+to the program compiled without row fusion."""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import compiler_harness as harness
+from hlo_lowering import importer, pipeline
+from hlo_lowering.passes.fuse_rows import ROW_FUSION
+from hlo_lowering.program import disassemble, read_program
+from jax_trn import compilation
+
+_F32, _BF16 = np.float32, ml_dtypes.bfloat16
+
+
+def _data(shape, dtype, seed):
+  return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _causal_where(s):
+  t = s.shape[-1]
+  return jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, jnp.asarray(-1e9, s.dtype))
+
+
+def _causal_additive(fill):
+  def mask(s):
+    t = s.shape[-1]
+    i = jax.lax.broadcasted_iota(jnp.int32, s.shape, s.ndim - 2)
+    j = jax.lax.broadcasted_iota(jnp.int32, s.shape, s.ndim - 1)
+    return s + jnp.where(i >= j, jnp.asarray(0, s.dtype), jnp.asarray(fill, s.dtype))
+  return mask
+
+
+def _no_mask(s):
+  return s
+
+
+def _attention(mask, return_probabilities=False):
+  """Plain-JAX attention over [heads, seq, head_dim] (the benchmark's form): scaled scores,
+  the mask, an fp32 softmax cast back, then the values."""
+  def f(q, k, v):
+    scores = (q @ jnp.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1]).astype(q.dtype)
+    p = jax.nn.softmax(mask(scores).astype(jnp.float32), axis=-1).astype(q.dtype)
+    out = p @ v
+    return (out, p) if return_probabilities else out
+  return f
+
+
+def _gradients(mask):
+  def loss(q, k, v):
+    return jnp.sum(_attention(mask)(q, k, v).astype(jnp.float32))
+  return jax.grad(loss, argnums=(0, 1, 2))
+
+
+_MASKS = {"causal_where": _causal_where, "causal_minus_inf": _causal_additive(-jnp.inf),
+          "causal_minus_1e9": _causal_additive(-1e9), "none": _no_mask}
+
+# (mask, heads, seq, dtype): odd lengths (384, 640) and one not a multiple of 128 (200).
+CASES = [("causal_where", 2, 384, _BF16), ("causal_where", 1, 200, _F32),
+         ("causal_minus_inf", 2, 256, _F32), ("causal_minus_1e9", 1, 640, _BF16),
+         ("none", 2, 384, _BF16)]
+_IDS = [f"{m}-{h}x{s}-{np.dtype(d).name}" for m, h, s, d in CASES]
+
+
+def _inputs(heads, seq, dtype):
+  return [_data((heads, seq, 64), dtype, i) for i in range(3)]
+
+
+def _run(f, args, monkeypatch, fused):
+  text = jax.jit(f).lower(*args).as_text()
+  if not fused:
+    monkeypatch.setattr(pipeline, "PASSES",
+                        tuple(p for p in pipeline.PASSES if p.name != "fuse-rows"))
+  try:
+    program = compilation.compile_text(text, lnc=2)
+  finally:
+    monkeypatch.undo()
+  outputs, profile = harness.native().run_program(program, [np.asarray(a) for a in args])
+  return program, outputs, profile
+
+
+def _bits(a):
+  a = np.asarray(a)
+  return a.dtype, a.reshape(-1).view(np.uint8).tobytes()
+
+
+def _assert_bit_identical(f, args, monkeypatch):
+  harness.native()
+  fused_program, fused, fused_profile = _run(f, args, monkeypatch, fused=True)
+  _, unfused, unfused_profile = _run(f, args, monkeypatch, fused=False)
+  assert len(fused) == len(unfused)
+  for a, b in zip(fused, unfused):
+    assert _bits(a) == _bits(b)
+  return fused_program, fused_profile, unfused_profile
+
+
+def _score_rows_in_hbm(program: bytes, heads: int, seq: int) -> list:
+  """The HBM tensors of [heads, seq, seq] score elements."""
+  return [t for t in read_program(program).tensors if int(np.prod(t.shape)) == heads * seq * seq]
+
+
+@pytest.mark.parametrize("mask,heads,seq,dtype", CASES, ids=_IDS)
+def test_attention_forward_matches_cpu_and_the_unfused_bits(mask, heads, seq, dtype,
+                                                            monkeypatch):
+  f, args = _attention(_MASKS[mask]), _inputs(heads, seq, dtype)
+  harness.check(f, *args, scale=8)
+  program, _, _ = _assert_bit_identical(f, args, monkeypatch)
+  # Only the scores (q·kᵀ's result) and the probabilities (P·V's operand) cross HBM: not the
+  # masked scores, nor their fp32 copy.
+  assert len(_score_rows_in_hbm(program, heads, seq)) == 2
+
+
+@pytest.mark.parametrize("mask,heads,seq,dtype", CASES, ids=_IDS)
+def test_attention_gradients_match_cpu_and_the_unfused_bits(mask, heads, seq, dtype,
+                                                            monkeypatch):
+  f, args = _gradients(_MASKS[mask]), _inputs(heads, seq, dtype)
+  harness.check(f, *args, scale=16)
+  _, fused, unfused = _assert_bit_identical(f, args, monkeypatch)
+  assert fused["hbm_bytes"] < unfused["hbm_bytes"]
+
+
+def test_probabilities_returned_with_the_output_are_the_same_bits(monkeypatch):
+  f, args = _attention(_causal_where, return_probabilities=True), _inputs(2, 384, _BF16)
+  harness.check(f, *args, scale=8)
+  _assert_bit_identical(f, args, monkeypatch)
+
+
+def _row_fusions(f, args):
+  text = jax.jit(f).lower(*args).as_text()
+  module = importer.import_program(text.encode(), "mlir")
+  pipeline.run_pipeline(module)
+  return [op for op in module.main.body.ops if op.name == ROW_FUSION], module.main.body.ops
+
+
+def _inner_names(op):
+  names = []
+  for inner in op.regions[0].block.ops:
+    names.append(inner.name)
+    if inner.regions:
+      names += _inner_names(inner)
+  return names
+
+
+@pytest.mark.parametrize("mask", ["causal_where", "causal_minus_inf"])
+def test_the_causal_mask_joins_the_softmax_and_its_vjp(mask):
+  """(Here the cotangent of the summed output is known before the softmax, so the softmax and
+  its vjp are one row fusion; in the transformer block they are two.)"""
+  fusions, ops = _row_fusions(_gradients(_MASKS[mask]), _inputs(2, 256, _BF16))
+  assert fusions
+  for fusion in fusions:
+    assert "stablehlo.iota" in _inner_names(fusion)
+  assert not any(op.name == "trn.fusion" and "stablehlo.iota" in _inner_names(op) for op in ops)
+
+
+def test_the_causal_mask_is_one_affine_select_per_block_and_no_mask_tensor():
+  f, args = _attention(_causal_where), _inputs(2, 384, _BF16)
+  program = harness.compile_fn(f, *args)
+  parsed = read_program(program)
+  opcodes = [i.opcode.name for block in parsed.blocks for i in block.instructions]
+  assert "AFFINE_SELECT" in opcodes and "GP_IOTA" not in opcodes
+  assert not any(t.dtype.numpy == np.bool_ and int(np.prod(t.shape)) > 1 for t in parsed.tensors)
+
+
+def test_a_mask_read_from_data_is_not_an_on_chip_member():
+  """A select on a predicate computed from the scores themselves stays a VectorE select."""
+  f = _attention(lambda s: jnp.where(s > 0, s, jnp.asarray(-1e9, s.dtype)))
+  args = _inputs(1, 200, _F32)
+  harness.check(f, *args, scale=8)
+  opcodes = [i.opcode.name for block in read_program(harness.compile_fn(f, *args)).blocks
+             for i in block.instructions]
+  assert "AFFINE_SELECT" not in opcodes
+
+
+@pytest.mark.parametrize("dtype", [_BF16, _F32])
+def test_signed_zero_and_extreme_scores_keep_the_unfused_bits(dtype, monkeypatch):
+  """The fused rows read narrow scores widened by the engines and round on ScalarE: rows of -0
+  scores and of scores near the dtype's range keep the unfused program's bits. (NaN rows are
+  left out: the unfused reduce already differs from row fusion there, before this lowering.)"""
+  q, k, v = _inputs(2, 256, dtype)
+  q[1, 7, :] = -0.0
+  q[0, 5, :] *= 1e15
+  k[1, 9, :] *= 1e15
+  _assert_bit_identical(_gradients(_causal_where), [q, k, v], monkeypatch)
+  _assert_bit_identical(_attention(_causal_where, return_probabilities=True), [q, k, v],
+                        monkeypatch)
+
+
+def test_the_vjp_sum_and_the_bf16_rounding_share_scalar_engine(monkeypatch):
+  """In the bf16 gradient the engines' balance moves the vjp's row sum (a ScalarE copy whose
+  dst_sum is the sum) and fp32 -> bf16 roundings (copy(x · 1)) to ScalarE; the bits stay those
+  of the unfused program (the parametrized test above covers this case too)."""
+  f, args = _gradients(_causal_where), _inputs(2, 384, _BF16)
+  lines = disassemble(harness.compile_fn(f, *args)).splitlines()
+  ops = [line.split("#")[-1] for line in lines]
+  assert any("activation_reduce func=copy" in line and "reduce_sum" in op
+             for line, op in zip(lines, ops))
+  assert any("activation func=copy" in line and "convert_element_type" in op
+             for line, op in zip(lines, ops))
+  _assert_bit_identical(f, args, monkeypatch)
+
+
+@pytest.mark.parametrize("target,lnc", [("trn1", None), ("trn2", 1), ("trn3", None)])
+def test_attention_gradients_on_other_targets_and_one_core(target, lnc):
+  """trn1 and trn3 at their default core count, trn2 on one physical core."""
+  harness.check(_gradients(_causal_where), *_inputs(2, 384, _BF16), scale=16, target=target,
+                lnc=lnc)
