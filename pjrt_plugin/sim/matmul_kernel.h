@@ -16,10 +16,21 @@ struct Rows {
   float* row(int64_t r) const { return data + r * row_stride; }
 };
 
+// How an operand's elements are stored. bf16 operands are read where they lie and widened
+// (exactly) as the kernel packs them, instead of being converted to a second fp32 copy first.
+enum class OperandFormat { kF32, kBF16 };
+
+// A row-major matrix of fp32 or bf16 values: row r starts `row_stride` elements after row r - 1.
+struct OperandRows {
+  const void* data;
+  int64_t row_stride;
+  OperandFormat format;
+};
+
 // out[m][n] += stationary[k][m] * moving[k][n] for k = 0..k_size-1 in order, for every
 // m < m_size, n < n_size. out must not alias the operands.
-void MatmulAccumulate(const Rows& stationary, const Rows& moving, const Rows& out, int64_t k_size, int64_t m_size,
-                      int64_t n_size);
+void MatmulAccumulate(const OperandRows& stationary, const OperandRows& moving, const Rows& out,
+                      int64_t k_size, int64_t m_size, int64_t n_size);
 
 // The widest vector (bits) the kernel uses on this host: 512 (AVX-512), 256 (AVX2) or 128
 // (SSE2, and every non-x86 host), capped by TRN_SIM_VECTOR_BITS when set (tests run each width
