@@ -235,36 +235,41 @@ void MatmulAccumulate(const OperandRows& stationary, const OperandRows& moving, 
   const int64_t rows = KernelFor(bits, false).rows;
   const int64_t m_blocked = m_size - m_size % rows, n_blocked = n_size - n_size % width;
   // Kept per thread: allocating these on every instruction cost page faults.
-  thread_local std::vector<float> weights, stationary_row, panels;
-  weights.resize(m_blocked * k_size);
-  stationary_row.resize(m_size);
-  for (int64_t k = 0; k < k_size; ++k) {
-    LoadFloats(stationary, k, 0, m_blocked, stationary_row.data());
-    for (int64_t m0 = 0; m0 < m_blocked; m0 += rows) {
-      std::memcpy(&weights[(m0 * k_size) + k * rows], &stationary_row[m0], rows * sizeof(float));
-    }
-  }
-  // Operand rows are an SBUF partition apart, so each is read once from start to end, widened to
-  // fp32 if bf16, into adjacent panels: reading one panel of every row in turn hit the same
-  // cache sets on every row.
+  thread_local std::vector<float> weights, panels;
   const int64_t panel_count = m_blocked > 0 ? n_blocked / width : 0;
+  weights.resize(m_blocked * k_size);
   panels.resize(panel_count * k_size * width);
-  for (int64_t k = 0; k < k_size; ++k) {
-    for (int64_t p = 0; p < panel_count; ++p) {
-      LoadFloats(moving, k, p * width, width, &panels[(p * k_size + k) * width]);
+  // Operand rows are an SBUF partition apart, so each is read once from start to end, widened to
+  // fp32 if bf16, into the packed copies (stationary as [m block][k][rows], moving as adjacent
+  // panels [panel][k][width]): reading one panel of every row in turn hit the same cache sets on
+  // every row. Rows pack independently, so they split across threads too. (The lambdas take the
+  // buffers' addresses: in a worker, the names would be the worker's own thread_local buffers.)
+  float* packed_weights = weights.data();
+  float* packed_panels = panels.data();
+  const auto pack = [&](int64_t k_begin, int64_t k_end) {
+    for (int64_t k = k_begin; k < k_end; ++k) {
+      for (int64_t m0 = 0; m0 < m_blocked; m0 += rows) {
+        LoadFloats(stationary, k, m0, rows, packed_weights + m0 * k_size + k * rows);
+      }
+      for (int64_t p = 0; p < panel_count; ++p) {
+        LoadFloats(moving, k, p * width, width, packed_panels + (p * k_size + k) * width);
+      }
     }
+  };
+  const bool parallel = m_blocked * n_blocked * k_size >= kParallelMacs;
+  if (parallel) {
+    ParallelFor(k_size, pack);
+  } else {
+    pack(0, k_size);
   }
   const bool fused = bits > 128 && PanelProductsAreExact(bits, weights, panels);
   const PanelKernel kernel = KernelFor(bits, fused);
   // Row blocks write disjoint rows of out, so they split across threads with no effect on the
-  // result. (The lambda takes the buffers' addresses: in a worker, the names would be the
-  // worker's own thread_local buffers.)
-  const float* packed_weights = weights.data();
-  const float* packed_panels = panels.data();
+  // result.
   const auto run = [&](int64_t begin, int64_t end) {
     kernel.run(packed_weights, packed_panels, out, k_size, begin * rows, end * rows, panel_count);
   };
-  if (m_blocked * n_blocked * k_size >= kParallelMacs) {
+  if (parallel) {
     ParallelFor(m_blocked / rows, run);
   } else {
     run(0, m_blocked / rows);
@@ -273,7 +278,8 @@ void MatmulAccumulate(const OperandRows& stationary, const OperandRows& moving, 
   // by element in the same k order. Each output element is the panels' or the edges', never both.
   if (m_blocked == m_size && n_blocked == n_size) return;
   const int64_t first_column = m_blocked < m_size ? 0 : n_blocked;
-  thread_local std::vector<float> moving_row;
+  thread_local std::vector<float> stationary_row, moving_row;
+  stationary_row.resize(m_size);
   moving_row.resize(n_size);
   for (int64_t k = 0; k < k_size; ++k) {
     LoadFloats(stationary, k, 0, m_size, stationary_row.data());
