@@ -1,8 +1,9 @@
 // TensorE's arithmetic on the host: a blocked fp32 matmul that keeps the instruction's
 // definition (every output element receives its products one at a time in k order, each sum
 // rounded to fp32) at any vector width and thread count. The wide kernels fuse the multiply and
-// the add only where every product is exact (bf16/fp8-valued operands of moderate magnitude), where
-// the single rounding of a fused multiply-add is the same as the add's.
+// the add only where every product their register blocks form is exact (bf16/fp8-valued operands
+// of moderate magnitude), where the single rounding of a fused multiply-add is the same as the
+// add's; the edges past the blocks are never fused.
 #pragma once
 
 #include <cstdint>
