@@ -27,6 +27,11 @@ def _programs():
   f32 = lambda *shape: rng.standard_normal(shape, np.float32)
   bf16 = lambda *shape: f32(*shape).astype(jnp.bfloat16)
   scaled = lambda x, factor: (x.astype(np.float32) * factor).astype(x.dtype)
+
+  def with_wide_edge(x, axis):
+    x = x.copy()
+    (x[-1] if axis == 0 else x[:, -1])[...] = f32(x.shape[1 - axis])
+    return x
   return {
       # Row and column edges past the register blocks, and tiles large enough to split.
       "matmul_fp32": (lambda a, b: a @ b, (f32(300, 200), f32(200, 1000))),
@@ -37,6 +42,11 @@ def _programs():
                                                               scaled(bf16(256, 300), 1e-22))),
       "matmul_bf16_overflowing_products": (lambda a, b: a @ b, (scaled(bf16(128, 256), 1e20),
                                                                 scaled(bf16(256, 300), 1e19))),
+      # bf16-valued fp32 operands except the edge column and row past the register blocks, which
+      # hold full fp32 values: the panels may fuse (their products are exact), the edges never.
+      "matmul_narrow_panels_wide_edges": (lambda a, b: a @ b, (
+          with_wide_edge(bf16(130, 256).astype(np.float32), axis=0),
+          with_wide_edge(bf16(256, 601).astype(np.float32), axis=1))),
       "elementwise_chain": (lambda x, y: jnp.tanh(x * 1.5 + y) * x - jnp.exp(-jnp.abs(y)),
                             (f32(512, 1030), f32(512, 1030))),
       "layernorm": (_layernorm, (f32(384, 1000),)),

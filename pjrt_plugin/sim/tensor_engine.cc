@@ -11,15 +11,20 @@
 namespace trn::sim {
 namespace {
 
-// An operand tile as fp32 rows (one per partition): read in place when it already is contiguous
-// fp32 rows in SBUF/PSUM, otherwise gathered (converted) into `storage`.
-Rows OperandRows(Machine& machine, const TileAP& ap, Values& storage) {
-  if (ap.dtype == DType::kF32 && ap.contiguous()) {
+// An operand tile as rows: read in place when it is contiguous fp32 or bf16 rows in SBUF/PSUM
+// (the kernel widens bf16 as it packs), otherwise gathered (converted) to fp32 in `storage`.
+OperandRows ReadOperand(Machine& machine, const TileAP& ap, Values& storage) {
+  if ((ap.dtype == DType::kF32 || ap.dtype == DType::kBF16) && ap.contiguous()) {
     const StridedView view = machine.View(ap);
-    return {reinterpret_cast<float*>(view.base), view.stride_bytes[0] / 4};
+    const int64_t size = DTypeSize(ap.dtype);
+    if (reinterpret_cast<uintptr_t>(view.base) % size == 0 && view.stride_bytes[0] % size == 0) {
+      const OperandFormat format =
+          ap.dtype == DType::kF32 ? OperandFormat::kF32 : OperandFormat::kBF16;
+      return {view.base, view.stride_bytes[0] / size, format};
+    }
   }
   storage = Gather(machine.View(ap), Domain::kF32);
-  return {storage.f32.data(), ap.free_size()};
+  return {storage.f32.data(), ap.free_size(), OperandFormat::kF32};
 }
 
 }  // namespace
@@ -28,11 +33,9 @@ void RunMatmul(Machine& machine, const Matmul& matmul) {
   const int64_t k_size = matmul.stationary.partition_count;
   const int64_t m_size = matmul.stationary.free_size();
   const int64_t n_size = matmul.moving.free_size();
-  // Stationary is small ([K, M]); gathering it makes its rows adjacent for the k loop.
-  const Values stationary_values = Gather(machine.View(matmul.stationary), Domain::kF32);
-  const Rows stationary{const_cast<float*>(stationary_values.f32.data()), m_size};
-  Values moving_storage;
-  const Rows moving = OperandRows(machine, matmul.moving, moving_storage);
+  Values stationary_storage, moving_storage;
+  const OperandRows stationary = ReadOperand(machine, matmul.stationary, stationary_storage);
+  const OperandRows moving = ReadOperand(machine, matmul.moving, moving_storage);
   // dst is fp32 PSUM and the inputs are SBUF, so accumulating in place cannot alias an input.
   const StridedView dst = machine.View(matmul.dst);
   if (matmul.dst.contiguous()) {
