@@ -46,6 +46,16 @@ CORPUS = {
     "causal mask over heads": (
         lambda s: jnp.where(jnp.tril(jnp.ones((256, 256), bool)), s, np.float32(-1e9)),
         (_f32(40, 256, 256),)),
+    # A head of 80 row tiles (10 periods): the mask's offsets restart every head, so a loop
+    # over the heads holds the loop over each head's periods (tile_loops.loop_plan).
+    "causal mask over heads of whole periods (nested loops)": (
+        lambda s: jnp.where(jnp.tril(jnp.ones((10240, 16), bool)), s, np.float32(-1e9)) * 2.0,
+        (_f32(10, 10240, 16),)),
+    # A head of 28 row tiles (3 periods and 4): the loop's body is two heads, each its periods'
+    # loop and its 4 tiles after it.
+    "causal mask over heads of 3.5 periods (nested loops and runs)": (
+        lambda s: jnp.where(jnp.tril(jnp.ones((3584, 16), bool)), s, np.float32(-1e9)) * 2.0,
+        (_f32(6, 3584, 16),)),
     "iota-derived values stored": (
         lambda x: x + jnp.arange(64, dtype=jnp.int32) * 3 - 7,
         (_rng.randint(-1000, 1000, (30000, 64)).astype(np.int32),)),
@@ -126,6 +136,7 @@ def test_a_loop_runs_what_its_unrolled_form_runs_in_the_same_cycles(name, monkey
 
 
 @pytest.mark.parametrize("name", ["fused chain with a convert to bf16", "bf16 x @ w.T",
+                                  "causal mask over heads of 3.5 periods (nested loops and runs)",
                                   "bf16 attn @ v over 7 heads (one left after the pairs)"])
 def test_loop_waits_pass_the_back_end_verifier(name, monkeypatch):
   f, args = CORPUS[name]
