@@ -174,6 +174,15 @@ def test_a_batched_matmuls_program_size_stops_growing_with_the_batch():
   assert sizes[8][1] > 0
 
 
+def test_masked_scores_size_stops_growing_with_the_heads_and_the_sequence():
+  sizes = {}
+  for heads, t in ((12, 2048), (24, 2048), (12, 4096)):
+    s = jax.ShapeDtypeStruct((heads, t, t), jnp.float32)
+    masked = lambda s: jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, np.float32(-1e9)) * 0.125
+    sizes[heads, t] = _instructions(compile_code(artifact(masked, s)))[0]
+  assert sizes[12, 2048] == sizes[24, 2048] == sizes[12, 4096], sizes
+
+
 def test_attention_matmuls_size_stops_growing_with_the_query_rows_of_each_head():
   sizes, nested = {}, {}
   k = jax.ShapeDtypeStruct((8, 1024, 64), jnp.bfloat16)
