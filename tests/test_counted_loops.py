@@ -17,6 +17,7 @@ from compiler_harness import artifact, compile_code, finish, native
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, Stream,
                                   TileAP, read_program)
 from hlo_lowering.program.writer import loop_runs, serialize
+from jax_trn import compilation
 
 _rng = np.random.RandomState(0)
 
@@ -484,3 +485,19 @@ def test_the_nested_double_buffer_program_fails_without_its_inner_wait_steps(que
   (out,), _ = native().run_program(serialize(b.target, b.tensors, b.blocks, b.debug_entries,
                                              b.source), [x])
   assert not np.array_equal(out, x * np.float32(2) + np.float32(1))
+
+
+def test_a_loop_nest_split_between_two_cores_runs_what_its_unrolled_form_runs(monkeypatch):
+  """An LNC=2 device cuts the tiles mid-grid: each core's share is planned as partial outer
+  indices at either end and whole ones between (tile_loops.loop_plan)."""
+  f, args = CORPUS["causal mask over heads of 3.5 periods (nested loops and runs)"]
+  text = jax.jit(f).lower(*args).as_text()
+  runs = {}
+  for unroll in ("0", "1"):
+    monkeypatch.setenv("TRN_UNROLL_LOOPS", unroll)
+    program = compilation.compile_text(text, "trn2", lnc=2)
+    outputs, profile = native().run_program(program, [np.asarray(a) for a in args])
+    runs[unroll] = (program, outputs[0].tobytes(), profile["device_time_ns"])
+  assert read_program(runs["0"][0]).cores == 2
+  assert _instructions(runs["0"][0])[1] > 0
+  assert runs["0"][1:] == runs["1"][1:]
