@@ -346,7 +346,7 @@ class ResidentRhsMatmul(MatmulTiling):
     size = lhs.dtype.itemsize
     queue = self._parity(s)
     if self.lhs_direct:
-      # Every K tile's load moves alike with the m-tile loop (`_step_key`): the first's step.
+      # Each K tile's load's step in the m-tile loop (`_step_key`'s order; all alike).
       moves = [next(steps) for _ in self.k_tiles]
 
       def load(i: int, k_steps=None) -> None:
