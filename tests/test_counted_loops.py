@@ -17,6 +17,7 @@ from compiler_harness import artifact, compile_code, finish, native
 from hlo_lowering.program import (Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, Stream,
                                   TileAP, read_program)
 from hlo_lowering.program.writer import loop_runs, serialize
+from jax_trn import compilation
 
 _rng = np.random.RandomState(0)
 
@@ -46,6 +47,16 @@ CORPUS = {
     "causal mask over heads": (
         lambda s: jnp.where(jnp.tril(jnp.ones((256, 256), bool)), s, np.float32(-1e9)),
         (_f32(40, 256, 256),)),
+    # A head of 80 row tiles (10 periods): the mask's offsets restart every head, so a loop
+    # over the heads holds the loop over each head's periods (tile_loops.loop_plan).
+    "causal mask over heads of whole periods (nested loops)": (
+        lambda s: jnp.where(jnp.tril(jnp.ones((10240, 16), bool)), s, np.float32(-1e9)) * 2.0,
+        (_f32(10, 10240, 16),)),
+    # A head of 28 row tiles (3 periods and 4): the loop's body is two heads, each its periods'
+    # loop and its 4 tiles after it.
+    "causal mask over heads of 3.5 periods (nested loops and runs)": (
+        lambda s: jnp.where(jnp.tril(jnp.ones((3584, 16), bool)), s, np.float32(-1e9)) * 2.0,
+        (_f32(6, 3584, 16),)),
     "iota-derived values stored": (
         lambda x: x + jnp.arange(64, dtype=jnp.int32) * 3 - 7,
         (_rng.randint(-1000, 1000, (30000, 64)).astype(np.int32),)),
@@ -126,6 +137,7 @@ def test_a_loop_runs_what_its_unrolled_form_runs_in_the_same_cycles(name, monkey
 
 
 @pytest.mark.parametrize("name", ["fused chain with a convert to bf16", "bf16 x @ w.T",
+                                  "causal mask over heads of 3.5 periods (nested loops and runs)",
                                   "bf16 attn @ v over 7 heads (one left after the pairs)"])
 def test_loop_waits_pass_the_back_end_verifier(name, monkeypatch):
   f, args = CORPUS[name]
@@ -161,6 +173,15 @@ def test_a_batched_matmuls_program_size_stops_growing_with_the_batch():
         lambda q, k: jnp.einsum("bmk,bnk->bmn", q, k), q, k)))
   assert sizes[8] == sizes[32] == sizes[128], sizes
   assert sizes[8][1] > 0
+
+
+def test_masked_scores_size_stops_growing_with_the_heads_and_the_sequence():
+  sizes = {}
+  for heads, t in ((12, 2048), (24, 2048), (12, 4096)):
+    s = jax.ShapeDtypeStruct((heads, t, t), jnp.float32)
+    masked = lambda s: jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, np.float32(-1e9)) * 0.125
+    sizes[heads, t] = _instructions(compile_code(artifact(masked, s)))[0]
+  assert sizes[12, 2048] == sizes[24, 2048] == sizes[12, 4096], sizes
 
 
 def test_attention_matmuls_size_stops_growing_with_the_query_rows_of_each_head():
@@ -464,3 +485,19 @@ def test_the_nested_double_buffer_program_fails_without_its_inner_wait_steps(que
   (out,), _ = native().run_program(serialize(b.target, b.tensors, b.blocks, b.debug_entries,
                                              b.source), [x])
   assert not np.array_equal(out, x * np.float32(2) + np.float32(1))
+
+
+def test_a_loop_nest_split_between_two_cores_runs_what_its_unrolled_form_runs(monkeypatch):
+  """An LNC=2 device cuts the tiles mid-grid: each core's share is planned as partial outer
+  indices at either end and whole ones between (tile_loops.loop_plan)."""
+  f, args = CORPUS["causal mask over heads of 3.5 periods (nested loops and runs)"]
+  text = jax.jit(f).lower(*args).as_text()
+  runs = {}
+  for unroll in ("0", "1"):
+    monkeypatch.setenv("TRN_UNROLL_LOOPS", unroll)
+    program = compilation.compile_text(text, "trn2", lnc=2)
+    outputs, profile = native().run_program(program, [np.asarray(a) for a in args])
+    runs[unroll] = (program, outputs[0].tobytes(), profile["device_time_ns"])
+  assert read_program(runs["0"][0]).cores == 2
+  assert _instructions(runs["0"][0])[1] > 0
+  assert runs["0"][1:] == runs["1"][1:]

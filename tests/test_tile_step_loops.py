@@ -120,6 +120,12 @@ MATMULS = {
         lambda a, v: jnp.einsum("bmk,bkn->bmn", a, v),
         (_rng.randn(6, 384, 768).astype(ml_dtypes.bfloat16),
          _rng.randn(6, 768, 64).astype(ml_dtypes.bfloat16))),
+    # A weight gradient's K of 16 tiles over two N panels: each panel's rows load in groups of
+    # four K tiles (one per panel queue), the lhs^T per K tile, and the first and last m-tiles'
+    # matmuls, which follow the panel's rows, loop over such groups.
+    "bf16 x.T @ w, K of 16 tiles over two N panels": (
+        lambda x, w: x.T @ w, (_rng.randn(2048, 1024).astype(ml_dtypes.bfloat16),
+                               _rng.randn(2048, 3584).astype(ml_dtypes.bfloat16))),
 }
 
 

@@ -78,6 +78,8 @@ def _check_block_order(block, where: str) -> None:
     # Completed counts of every stream guaranteed when `inst` starts.
     known = list(own[-1][2]) if own else [0] * MAX_STREAMS
     for stream, count in inst.waits:
+      if count == 0 and inst.loop is not None and stream != inst.stream:
+        continue  # an affine wait at an iteration before the first one it orders: nothing yet
       if stream == inst.stream or not 1 <= count <= len(by_stream.get(stream, ())):
         raise ProgramVerificationError(
             f"{where}: {inst.opcode.name.lower()} #{len(own) + 1} of stream "

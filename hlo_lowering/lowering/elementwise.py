@@ -35,9 +35,8 @@ from hlo_lowering.lowering.elementwise_engines import (STAGES, TileOp, TileSched
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.row_engines import run_pipelined
-from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
-                                              periodic_prefix, tile_period)
-from hlo_lowering.lowering.tiling import tiles
+from hlo_lowering.lowering.tile_loops import emit_plan, loop_plan, tile_period
+from hlo_lowering.lowering.tiling import tile_grid, tiles
 from hlo_lowering.program import Alu, DType, Memory, Scalar, TileAP
 
 UNARY = {
@@ -290,8 +289,9 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
     return schedules[key]
 
   def emit(tile, steps=None):
-    """One tile's loads, ops and stores; `steps`: per view, its offset's move per iteration.
-    A generator: it yields where the tile's pipeline stage ends, STAGES times in all."""
+    """One tile's loads, ops and stores; `steps`: per enclosing loop (outermost first), each
+    view's offset move per iteration. A generator: it yields where the tile's pipeline stage
+    ends, STAGES times in all."""
     sbuf, per_row = {}, {}
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)
@@ -300,10 +300,10 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
         per_row[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (1,))
         sbuf[v] = dataclasses.replace(per_row[v], free=((0, tile.free),))
         src = dataclasses.replace(src, dims=(src.dims[0], (0, 1)))
-        ctx.dma(per_row[v], src, steps={"src": steps[k]} if steps else None)
+        ctx.dma(per_row[v], src, steps=_moved(steps, k, "src"))
         continue
       sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
-      ctx.dma(sbuf[v], src, steps={"src": steps[k]} if steps else None)
+      ctx.dma(sbuf[v], src, steps=_moved(steps, k, "src"))
     zero = (TileAP.dense(Memory.SBUF, DType.F32, 0, tile.partitions, take(), (1,))
             if zero_slot else None)
     zero_written = False
@@ -345,41 +345,40 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       sbuf[op.result] = dst
       if op.result in outputs:
         k = stored.index(op.result)
-        ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps={"dst": steps[k]} if steps else None)
+        ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps=_moved(steps, k, "dst"))
     for stage in range(stage, STAGES):
       yield
 
   period = tile_period([(takes + zero_slot, ring)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
 
-  def emit_tiles(some_tiles):
-    """The tiles in order, a periodic prefix of them as a counted loop. Each period's tiles are
-    one software pipeline (it drains where the loop body ends), unrolled (TRN_UNROLL_LOOPS=1)
-    as in the loop, so both forms run the same schedule."""
-    shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
-              for t in some_tiles]
-    periods = periodic_prefix(shapes, period)
-    rest = some_tiles
-    if periods >= MIN_PERIODS:
-      if loops_enabled():
-        with ctx.builder.loop(periods):
-          body = list(zip(some_tiles, offset_steps(shapes, period)))
-          run_pipelined(body, STAGES, lambda tile_steps: emit(*tile_steps), True)
-      else:
-        for m in range(periods):
-          run_pipelined(some_tiles[m * period:(m + 1) * period], STAGES, emit, True)
-      rest = some_tiles[periods * period:]
-    run_pipelined(rest, STAGES, emit, True)
-
   all_tiles = list(tiles(places, ctx.partitions, max_free))
+  shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
+            for t in all_tiles]
+  grid = tile_grid(places, ctx.partitions, max_free)
+
+  def emit_tiles(start, stop):
+    """Tiles [start, stop) in order as `loop_plan` nests them. Each run of tiles is one
+    software pipeline (it drains where a loop body ends), unrolled (TRN_UNROLL_LOOPS=1) as in
+    the loops, so both forms run the same schedule."""
+    plan = loop_plan(shapes, period, grid, start, stop)
+    emit_plan(ctx.builder, plan, shapes, lambda run: run_pipelined(
+        [(all_tiles[i], steps) for i, steps in run], STAGES, lambda item: emit(*item), True))
+
   # An LNC=2 device: the tiles' first half on one physical core, the rest on the other.
   share = tile_shares(ctx, all_tiles, sum(p.size * p.dtype.itemsize for p in places),
                       [t.partitions * t.free for t in all_tiles])
   if share is None:
-    emit_tiles(all_tiles)
+    emit_tiles(0, len(all_tiles))
   else:
-    emit_shares(ctx, [(all_tiles[:share],), (all_tiles[share:],)], emit_tiles)
+    emit_shares(ctx, [(0, share), (share, len(all_tiles))], emit_tiles)
   ctx.debug_id = saved_debug
+
+
+def _moved(steps, view: int, key: str) -> list[dict] | None:
+  """An instruction's `steps=` for operand `key` reading view `view` of the tiling: its offset's
+  move per iteration of each enclosing loop (None outside loops)."""
+  return [{key: per_view[view]} for per_view in steps] if steps else None
 
 
 def _emit_on_chip(ctx: LoweringContext, special: tuple, dst: TileAP, srcs: list[TileAP], tile,
@@ -389,7 +388,7 @@ def _emit_on_chip(ctx: LoweringContext, special: tuple, dst: TileAP, srcs: list[
   b, debug = ctx.builder, ctx.debug_id
   pattern = dict(base=tile.offsets[k], partition_step=tile.partition_strides[k],
                  free_steps=(tile.free_strides[k],), debug=debug,
-                 steps={"base": steps[k]} if steps else None)
+                 steps=_moved(steps, k, "base"))
   predicate = special[1]
   if special[0] == "select":
     b.affine_select(predicate.compare, dst, srcs[0], fill=special[3], **pattern)

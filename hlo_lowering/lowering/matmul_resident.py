@@ -230,14 +230,19 @@ class ResidentRhsMatmul(MatmulTiling):
     # PANEL_QUEUES queues in K order: the first m-tile's early K tiles arrive first, and a
     # panel of short runs (a weight gradient's) is not held to one queue's rate; one row needs
     # no order, and the round robin spreads the panels of small matmuls.
-    for i, kt in enumerate(self.k_tiles):
+    def load(i: int, k_steps=None) -> None:
+      kt = self.k_tiles[i]
       first, apart = self._k_rows(i)
       self._dma(self.queues - 1 - i % PANEL_QUEUES,
                 self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size,
                            ((1, cols.count),)),
                 HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
                       ((apart * sk, kt.count), (sn, cols.count))), "src", 0, "rhs",
-                fixed=len(self.k_tiles) > 1)
+                fixed=len(self.k_tiles) > 1, k_steps=k_steps)
+
+    self._k_tile_loop(range(len(self.k_tiles)), PANEL_QUEUES, load, {
+        "src": PANEL_QUEUES * self.partitions * sk,
+        ("dst", "byte_offset"): PANEL_QUEUES * pitch * size})
 
   def _k_rows(self, i: int) -> tuple[int, int]:
     """(first k, k apart) of the K elements on the partitions of K tile i."""
@@ -310,6 +315,22 @@ class ResidentRhsMatmul(MatmulTiling):
 
   # --- the steps ----------------------------------------------------------------------------
 
+  def _k_tile_loop(self, tiles: range, group: int, emit, k_steps: dict,
+                   loop: bool = True) -> None:
+    """`emit(i)` for the K tiles `tiles` in order; where `loop`, their full K tiles in groups of
+    `group` (the period of the queues they wait on or use) as one loop of at least MIN_K_LOOP
+    iterations, its body `emit(i, k_steps)` for a group (`k_steps`: per iteration, a group's
+    move), the rest plain. A loop runs the very instructions of its unrolled tiles, in order."""
+    full = sum(self.k_tiles[i].count == self.partitions for i in tiles)
+    groups = full // group if loop and loops_enabled() else 0
+    looped = group * groups if groups >= MIN_K_LOOP else 0
+    if looped:
+      with self.ctx.builder.loop(groups):
+        for i in tiles[:group]:
+          emit(i, k_steps)
+    for i in tiles[looped:]:
+      emit(i)
+
   def _lhs_sources(self, b: int, s: int) -> list[int]:
     """HBM offsets of m-tile s's lhs loads: one staged [rows, K] load, or one lhs^T load per K
     tile (direct)."""
@@ -325,11 +346,21 @@ class ResidentRhsMatmul(MatmulTiling):
     size = lhs.dtype.itemsize
     queue = self._parity(s)
     if self.lhs_direct:
-      for i, (kt, offset) in enumerate(zip(self.k_tiles, offsets)):
-        dst = self._sbuf(lhs.dtype, kt.count, self.lhs_t[self._parity(s)] + i * self.m_tile * size,
-                         ((1, rows),))
-        self._dma(queue, dst, HbmAP(lhs.tensor, offset, ((sk, kt.count), (sm, rows))), "src",
-                  next(steps), "lhs")
+      # Each K tile's load's step in the m-tile loop (`_step_key`'s order; all alike).
+      moves = [next(steps) for _ in self.k_tiles]
+
+      def load(i: int, k_steps=None) -> None:
+        kt = self.k_tiles[i]
+        dst = self._sbuf(lhs.dtype, kt.count,
+                         self.lhs_t[self._parity(s)] + i * self.m_tile * size, ((1, rows),))
+        self._dma(queue, dst, HbmAP(lhs.tensor, offsets[i], ((sk, kt.count), (sm, rows))),
+                  "src", moves[i], "lhs", k_steps=k_steps)
+
+      # One queue in the periodic steps; on the back end's round robin elsewhere, where a loop
+      # would keep one queue.
+      self._k_tile_loop(range(len(self.k_tiles)), 1, load, {
+          "src": self.partitions * sk, ("dst", "byte_offset"): self.m_tile * size},
+          loop=self._periodic)
       return
     self._dma(queue, self._sbuf(lhs.dtype, rows, self.staging[self._parity(s)], ((1, self.k),)),
               HbmAP(lhs.tensor, offsets[0], ((sm, rows), (sk, self.k))), "src", next(steps),
@@ -341,19 +372,23 @@ class ResidentRhsMatmul(MatmulTiling):
     return [corner + block.start * on for block in blocks]
 
   def _dma(self, queue: int, dst, src, moving: str, step: int, operand: str,
-           fixed: bool = False) -> None:
+           fixed: bool = False, k_steps: dict | None = None) -> None:
     """A DMA of `operand` ("lhs", "rhs" or "out"): on `queue` in the periodic steps (a loop's,
     or their unrolled form) or when `fixed`, on the back end's round robin elsewhere (spread
-    over every queue: a short matmul is latency-bound)."""
-    steps = {moving: step}
-    if self._batch_move is not None:  # by two batches; in the m-tile loop also by its step
-      batch = {moving: self._batch_move[operand]}
-      steps = [batch, steps] if self._in_m_loop else batch
+    over every queue: a short matmul is latency-bound). `k_steps`: its steps in a loop over K
+    tiles (`_k_tile_loop`) inside the loops over batches and m-tiles."""
+    steps = []  # one dict per enclosing loop, outermost first
+    if self._batch_move is not None:  # by two batches
+      steps.append({moving: self._batch_move[operand]})
+    if self._in_m_loop:
+      steps.append({moving: step})
+    if k_steps is not None:
+      steps.append(k_steps)
     if not (self._periodic or fixed):
       self.ctx.dma(dst, src)
       return
     self.ctx.builder.dma_copy(queue % self.queues, dst, src, debug=self.ctx.debug_id,
-                              steps=steps)
+                              steps=steps or None)
 
   def _multiply(self, b: int, s: int, blocks: list[Span], targets: list[int], steps) -> None:
     """m-tile s times the panel, one PSUM bank per n-block, each accumulating its K tiles in
@@ -383,8 +418,9 @@ class ResidentRhsMatmul(MatmulTiling):
 
     follows_rows = s == 0 or (s == len(self.m_tiles) - 1 and self._panel_follows)
     # The middle K tiles (neither start nor stop) differ only by their SBUF offsets: one loop
-    # per bank stepping them (format version 7's tile steps). Not where the matmuls follow the
-    # panel's rows: their waits on the round robin of panel queues are not affine in the tile.
+    # per bank stepping them (format version 7's tile steps). Where the matmuls follow the
+    # panel's rows, their waits on the round robin of panel queues are affine only per group of
+    # PANEL_QUEUES K tiles: a loop over such groups, every bank in each.
     middle = range(1, last)
     k_loop = (loops_enabled() and self.pair_tiles is None and len(middle) >= MIN_K_LOOP
               and not follows_rows)
@@ -401,10 +437,18 @@ class ResidentRhsMatmul(MatmulTiling):
         for j in js:
           product(i, j)
 
+    def every_block(i: int, steps=None) -> None:
+      for j in range(len(blocks)):
+        product(i, j, steps)
+
     runs = [range(0, 1), middle] if last else []
-    if follows_rows:
-      for tiles in runs:
-        products(tiles, range(len(blocks)))
+    if follows_rows and last:
+      products(range(0, 1), range(len(blocks)))
+      # K tile i waits on its panel rows' queue, the (i mod PANEL_QUEUES)-th: a group of that
+      # many K tiles waits one further on each queue than the group before, so groups loop.
+      self._k_tile_loop(middle, PANEL_QUEUES, every_block, {
+          key: PANEL_QUEUES * step for key, step in k_steps.items()},
+          loop=self.pair_tiles is None and not self._rhs_transposed())
     for j in range(len(blocks)):
       for tiles in ([] if follows_rows else runs) + [range(last, last + 1)]:
         products(tiles, [j])

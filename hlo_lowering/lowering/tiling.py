@@ -67,21 +67,41 @@ def _fill_partitions(cshape: tuple[int, ...], cstrides: list[tuple[int, ...]], p
   return cshape, cstrides
 
 
-def tiles(views: Sequence[Place], partitions: int, max_free: int) -> Iterator[Tile]:
-  """Tiles of at most `partitions` x `max_free` covering the common shape of `views` (all the
-  same shape), in row-major order."""
+def _layout(views: Sequence[Place], partitions: int):
+  """(collapsed shape, per-view strides) of the common iteration space of `views`, the innermost
+  dim split to fill the partitions where there are more than one dim (`_fill_partitions`)."""
   shape = views[0].shape
   if any(v.shape != shape for v in views):
     raise ValueError(f"views of different shapes: {[v.shape for v in views]}")
-  if any(d == 0 for d in shape):
-    return
   cshape, cstrides = collapse_dims(shape, *(v.strides for v in views))
+  if len(cshape) == 1:
+    return cshape, cstrides
+  return _fill_partitions(cshape, cstrides, partitions, min(v.dtype.itemsize for v in views))
+
+
+def tile_grid(views: Sequence[Place], partitions: int, max_free: int) -> tuple[int, ...]:
+  """The dims of the grid `tiles` walks in row-major order (their product is the tile count):
+  the outer dims, then the row chunks and the free chunks of each; one dim for a flat run."""
+  if any(d == 0 for d in views[0].shape):
+    return (0,)
+  cshape, _ = _layout(views, partitions)
+  if len(cshape) == 1:
+    count = cshape[0]
+    rows = partitions if count >= partitions else count
+    return (-(-(count // rows) // max_free) + (count % rows != 0),)
+  return cshape[:-2] + (-(-cshape[-2] // partitions), -(-cshape[-1] // max_free))
+
+
+def tiles(views: Sequence[Place], partitions: int, max_free: int) -> Iterator[Tile]:
+  """Tiles of at most `partitions` x `max_free` covering the common shape of `views` (all the
+  same shape), in row-major order over `tile_grid`."""
+  if any(d == 0 for d in views[0].shape):
+    return
+  cshape, cstrides = _layout(views, partitions)
   base = tuple(v.offset for v in views)
   if len(cshape) == 1:
     yield from _flat_tiles(cshape[0], tuple(s[0] for s in cstrides), base, partitions, max_free)
     return
-  cshape, cstrides = _fill_partitions(cshape, cstrides, partitions,
-                                      min(v.dtype.itemsize for v in views))
   rows, cols = cshape[-2], cshape[-1]
   for outer in itertools.product(*(range(c) for c in cshape[:-2])):
     outer_base = tuple(b + sum(i * s[k] for k, i in enumerate(outer))
