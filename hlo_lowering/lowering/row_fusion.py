@@ -18,16 +18,23 @@ Three rewrites keep the bits and save VectorE passes: an op computed twice on th
 runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
 per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
 convert read only by reduces is the reduce's own exact widening of its source.
-Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, and the add-reduce of a
-row ScalarE writes, summed in the same ScalarE pass) run on ScalarE or VectorE, whichever keeps
-the block's engine time lower (row_engines.py), so the two engines share a block's work.
+An fp32 (row op statistic-or-immediate) read only by a row-by-row op fuses into it: VectorE's
+scalar_tensor_tensor keeps the intermediate in fp32 (layernorm's ((x - mean) · rstd) · g in one
+tensor_tensor's time).
+Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, the add-reduce of a row
+ScalarE writes, summed in the same ScalarE pass, and any other float add-reduce, as ScalarE's
+exact copy of the row to an fp32 scratch row with its row sum) run on ScalarE or VectorE, as
+row_engines.py places them to keep the busier engine's block time lowest, so the two engines
+share a block's work. ScalarE's row - s adds (-0) - s, made once per block: -s to the bit for
+numbers and zeros, and a NaN s keeps its sign as VectorE's subtract returns it.
 Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
 docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
 statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
 VectorE's divide time.
 Blocks take banks of tiles in turn, as many banks as the block's stages (where its ops change
-engine) when they fit, and are emitted software-pipelined (row_engines.run_pipelined: block b + 1's
-loads and first passes overlap block b's later ones); regular runs of blocks are a counted loop
+engine; up to MAX_BANKS) when they fit, and are emitted software-pipelined
+(row_engines.run_pipelined: block b + 1's loads and first passes overlap block b's later ones);
+regular runs of blocks are a counted loop
 (tile_loops.py) whose body pipelines its own blocks, so the program does not grow with the rows.
 
 Rows must fit: fuse-rows only forms a group when `rows_fit` (≤ one SBUF slot per row and every
@@ -56,7 +63,7 @@ from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form,
-                                               ZERO, activate, pipeline_stages, run_pipelined,
+                                               ONE, ZERO, activate, pipeline_stages, run_pipelined,
                                                scalar_pass, vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
@@ -69,7 +76,7 @@ FUSION = "trn.fusion"
 ROW_SLOTS = 10
 CELL_BYTES = 8
 # Stages (blocks in flight) at most, and the blocks a pipelined loop iteration holds at least.
-MAX_BANKS = 4
+MAX_BANKS = 8
 PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
@@ -165,10 +172,15 @@ class _RowFusion:
     self.widened = self._widenings_into_reduces(uses)
     self.skipped = ({add for add, _ in self.folded.values()}
                     | {inner for inner, _ in self.steps if inner.result in self.widened})
+    self.fused = self._scalar_tensor_tensors(uses)
+    self.skipped |= set(self.fused.values())
     self.by_reciprocal = self._divides_by_reciprocal()
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
     self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
+    # Add-reduces that ScalarE runs as a copy of the row with its row sum (into a scratch row).
+    self.copy_sums = {inner for inner, _ in self.steps
+                      if inner.name == "stablehlo.reduce" and inner in self.on_scalar}
 
   # --- the plan (compile time) ---------------------------------------------------------------
 
@@ -293,6 +305,50 @@ class _RowFusion:
         folded[inner] = (add, immediate)
     return folded
 
+  def _scalar_tensor_tensors(self, uses: collections.Counter) -> dict[Op, Op]:
+    """{b: a} of fp32 row ops b = a op1 y or y op1 a (y another row) reading a = x op0 s (x a
+    row, s a statistic or an immediate) that nothing else reads (layernorm's
+    ((x - mean) · rstd) · g): VectorE's scalar_tensor_tensor computes both with the
+    intermediate in fp32, the bits of the two instructions, in a tensor_tensor's time."""
+    producer = {inner.result: inner for inner, _ in self.steps}
+    stored = {v for v, _ in self.stored}
+    fused = {}
+    for b, _ in self.steps:
+      if (b.name in ("stablehlo.reduce", "stablehlo.convert") or b in self.skipped
+          or self.kind[b.result] != ROW or len(b.operands) != 2 or alu_of(b).arity != 2
+          or self._immediate_index(b) is not None):
+        continue
+      srcs = [self._canon(v) for v in b.operands]
+      if srcs[0] is srcs[1] or any(self.kind[v] != ROW for v in srcs):
+        continue
+      for v in srcs:
+        a = producer.get(v)
+        if (a is None or a in self.skipped or a in fused.values() or uses[v] != 1 or v in stored
+            or a.name in ("stablehlo.reduce", "stablehlo.convert") or alu_of(a).arity != 2
+            or (self._immediate_index(a) is None and self._stat_index(a) is None)):
+          continue
+        values = [self._canon(w) for w in a.operands] + srcs + [b.result]
+        if all(w.dtype == DType.F32 for w in values):
+          fused[b] = a
+          break
+    return fused
+
+  def _scalar_tensor_tensor(self, b: Op, dst: TileAP, tiles: dict[Value, TileAP]) -> None:
+    """b(a(x, s), y) (`_scalar_tensor_tensors`) as one scalar_tensor_tensor."""
+    a = self.fused[b]
+    immediate = self._immediate_index(a)
+    if immediate is None:
+      index = self._stat_index(a)
+      alu0, s = alu_of(a), tiles[self._canon(a.operands[index])]
+    else:
+      index = immediate
+      alu0, s = vector_form(alu_of(a), self.ctx.splat_scalar(a.operands[index]), index == 0)
+    x = tiles[self._canon(a.operands[1 - index])]
+    first = self._canon(b.operands[0]) is a.result
+    y = tiles[self._canon(b.operands[1 if first else 0])]
+    self.ctx.builder.scalar_tensor_tensor(alu0, alu_of(b), dst, x, s, y, reverse0=index == 0,
+                                          reverse1=not first, debug=self.ctx.debug_id)
+
   def _positive_zero_bias(self, add: Op, immediate: int) -> bool:
     """Whether s ± immediate's ScalarE bias (±immediate) is +0."""
     value = float(self.ctx.splat_scalar(add.operands[immediate]).value)
@@ -327,7 +383,8 @@ class _RowFusion:
                     and read.dtype.is_float and read.dtype != DType.F64)
         cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
                                read.dtype.itemsize == 2, fast_modes)
-        steps.append(RowStep(inner, VECTOR, cycles, None, read if summable else None))
+        steps.append(RowStep(inner, EITHER if summable else VECTOR, cycles, None,
+                             read if summable else None))
         continue
       if inner in self.folded:
         steps.append(RowStep(inner, SCALAR, 0.0, row, None))
@@ -359,7 +416,8 @@ class _RowFusion:
                      and has_scalar_form(alu, [v.dtype for v in srcs] + [result.dtype],
                                          rows if row else len(srcs),
                                          len(srcs) == 2 and srcs[0] is srcs[1]))
-      steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None))
+      negates = alu == Alu.SUB and immediate is None and self._stat_index(inner) == 1
+      steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None, negates))
     return steps
 
   # --- the SBUF layout and the blocks --------------------------------------------------------
@@ -373,17 +431,26 @@ class _RowFusion:
                   and all(s == 0 for s in views[v].row_strides)]
     per_block = [v for v in self.loaded if v not in persistent]
     block_views = [views[v] for v in per_block] + out_views
-    computed_rows = [v for v, k in self.kind.items() if k == ROW and v not in self.loaded]
-    row_count = len(computed_rows) + sum(self.kind[v] == ROW for v in per_block)
-    widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
+    # The rows a block writes: not those of members computed inside others (`skipped`).
+    computed_rows = [inner.result for inner, _ in self.steps
+                     if inner not in self.skipped and self.kind[inner.result] == ROW]
+    widest = max([v.dtype.itemsize for v in computed_rows + self.loaded
+                  if self.kind[v] == ROW] + [1])
     tile = _tile_bytes(self.columns, widest)
+    # ScalarE's copy sums write an fp32 scratch row: as many consecutive slots as it spans.
+    self._scratch_slots = -(-4 // widest) if self.copy_sums else 0
+    row_count = (len(computed_rows) + sum(self.kind[v] == ROW for v in per_block)
+                 + self._scratch_slots)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
     if row_count * tile > budget:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
                          f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
     _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
-    # Powers of two, so the banks' ring keeps the loop period short (tile_loops.tile_period).
-    banks = max(b for b in (1, 2, 4) if b <= max(2, 2 * wanted - 2) and b * row_count * tile <= budget)
+    # The fewest banks that hold all the stages in flight (at least two), else as many as fit;
+    # counts dividing 24 or 8, so the banks' ring keeps the loop period short
+    # (tile_loops.tile_period).
+    fitting = [b for b in (1, 2, 4, 6, 8) if b * row_count * tile <= budget]
+    banks = min([b for b in fitting if b >= max(2, wanted)] or [max(fitting)])
     self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
     arena = ctx.sbuf.take_arena()
     self._cells_base = arena
@@ -510,6 +577,7 @@ class _RowFusion:
       ctx.dma(new(v), views[v].ap(offsets[k], strides[k], p),
               steps={"src": steps[k]} if steps else None)
     sums: dict[Op, TileAP] = {}  # reduce op -> the fp32 partial a ScalarE pass summed into
+    scratch: list[TileAP] = []   # the block's fp32 row that ScalarE's copy sums write
 
     def row_sum(inner: Op) -> TileAP | None:
       """The partial of the reduce whose row sum `inner`'s ScalarE pass makes, if any."""
@@ -533,12 +601,22 @@ class _RowFusion:
         continue
       if inner.name == "stablehlo.reduce":
         source = self._canon(inner.operands[0])
-        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles,
-                     sums.get(inner))
+        src = as_row(self.widened.get(source, source))
+        if inner in self.copy_sums:  # ScalarE copies the row (exactly, to fp32) and sums it
+          if not scratch:
+            scratch.append(self._tile(DType.F32, p, next(rows)))
+            for _ in range(self._scratch_slots - 1):
+              next(rows)  # the rest of the fp32 row (slots are consecutive)
+          sums[inner] = cell(DType.F32)
+          activate(ctx, Alu.COPY, scratch[0], src, ONE, ZERO, sums[inner])
+        self._reduce(inner, src, cell, tiles, sums.get(inner))
         continue
       immediate_index = self._immediate_index(inner)
       srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
       dst = new(inner.result)
+      if inner in self.fused:
+        self._scalar_tensor_tensor(inner, dst, tiles)
+        continue
       if inner in self.by_reciprocal:
         self._multiply_by_reciprocal(inner, dst, tiles[srcs[0]], srcs[1], tiles, cell,
                                      row_sum(inner))
@@ -589,11 +667,14 @@ class _RowFusion:
     activate(self.ctx, alu_of(inner), dst, row, Scalar(DType.F32, scale), bias, dst_sum)
 
   def _negated(self, stat: Value, tiles: dict, cell) -> TileAP:
-    """-stat (exact), made once per block."""
+    """-stat as (-0) - stat, made once per block: exactly -stat for numbers and zeros, and a NaN
+    keeps its sign, so row + that is row - stat to the bit (a negated NaN would flip the sign of
+    the NaN the subtract returns)."""
     negated = (stat, Alu.NEG)
     if negated not in tiles:
       tiles[negated] = cell(stat.dtype)
-      self.ctx.builder.tensor_unary(Alu.NEG, tiles[negated], tiles[stat], debug=self.ctx.debug_id)
+      self.ctx.builder.tensor_scalar(Alu.SUB, tiles[negated], tiles[stat], Scalar(DType.F32, -0.0),
+                                     reverse=True, debug=self.ctx.debug_id)
     return tiles[negated]
 
   def _multiply_by_reciprocal(self, inner: Op, dst: TileAP, row: TileAP, stat: Value,
