@@ -1,11 +1,13 @@
 """The row fusion's fused forms (lowering/row_fusion.py) compute the unfused program's bits, with
 rows of ±0, ±inf, NaN, the smallest normal and the largest values among random ones: ScalarE's
-copy with its row sum standing for a VectorE add-reduce, and the fp32 scalar_tensor_tensor
+copy with its row sum standing for a VectorE add-reduce, the fp32 scalar_tensor_tensor
 standing for (row op statistic) op row, in either operand order, with a statistic or an
-immediate. Each case also checks that the form is in the program, so the comparison is of two
+immediate, and an fp32 statistic op writing the bf16/fp16 cell its convert would. Each case also checks that the form is in the program, so the comparison is of two
 different programs."""
 
 from __future__ import annotations
+
+import re
 
 import jax
 import jax.numpy as jnp
@@ -111,3 +113,19 @@ def test_layer_norm_scale_pass_is_one_scalar_tensor_tensor():
     args = [_rows(dtype), *(np.ones(96, dtype) for _ in range(2))]
     text = disassemble(_compile(_layer_norm, args))
     assert any(_fused_pair(line) for line in text.splitlines()) == fused, dtype
+
+
+@pytest.mark.parametrize("dtype", [_BF16, np.float16])
+def test_narrow_statistic_is_written_by_its_fp32_op_and_keeps_the_bits(dtype):
+  """JAX's mean of bf16 (or fp16) rows is an fp32 sum · (1 / C) converted to the narrow dtype:
+  the multiply writes the narrow cell itself (fp32 arithmetic rounded once, as the convert
+  rounds), so no convert instruction is left."""
+  harness.native()
+  x = _rows(dtype)
+  g, b = (np.random.default_rng(s).standard_normal(96).astype(dtype) for s in (1, 2))
+  _assert_unfused_bits(_layer_norm, [x, g, b], lambda line: "# stablehlo.divide" in line
+                       and re.search(r"dst=\S+:(bf16|f16)\[1x1\]", line))
+  text = disassemble(_compile(_layer_norm, [x, g, b]))
+  # (The rows' loads carry the convert's label: it is their first reader.)
+  assert not [line for line in text.splitlines()
+              if "# stablehlo.convert" in line and "dma_copy" not in line]

@@ -18,6 +18,8 @@ Three rewrites keep the bits and save VectorE passes: an op computed twice on th
 runs once; an fp32 `row ± statistic` read only by a ScalarE function is that activation's
 per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a float → fp32
 convert read only by reduces is the reduce's own exact widening of its source.
+An fp32 statistic read only by its convert to bf16/fp16 is written narrow by the op that makes
+it (fp32 arithmetic rounded once, as the convert rounds).
 An fp32 (row op statistic-or-immediate) read only by a row-by-row op fuses into it: VectorE's
 scalar_tensor_tensor keeps the intermediate in fp32 (layernorm's ((x - mean) · rstd) · g in one
 tensor_tensor's time).
@@ -175,6 +177,10 @@ class _RowFusion:
     self.fused = self._scalar_tensor_tensors(uses)
     self.skipped |= set(self.fused.values())
     self.by_reciprocal = self._divides_by_reciprocal()
+    self.narrowed = self._narrowing_converts(uses)
+    self.skipped |= set(self.narrowed)
+    self._written_dtype = {op.result: convert.result.dtype
+                           for convert, op in self.narrowed.items()}
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
     self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
@@ -332,6 +338,29 @@ class _RowFusion:
           fused[b] = a
           break
     return fused
+
+  def _narrowing_converts(self, uses: collections.Counter) -> dict[Op, Op]:
+    """{convert: op} of converts of an fp32 statistic to bf16 or fp16 (JAX's mean of bf16 rows)
+    that nothing else reads, made by an elementwise op of fp32 operands: that op writes the
+    narrow cell itself. Every engine computes it in fp32 and rounds once to the cell's dtype,
+    as the convert would (one [p, 1] instruction fewer per block)."""
+    producer = {inner.result: inner for inner, _ in self.steps}
+    stored = {v for v, _ in self.stored}
+    narrowed = {}
+    for convert, _ in self.steps:
+      if (convert.name != "stablehlo.convert" or convert in self.skipped
+          or self.kind[convert.result] != STAT
+          or convert.result.dtype not in (DType.BF16, DType.F16)):
+        continue
+      source = self._canon(convert.operands[0])
+      op = producer.get(source)
+      if (op is None or op in self.skipped or op in self.by_reciprocal or uses[source] != 1
+          or source in stored or source.dtype != DType.F32
+          or op.name in ("stablehlo.reduce", "stablehlo.convert") or op in narrowed.values()):
+        continue
+      if all(v.dtype == DType.F32 for v in op.operands):
+        narrowed[convert] = op
+    return narrowed
 
   def _scalar_tensor_tensor(self, b: Op, dst: TileAP, tiles: dict[Value, TileAP]) -> None:
     """b(a(x, s), y) (`_scalar_tensor_tensors`) as one scalar_tensor_tensor."""
@@ -564,7 +593,8 @@ class _RowFusion:
       return TileAP(Memory.SBUF, dtype, 0, p, address, ((1, 1),))
 
     def new(v: Value) -> TileAP:
-      tiles[v] = self._tile(v.dtype, p, next(rows)) if self.kind[v] == ROW else cell(v.dtype)
+      dtype = self._written_dtype.get(v, v.dtype)
+      tiles[v] = self._tile(dtype, p, next(rows)) if self.kind[v] == ROW else cell(dtype)
       return tiles[v]
 
     def as_row(v: Value) -> TileAP:
@@ -589,6 +619,8 @@ class _RowFusion:
 
     stage = 0
     for inner, debug in self.steps:
+      if inner in self.narrowed:  # its producer wrote the narrow cell
+        tiles[inner.result] = tiles[self.narrowed[inner].result]
       if inner in self.skipped:
         continue  # folded into the ScalarE function or the reduces that read it
       while stage < self._stage[inner]:
