@@ -23,7 +23,7 @@ from jax_trn import compilation
 _F32, _BF16 = np.float32, ml_dtypes.bfloat16
 
 
-def _rows(dtype, shape=(300, 96), seed=0):
+def _rows(dtype, shape=(300, 256), seed=0):
   """Random rows, then rows that are all +0, all −0, ±tiny, ±max (the sums overflow), and rows
   holding one NaN, one +inf, one −inf and a mix of the specials."""
   info = ml_dtypes.finfo(dtype)
@@ -80,12 +80,13 @@ def _fused_pair(line):
 
 @pytest.mark.parametrize("dtype", [_F32, _BF16])
 def test_add_reduce_as_scalar_engine_copy_sum_keeps_the_bits(dtype):
-  """The mean's add-reduce of rows no ScalarE pass writes: ScalarE copies the row exactly to
-  fp32 and sums what it wrote in tensor_reduce's order (bf16 rows widened as tensor_reduce
-  widens them)."""
+  """The mean's add-reduce of rows no ScalarE pass writes (rows of 256: ScalarE takes it over
+  for rows longer than an instruction's fixed cost): ScalarE copies the row exactly to fp32 and
+  sums what it wrote in tensor_reduce's order (bf16 rows widened as tensor_reduce widens
+  them)."""
   harness.native()
   x = _rows(dtype)
-  g, b = (np.random.default_rng(s).standard_normal(96).astype(dtype) for s in (1, 2))
+  g, b = (np.random.default_rng(s).standard_normal(256).astype(dtype) for s in (1, 2))
   _assert_unfused_bits(_layer_norm, [x, g, b], _copy_sum)
   _assert_unfused_bits(lambda x: x - jnp.sum(x, -1, keepdims=True), [x], _copy_sum)
 
@@ -110,7 +111,7 @@ def test_layer_norm_scale_pass_is_one_scalar_tensor_tensor():
   rounds to bf16 before the multiply by g, so no pair is fused."""
   harness.native()
   for dtype, fused in ((_F32, True), (_BF16, False)):
-    args = [_rows(dtype), *(np.ones(96, dtype) for _ in range(2))]
+    args = [_rows(dtype), *(np.ones(256, dtype) for _ in range(2))]
     text = disassemble(_compile(_layer_norm, args))
     assert any(_fused_pair(line) for line in text.splitlines()) == fused, dtype
 
@@ -122,7 +123,7 @@ def test_narrow_statistic_is_written_by_its_fp32_op_and_keeps_the_bits(dtype):
   rounds), so no convert instruction is left."""
   harness.native()
   x = _rows(dtype)
-  g, b = (np.random.default_rng(s).standard_normal(96).astype(dtype) for s in (1, 2))
+  g, b = (np.random.default_rng(s).standard_normal(256).astype(dtype) for s in (1, 2))
   _assert_unfused_bits(_layer_norm, [x, g, b], lambda line: "# stablehlo.divide" in line
                        and re.search(r"dst=\S+:(bf16|f16)\[1x1\]", line))
   text = disassemble(_compile(_layer_norm, [x, g, b]))

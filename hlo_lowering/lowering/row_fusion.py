@@ -410,9 +410,14 @@ class _RowFusion:
         # ScalarE's row sum widens what it wrote exactly as tensor_reduce widens its source.
         summable = (inner.attrs["reducer"] == "add" and self.kind[read] == ROW
                     and read.dtype.is_float and read.dtype != DType.F64)
+        # A reduce ScalarE's copy may take over: only for rows longer than an instruction's
+        # fixed cost, below which both engines cost about that and the move buys nothing (and
+        # a counted loop of such blocks then waited more than its unrolled form).
+        fixed = float(self.ctx.target_spec["instruction_fixed_cycles"])
+        copyable = summable and self.columns >= fixed
         cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
                                read.dtype.itemsize == 2, fast_modes)
-        steps.append(RowStep(inner, EITHER if summable else VECTOR, cycles, None,
+        steps.append(RowStep(inner, EITHER if copyable else VECTOR, cycles, None,
                              read if summable else None))
         continue
       if inner in self.folded:
