@@ -2,8 +2,8 @@
 rows of ±0, ±inf, NaN, the smallest normal and the largest values among random ones: ScalarE's
 copy with its row sum standing for a VectorE add-reduce, the fp32 scalar_tensor_tensor
 standing for (row op statistic) op row, in either operand order, with a statistic or an
-immediate, and an fp32 statistic op writing the bf16/fp16 cell its convert would. Each case also checks that the form is in the program, so the comparison is of two
-different programs."""
+immediate, and an fp32 statistic op writing the bf16/fp16 cell its convert would. Each case
+also checks that the form is in the program, so the comparison is of two different programs."""
 
 from __future__ import annotations
 

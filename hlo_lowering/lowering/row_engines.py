@@ -10,13 +10,15 @@ fp32 (an immediate zero bias adds nothing) and rounds once to dst's dtype as Vec
 - row · row (the same tile): square(row);
 - the add-reduce of a row a ScalarE instruction writes: that instruction's own row sum
   (activation_reduce's dst_sum, folded in tensor_reduce's order over the values as written);
-- any other float add-reduce: copy(row · 1) into an fp32 scratch row (exact, bf16 widened as
-  tensor_reduce widens it) with that row sum.
+- any other float add-reduce (row_fusion.py offers it for rows of at least an instruction's
+  fixed cost): copy(row · 1) into an fp32 scratch row (exact, bf16 widened as tensor_reduce
+  widens it) with that row sum.
 Of the placements of the movable passes, the one whose busier engine has the least estimated
 time (below) is taken, so VectorE and ScalarE share a block's work; a ScalarE row − s also
 counts the [p, 1] −s that VectorE makes for it (a NaN s keeps its sign: row_fusion.py). The
-costs follow the timing model (docs/timing-model.md); they only steer the choice. Engines run their streams in order, so a block whose passes alternate between
-the engines would keep each waiting on the other; the blocks are therefore emitted as a software
+costs follow the timing model (docs/timing-model.md); they only steer the choice. Engines run
+their streams in order, so a block whose passes alternate between the engines would keep each
+waiting on the other; the blocks are therefore emitted as a software
 pipeline (`run_pipelined`): a block's ops are cut into stages where the engine changes, and each
 engine's stream interleaves stage k of block b with stage k + 1 of block b − 1 and so on.
 """
