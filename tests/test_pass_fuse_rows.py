@@ -243,14 +243,17 @@ def test_rsqrt_of_variance_plus_eps_is_one_scalar_engine_activation(eps, folded,
 
 
 def test_bf16_means_reduce_the_bf16_rows():
-  """JAX's mean of bf16 converts the rows to fp32 for the reduce: tensor_reduce widens its
-  source into the fp32 partial itself, so it reads the bf16 tile and the convert's pass goes."""
+  """JAX's mean of bf16 converts the rows to fp32 for the reduce: the sum widens its source
+  into the fp32 partial itself (tensor_reduce, or ScalarE's exact copy to fp32 with its row
+  sum), so it reads the bf16 tile and the convert's pass goes."""
   text = disassemble(harness.compile_fn(_layer_norm, *_args([(33, 130), (130,), (130,)], _BF16)))
-  reduces = [line for line in text.splitlines() if line.split()[1:2] == ["tensor_reduce"]]
-  summed = [line for line in text.splitlines() if "dst_sum=SBUF" in line]
-  # The mean's reduce reads the bf16 rows; the variance's sum is ScalarE's, of its bf16 squares.
-  assert len(reduces) == 1 and re.search(r"src=\S+:bf16\[", reduces[0])
-  assert len(summed) == 1 and re.search(r"dst=\S+:bf16\[", summed[0])
+  sums = [line for line in text.splitlines()
+          if "dst_sum=SBUF" in line or line.split()[1:2] == ["tensor_reduce"]]
+  # The mean's sum reads the bf16 rows; the variance's is ScalarE's, of the bf16 squares it wrote.
+  mean, variance = ([line for line in sums if "func=square" not in line],
+                    [line for line in sums if "func=square" in line])
+  assert len(mean) == 1 and re.search(r"src=\S+:bf16\[", mean[0]), mean
+  assert len(variance) == 1 and re.search(r"dst=\S+:bf16\[", variance[0]), variance
   assert "# stablehlo.convert" not in " ".join(l for l in text.splitlines() if "f32[1x130]" in l)
 
 
@@ -267,15 +270,18 @@ def test_softmax_sums_its_exp_in_the_same_scalar_engine_pass():
 
 
 def test_norms_share_their_row_passes_between_vector_and_scalar_engines():
-  """fp32 layer norm: ScalarE centres the rows, squares and sums them in one pass and scales
-  them by rstd (a per-partition scale); VectorE keeps the mean's reduce and the row-by-row ops."""
+  """fp32 layer norm: ScalarE sums the rows (a copy with its row sum), centres them, squares
+  and sums them in one pass; VectorE scales the centred rows by rstd and by g in one
+  scalar_tensor_tensor and adds the offset. No tensor_reduce is left."""
   text = disassemble(harness.compile_fn(_layer_norm, *_args([(128, 512), (512,), (512,)], _F32)))
   scalar = [line.split("#")[0] for line in text.splitlines() if line.split()[1:2] in
             (["activation"], ["activation_reduce"])]
   assert any("func=square" in line and "dst_sum=SBUF" in line for line in scalar), scalar
-  assert any("func=copy" in line and "scale=SBUF" in line for line in scalar), scalar
-  assert len(_lines(text, "tensor_reduce")) == 1
-  assert all(" op=mul" in line or " op=add" in line for line in _lines(text, "tensor_tensor"))
+  assert any("func=copy" in line and "dst_sum=SBUF" in line for line in scalar), scalar
+  assert not _lines(text, "tensor_reduce")
+  (fused,) = _lines(text, "scalar_tensor_tensor")
+  assert "op0=34 op1=34" in fused and "# stablehlo.multiply" in fused  # (d · rstd) · g
+  assert all(" op=add" in line for line in _lines(text, "tensor_tensor"))
 
 
 def test_divide_by_reciprocal_is_an_explicit_opt_in(monkeypatch):
@@ -292,15 +298,21 @@ def test_divide_by_reciprocal_is_an_explicit_opt_in(monkeypatch):
 
 
 def test_pipelined_blocks_interleave_and_keep_their_debug_entries():
-  """The blocks of a fusion whose ops change engine are emitted software-pipelined: VectorE's
-  stream starts block 2's reduce before block 1's last pass, and every instruction keeps its
-  own op's debug entry however the blocks interleave."""
+  """The blocks of a fusion whose ops change engine are emitted software-pipelined: ScalarE's
+  stream starts block 2's mean sum before block 1's rsqrt, VectorE's block 2's mean before
+  block 1's last pass, and every instruction keeps its own op's debug entry however the blocks
+  interleave."""
   text = disassemble(harness.compile_fn(_layer_norm, *_args([(512, 256), (256,), (256,)], _F32)))
+  act = [line for line in text.splitlines() if line.split()[1:2] in
+         (["activation"], ["activation_reduce"])]
+  mean_sums = [i for i, line in enumerate(act) if "# stablehlo.reduce" in line]
+  rsqrts = [i for i, line in enumerate(act) if "func=rsqrt" in line]
+  assert mean_sums[1] < rsqrts[0]
   dve = [line for line in text.splitlines() if line.split()[1:2] in
-         (["tensor_reduce"], ["tensor_tensor"], ["tensor_scalar"], ["tensor_unary"])]
-  first_reduces = [i for i, line in enumerate(dve) if line.split()[1] == "tensor_reduce"]
+         (["tensor_tensor"], ["tensor_scalar"], ["tensor_unary"], ["scalar_tensor_tensor"])]
+  means = [i for i, line in enumerate(dve) if "# stablehlo.divide" in line]
   last_passes = [i for i, line in enumerate(dve) if "# stablehlo.add" in line and "x256]" in line]
-  assert first_reduces[1] < last_passes[0]
+  assert means[2] < last_passes[0]
   # Each of the 4 blocks runs the same ops: every (instruction, op) carries each label 4k times.
   labels = collections.Counter()
   for line in text.splitlines():

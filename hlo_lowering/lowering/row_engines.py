@@ -6,23 +6,26 @@ passes have a ScalarE form with the same bits, since ScalarE computes func(x · 
 fp32 (an immediate zero bias adds nothing) and rounds once to dst's dtype as VectorE does:
 - row · s, row + s, row − s, s − row (s a per-partition statistic or an immediate; float data):
   copy(row · s), copy(row · 1 + s), copy(row · 1 + (−s)), copy(row · −1 + s); x − s = x + (−s)
-  and s − x = −x + s exactly in IEEE arithmetic;
+  and s − x = −x + s exactly in IEEE arithmetic (−s made as (−0) − s);
 - row · row (the same tile): square(row);
 - the add-reduce of a row a ScalarE instruction writes: that instruction's own row sum
   (activation_reduce's dst_sum, folded in tensor_reduce's order over the values as written);
-- the add-reduce of a computed fp32 row written on VectorE: a ScalarE copy(row · 1) of it into a
-  scratch row, whose dst_sum is the sum (x · 1 is x in fp32, and a computed NaN is quiet).
-Movable passes go, in program order, to the engine whose block time (the estimate below, which
-counts from the start every pass that can run on one engine only) stays lower, so VectorE and
-ScalarE share a block's work. The costs follow the timing model (docs/timing-model.md); they only
-steer the choice. Engines run their streams in order, so a block whose passes alternate between
-the engines would keep each waiting on the other; the blocks are therefore emitted as a software
+- any other float add-reduce (row_fusion.py offers it for rows of at least an instruction's
+  fixed cost): copy(row · 1) into an fp32 scratch row (exact, bf16 widened as tensor_reduce
+  widens it) with that row sum.
+Of the placements of the movable passes, the one whose busier engine has the least estimated
+time (below) is taken, so VectorE and ScalarE share a block's work; a ScalarE row − s also
+counts the [p, 1] −s that VectorE makes for it (a NaN s keeps its sign: row_fusion.py). The
+costs follow the timing model (docs/timing-model.md); they only steer the choice. Engines run
+their streams in order, so a block whose passes alternate between the engines would keep each
+waiting on the other; the blocks are therefore emitted as a software
 pipeline (`run_pipelined`): a block's ops are cut into stages where the engine changes, and each
 engine's stream interleaves stage k of block b with stage k + 1 of block b − 1 and so on.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 from hlo_lowering.ir import Op, Value
@@ -33,6 +36,7 @@ VECTOR, SCALAR, EITHER = "vector", "scalar", "either"
 _SCALED = frozenset({Alu.MUL, Alu.ADD, Alu.SUB})
 _MIN_CYCLES = 64
 _SUM_CYCLES = 64  # activation_reduce's row sum (the timing model's figure)
+EXHAUSTIVE_STEPS = 10  # movable steps up to which every placement is weighed (2^10 of them)
 ONE, ZERO = Scalar(DType.F32, 1.0), Scalar(DType.F32, 0.0)
 
 
@@ -44,6 +48,7 @@ class RowStep(NamedTuple):
   vector_cycles: float       # its VectorE cost (VECTOR and EITHER)
   row_result: Value | None   # the [p, C] row it writes (None: a statistic)
   sum_source: Value | None   # a float add-reduce's row (ScalarE may sum it), else None
+  negates: bool = False      # its ScalarE form adds −s, which VectorE makes ([p, 1])
 
 
 def has_scalar_form(alu: Alu, dtypes: list[DType], row_operands: int, same_operands: bool) -> bool:
@@ -102,48 +107,63 @@ def vector_cycles(kind: str, alu: Alu | None, columns: int, two_byte: bool, fast
 
 def choose_scalar_steps(steps: list[RowStep], columns: int, target_spec: dict
                         ) -> tuple[set[Op], dict[Op, Op]]:
-  """(the ops that run on ScalarE, {reduce op: the ScalarE op whose row sum it is})."""
+  """(the ops that run on ScalarE, {reduce op: the ScalarE op whose row sum it is}): of the
+  movable steps' placements, the one whose busier engine's estimated time is shortest (then the
+  least time on both): every placement when there are at most EXHAUSTIVE_STEPS, else single
+  moves from all-VectorE while one shortens it."""
   vector_ghz = float(target_spec["vector_clock_ghz"])
   scalar_ghz = float(target_spec["scalar_clock_ghz"])
   fixed = float(target_spec["instruction_fixed_cycles"])  # every instruction's start-up
   row_ns = (fixed + max(_MIN_CYCLES, columns)) / scalar_ghz
   cell_ns = (fixed + _MIN_CYCLES) / scalar_ghz
-
-  def scalar_ns(step: RowStep) -> float:
-    if step.op.name == "stablehlo.reduce":  # a copy pass of the row, summed
-      return row_ns + _SUM_CYCLES / scalar_ghz
-    return row_ns if step.row_result is not None else cell_ns
-
+  negate_ns = (fixed + _MIN_CYCLES) / vector_ghz
   sum_ns = _SUM_CYCLES / scalar_ghz
-  handoff_ns = float(target_spec.get("semaphore_handoff_ns", 0.0))
   reduce_of = {}
   for step in steps:
     if step.sum_source is not None:
       reduce_of.setdefault(step.sum_source, step)
-  on_vector = sum(fixed + s.vector_cycles for s in steps if s.engine == VECTOR) / vector_ghz
-  on_scalar = sum(scalar_ns(s) for s in steps if s.engine == SCALAR)
-  scalar, sums = set(), {}
-  for step in steps:
-    if step.engine == VECTOR or step.op in sums:  # (a reduce summed by its row's ScalarE pass)
-      continue
-    reduce = reduce_of.get(step.row_result) if step.row_result is not None else None
-    folded_ns = (fixed + reduce.vector_cycles) / vector_ghz if reduce is not None else 0.0
-    if step.engine == EITHER:
-      own_ns = (fixed + step.vector_cycles) / vector_ghz
-      # A reduce's ScalarE pass is extra work: it moves only while VectorE stays the longer
-      # engine without it, by more than the hand-offs there and back.
-      limit = (on_vector - 2 * handoff_ns if step.op.name == "stablehlo.reduce"
-               else on_vector + own_ns - folded_ns)
-      if on_scalar + scalar_ns(step) + (sum_ns if reduce else 0.0) > limit:
-        on_vector += own_ns
+
+  def place(moved: frozenset) -> tuple[tuple[float, float], set[Op], dict[Op, Op]]:
+    on_vector = on_scalar = 0.0
+    scalar, sums = set(), {}
+    for step in steps:
+      if step.op in sums:
+        continue  # summed by the ScalarE pass that wrote its row
+      if step.engine == VECTOR or (step.engine == EITHER and step.op not in moved):
+        on_vector += (fixed + step.vector_cycles) / vector_ghz
         continue
-      on_scalar += scalar_ns(step)
-    scalar.add(step.op)
-    if reduce is not None:
-      sums[reduce.op] = step.op
-      on_scalar += sum_ns
-      on_vector -= folded_ns
-  return scalar, sums
+      scalar.add(step.op)
+      if _reduce_copy(step):
+        on_scalar += row_ns + sum_ns
+        continue
+      on_scalar += row_ns if step.row_result is not None else cell_ns
+      on_vector += negate_ns if step.negates else 0.0
+      reduce = reduce_of.get(step.row_result) if step.row_result is not None else None
+      if reduce is not None:
+        sums[reduce.op] = step.op
+        on_scalar += sum_ns
+    return (max(on_vector, on_scalar), on_vector + on_scalar), scalar, sums
+
+  movable = [step.op for step in steps if step.engine == EITHER]
+  if len(movable) <= EXHAUSTIVE_STEPS:
+    # Ties go to the placement that moves the earliest steps (the first in this order), which
+    # lets ScalarE start while VectorE runs what only it can.
+    placements = (frozenset(itertools.compress(movable, picks))
+                  for picks in itertools.product((True, False), repeat=len(movable)))
+    _, scalar, sums = min((place(m) for m in placements), key=lambda placed: placed[0])
+    return scalar, sums
+  moved = frozenset()
+  best = place(moved)
+  while True:
+    trial = min((place(moved ^ {op}) + (moved ^ {op},) for op in movable), key=lambda t: t[0])
+    if trial[0] >= best[0]:
+      return best[1], best[2]
+    best, moved = trial[:3], trial[3]
+
+
+def _reduce_copy(step: RowStep) -> bool:
+  """A float add-reduce that ScalarE may also run, as a copy of its row with the row sum."""
+  return step.engine == EITHER and step.row_result is None and step.sum_source is not None
 
 
 def pipeline_stages(engines: list[tuple[Op, str | None]], banks: int) -> tuple[dict[Op, int], int]:

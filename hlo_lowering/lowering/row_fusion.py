@@ -20,18 +20,26 @@ per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a fl
 convert read only by reduces and fp32 float arithmetic is its readers' own exact widening.
 Iota-derived members (attention's causal mask) are computed on GpSimd from each block's
 coordinates (row_affine.py): an `affine_select` per masked select, nothing for the indices.
-Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, the add-reduce of a
-row ScalarE writes, summed in the same ScalarE pass, and for computed fp32 rows the rounding
-convert, copy(x · 1), and the add-reduce, a ScalarE copy's sum) run on ScalarE or VectorE,
-whichever keeps the block's engine time lower (row_engines.py), so the engines share a block's
-work.
+An fp32 statistic read only by its convert to bf16/fp16 is written narrow by the op that makes
+it (fp32 arithmetic rounded once, as the convert rounds).
+An fp32 (row op statistic-or-immediate) read only by a row-by-row op fuses into it: VectorE's
+scalar_tensor_tensor keeps the intermediate in fp32 (layernorm's ((x - mean) · rstd) · g in one
+tensor_tensor's time).
+Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, the add-reduce of a row
+ScalarE writes, summed in the same ScalarE pass, any other float add-reduce, as ScalarE's
+exact copy of the row to an fp32 scratch row with its row sum, and for computed fp32 rows
+the rounding convert, copy(x · 1)) run on ScalarE or VectorE, as
+row_engines.py places them to keep the busier engine's block time lowest, so the two engines
+share a block's work. ScalarE's row - s adds (-0) - s, made once per block: -s to the bit for
+numbers and zeros, and a NaN s keeps its sign as VectorE's subtract returns it.
 Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
 docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
 statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
 VectorE's divide time.
 Blocks take banks of tiles in turn, as many banks as the block's stages (where its ops change
-engine) when they fit, and are emitted software-pipelined (row_engines.run_pipelined: block b + 1's
-loads and first passes overlap block b's later ones); regular runs of blocks are a counted loop
+engine; up to MAX_BANKS) when they fit, and are emitted software-pipelined
+(row_engines.run_pipelined: block b + 1's loads and first passes overlap block b's later ones);
+regular runs of blocks are a counted loop
 (tile_loops.py) whose body pipelines its own blocks, so the program does not grow with the rows.
 
 Rows must fit: fuse-rows only forms a group when `rows_fit` (≤ one SBUF slot per row and every
@@ -74,7 +82,7 @@ FUSION = "trn.fusion"
 ROW_SLOTS = 10
 CELL_BYTES = 8
 # Stages (blocks in flight) at most, and the blocks a pipelined loop iteration holds at least.
-MAX_BANKS = 4
+MAX_BANKS = 8
 PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 GPSIMD = "gpsimd"  # the on-chip affine members' engine (row_affine.py)
@@ -181,10 +189,19 @@ class _RowFusion:
     self.skipped = ({add for add, _ in self.folded.values()}
                     | {inner for inner, _ in self.steps if inner.result in self.widened}
                     | {inner for inner in self.on_chip if inner not in self.gpsimd})
+    self.fused = self._scalar_tensor_tensors(uses)
+    self.skipped |= set(self.fused.values())
     self.by_reciprocal = self._divides_by_reciprocal()
+    self.narrowed = self._narrowing_converts(uses)
+    self.skipped |= set(self.narrowed)
+    self._written_dtype = {op.result: convert.result.dtype
+                           for convert, op in self.narrowed.items()}
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
     self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
+    # Add-reduces that ScalarE runs as a copy of the row with its row sum (into a scratch row).
+    self.copy_sums = {inner for inner, _ in self.steps
+                      if inner.name == "stablehlo.reduce" and inner in self.on_scalar}
 
   # --- the plan (compile time) ---------------------------------------------------------------
 
@@ -350,6 +367,73 @@ class _RowFusion:
         folded[inner] = (add, immediate)
     return folded
 
+  def _scalar_tensor_tensors(self, uses: collections.Counter) -> dict[Op, Op]:
+    """{b: a} of fp32 row ops b = a op1 y or y op1 a (y another row) reading a = x op0 s (x a
+    row, s a statistic or an immediate) that nothing else reads (layernorm's
+    ((x - mean) · rstd) · g): VectorE's scalar_tensor_tensor computes both with the
+    intermediate in fp32, the bits of the two instructions, in a tensor_tensor's time."""
+    producer = {inner.result: inner for inner, _ in self.steps}
+    stored = {v for v, _ in self.stored}
+    fused = {}
+    for b, _ in self.steps:
+      if (b.name in ("stablehlo.reduce", "stablehlo.convert") or b in self.skipped
+          or self.kind[b.result] != ROW or len(b.operands) != 2 or alu_of(b).arity != 2
+          or self._immediate_index(b) is not None):
+        continue
+      srcs = [self._canon(v) for v in b.operands]
+      if srcs[0] is srcs[1] or any(self.kind[v] != ROW for v in srcs):
+        continue
+      for v in srcs:
+        a = producer.get(v)
+        if (a is None or a in self.skipped or a in fused.values() or uses[v] != 1 or v in stored
+            or a.name in ("stablehlo.reduce", "stablehlo.convert") or alu_of(a).arity != 2
+            or (self._immediate_index(a) is None and self._stat_index(a) is None)):
+          continue
+        values = [self._canon(w) for w in a.operands] + srcs + [b.result]
+        if all(w.dtype == DType.F32 for w in values):
+          fused[b] = a
+          break
+    return fused
+
+  def _narrowing_converts(self, uses: collections.Counter) -> dict[Op, Op]:
+    """{convert: op} of converts of an fp32 statistic to bf16 or fp16 (JAX's mean of bf16 rows)
+    that nothing else reads, made by an elementwise op of fp32 operands: that op writes the
+    narrow cell itself. Every engine computes it in fp32 and rounds once to the cell's dtype,
+    as the convert would (one [p, 1] instruction fewer per block)."""
+    producer = {inner.result: inner for inner, _ in self.steps}
+    stored = {v for v, _ in self.stored}
+    narrowed = {}
+    for convert, _ in self.steps:
+      if (convert.name != "stablehlo.convert" or convert in self.skipped
+          or self.kind[convert.result] != STAT
+          or convert.result.dtype not in (DType.BF16, DType.F16)):
+        continue
+      source = self._canon(convert.operands[0])
+      op = producer.get(source)
+      if (op is None or op in self.skipped or op in self.by_reciprocal or uses[source] != 1
+          or source in stored or source.dtype != DType.F32
+          or op.name in ("stablehlo.reduce", "stablehlo.convert") or op in narrowed.values()):
+        continue
+      if all(v.dtype == DType.F32 for v in op.operands):
+        narrowed[convert] = op
+    return narrowed
+
+  def _scalar_tensor_tensor(self, b: Op, dst: TileAP, tiles: dict[Value, TileAP]) -> None:
+    """b(a(x, s), y) (`_scalar_tensor_tensors`) as one scalar_tensor_tensor."""
+    a = self.fused[b]
+    immediate = self._immediate_index(a)
+    if immediate is None:
+      index = self._stat_index(a)
+      alu0, s = alu_of(a), tiles[self._canon(a.operands[index])]
+    else:
+      index = immediate
+      alu0, s = vector_form(alu_of(a), self.ctx.splat_scalar(a.operands[index]), index == 0)
+    x = tiles[self._canon(a.operands[1 - index])]
+    first = self._canon(b.operands[0]) is a.result
+    y = tiles[self._canon(b.operands[1 if first else 0])]
+    self.ctx.builder.scalar_tensor_tensor(alu0, alu_of(b), dst, x, s, y, reverse0=index == 0,
+                                          reverse1=not first, debug=self.ctx.debug_id)
+
   def _positive_zero_bias(self, add: Op, immediate: int) -> bool:
     """Whether s ± immediate's ScalarE bias (±immediate) is +0."""
     value = float(self.ctx.splat_scalar(add.operands[immediate]).value)
@@ -382,13 +466,15 @@ class _RowFusion:
         # ScalarE's row sum widens what it wrote exactly as tensor_reduce widens its source.
         summable = (inner.attrs["reducer"] == "add" and self.kind[read] == ROW
                     and read.dtype.is_float and read.dtype != DType.F64)
+        # A reduce ScalarE's copy may take over: only for rows longer than an instruction's
+        # fixed cost, below which both engines cost about that and the move buys nothing (and
+        # a counted loop of such blocks then waited more than its unrolled form).
+        fixed = float(self.ctx.target_spec["instruction_fixed_cycles"])
+        copyable = summable and self.columns >= fixed
         cycles = vector_cycles("reduce", REDUCERS[inner.attrs["reducer"]], self.columns,
                                read.dtype.itemsize == 2, fast_modes)
-        # A ScalarE pass of its own pays off where the row outweighs an instruction's start-up.
-        engine = (EITHER if summable and self._computed_fp32_row(read)
-                  and self.columns >= float(self.ctx.target_spec["instruction_fixed_cycles"])
-                  else VECTOR)
-        steps.append(RowStep(inner, engine, cycles, None, read if summable else None))
+        steps.append(RowStep(inner, EITHER if copyable else VECTOR, cycles, None,
+                             read if summable else None))
         continue
       if inner in self.folded:
         steps.append(RowStep(inner, SCALAR, 0.0, row, None))
@@ -421,7 +507,8 @@ class _RowFusion:
                                          rows if row else len(srcs),
                                          len(srcs) == 2 and srcs[0] is srcs[1]))
       scalar_form = scalar_form or self._rounds_on_scalar(inner)
-      steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None))
+      negates = alu == Alu.SUB and immediate is None and self._stat_index(inner) == 1
+      steps.append(RowStep(inner, EITHER if scalar_form else VECTOR, cycles, row, None, negates))
     return steps
 
   # --- the SBUF layout and the blocks --------------------------------------------------------
@@ -436,28 +523,35 @@ class _RowFusion:
                   and all(s == 0 for s in views[v].row_strides)]
     per_block = [v for v in self.loaded if v not in persistent]
     block_views = [views[v] for v in per_block] + out_views
-    absorbed = {inner.result for inner in self.on_chip if inner not in self.gpsimd}
-    computed_rows = [v for v, k in self.kind.items()
-                     if k == ROW and v not in self.loaded and v not in absorbed]
+    # The rows a block writes: not those of members computed inside others (`skipped`).
+    computed_rows = [inner.result for inner, _ in self.steps
+                     if inner not in self.skipped and self.kind[inner.result] == ROW]
+    widest = max([v.dtype.itemsize for v in computed_rows + self.loaded
+                  if self.kind[v] == ROW] + [1])
+    # An affine compare (a causal mask's row - column) needs a row of its own.
     differences = sum(self.on_chip[inner][0] == row_affine.IOTA
-                      and self.on_chip[inner][1].compare is not None for inner in self.gpsimd)
-    row_count = (len(computed_rows) + differences
-                 + sum(self.kind[v] == ROW for v in per_block))
-    widest = max([v.dtype.itemsize for v, k in self.kind.items() if k == ROW] + [1])
+                      and self.on_chip[inner][1].compare is not None
+                      for inner in self.gpsimd)
     tile = _tile_bytes(self.columns, widest)
+    # ScalarE's copy sums write an fp32 scratch row: as many consecutive slots as it spans.
+    self._scratch_slots = -(-4 // widest) if self.copy_sums else 0
+    row_count = (len(computed_rows) + differences + sum(self.kind[v] == ROW for v in per_block)
+                 + self._scratch_slots)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
-    copied_sums = {inner for inner in self.on_scalar
-                   if inner.name == "stablehlo.reduce" and inner not in self.sums}
-    if copied_sums and (row_count + 1) * tile > budget:  # no room for their scratch row
-      self.on_scalar -= copied_sums
-      copied_sums = set()
-    row_count += bool(copied_sums)
+    if self.copy_sums and row_count * tile > budget:  # no room for their scratch row
+      self.on_scalar -= self.copy_sums
+      self.copy_sums = set()
+      row_count -= self._scratch_slots
+      self._scratch_slots = 0
     if row_count * tile > budget:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
                          f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
     _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
-    # Powers of two, so the banks' ring keeps the loop period short (tile_loops.tile_period).
-    banks = max(b for b in (1, 2, 4) if b <= max(2, 2 * wanted - 2) and b * row_count * tile <= budget)
+    # The fewest banks that hold all the stages in flight (at least two), else as many as fit;
+    # counts dividing 24 or 8, so the banks' ring keeps the loop period short
+    # (tile_loops.tile_period).
+    fitting = [b for b in (1, 2, 4, 6, 8) if b * row_count * tile <= budget]
+    banks = min([b for b in fitting if b >= max(2, wanted)] or [max(fitting)])
     self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
     arena = ctx.sbuf.take_arena()
     self._cells_base = arena
@@ -579,7 +673,8 @@ class _RowFusion:
       return TileAP(Memory.SBUF, dtype, 0, p, address, ((1, 1),))
 
     def new(v: Value) -> TileAP:
-      tiles[v] = self._tile(v.dtype, p, next(rows)) if self.kind[v] == ROW else cell(v.dtype)
+      dtype = self._written_dtype.get(v, v.dtype)
+      tiles[v] = self._tile(dtype, p, next(rows)) if self.kind[v] == ROW else cell(dtype)
       return tiles[v]
 
     def as_row(v: Value) -> TileAP:
@@ -592,12 +687,7 @@ class _RowFusion:
       ctx.dma(new(v), views[v].ap(offsets[k], strides[k], p),
               steps={"src": steps[k]} if steps else None)
     sums: dict[Op, TileAP] = {}  # reduce op -> the fp32 partial a ScalarE pass summed into
-    scratch: list[TileAP] = []    # the row ScalarE copies a row into to sum it (one a block)
-
-    def scratch_row() -> TileAP:
-      if not scratch:
-        scratch.append(self._tile(DType.F32, p, next(rows)))
-      return scratch[0]
+    scratch: list[TileAP] = []   # the block's fp32 row that ScalarE's copy sums write
 
     def row_sum(inner: Op) -> TileAP | None:
       """The partial of the reduce whose row sum `inner`'s ScalarE pass makes, if any."""
@@ -609,6 +699,8 @@ class _RowFusion:
 
     stage = 0
     for inner, debug in self.steps:
+      if inner in self.narrowed:  # its producer wrote the narrow cell
+        tiles[inner.result] = tiles[self.narrowed[inner].result]
       if inner in self.skipped:
         if inner.result in self.widened:  # its readers read the narrow row
           tiles[inner.result] = tiles[self.widened[inner.result]]
@@ -626,12 +718,22 @@ class _RowFusion:
         continue
       if inner.name == "stablehlo.reduce":
         source = self._canon(inner.operands[0])
-        self._reduce(inner, as_row(self.widened.get(source, source)), cell, tiles,
-                     sums.get(inner), scratch_row)
+        src = as_row(self.widened.get(source, source))
+        if inner in self.copy_sums:  # ScalarE copies the row (exactly, to fp32) and sums it
+          if not scratch:
+            scratch.append(self._tile(DType.F32, p, next(rows)))
+            for _ in range(self._scratch_slots - 1):
+              next(rows)  # the rest of the fp32 row (slots are consecutive)
+          sums[inner] = cell(DType.F32)
+          activate(ctx, Alu.COPY, scratch[0], src, ONE, ZERO, sums[inner])
+        self._reduce(inner, src, cell, tiles, sums.get(inner))
         continue
       immediate_index = self._immediate_index(inner)
       srcs = [self._canon(v) for i, v in enumerate(inner.operands) if i != immediate_index]
       dst = new(inner.result)
+      if inner in self.fused:
+        self._scalar_tensor_tensor(inner, dst, tiles)
+        continue
       if inner in self.by_reciprocal:
         self._multiply_by_reciprocal(inner, dst, tiles[srcs[0]], srcs[1], tiles, cell,
                                      row_sum(inner))
@@ -693,11 +795,14 @@ class _RowFusion:
     activate(self.ctx, alu_of(inner), dst, row, Scalar(DType.F32, scale), bias, dst_sum)
 
   def _negated(self, stat: Value, tiles: dict, cell) -> TileAP:
-    """-stat (exact), made once per block."""
+    """-stat as (-0) - stat, made once per block: exactly -stat for numbers and zeros, and a NaN
+    keeps its sign, so row + that is row - stat to the bit (a negated NaN would flip the sign of
+    the NaN the subtract returns)."""
     negated = (stat, Alu.NEG)
     if negated not in tiles:
       tiles[negated] = cell(stat.dtype)
-      self.ctx.builder.tensor_unary(Alu.NEG, tiles[negated], tiles[stat], debug=self.ctx.debug_id)
+      self.ctx.builder.tensor_scalar(Alu.SUB, tiles[negated], tiles[stat], Scalar(DType.F32, -0.0),
+                                     reverse=True, debug=self.ctx.debug_id)
     return tiles[negated]
 
   def _multiply_by_reciprocal(self, inner: Op, dst: TileAP, row: TileAP, stat: Value,
@@ -734,17 +839,13 @@ class _RowFusion:
     scalar_pass(self.ctx, alu, dst, row, s, reverse, negated, dst_sum)
 
   def _reduce(self, inner: Op, src: TileAP, cell, tiles: dict[Value, TileAP],
-              summed: TileAP | None, scratch_row) -> None:
+              summed: TileAP | None) -> None:
     """reduce.py's rows layout for a whole row: one fp32 (integers: own dtype) partial (or the
-    one a ScalarE pass `summed` into, or that of a ScalarE copy of the row into
-    `scratch_row()`), the init value, the result dtype."""
+    one a ScalarE pass `summed` into), the init value, the result dtype."""
     b, debug = self.ctx.builder, self.ctx.debug_id
     operand, init = inner.operands
     partial = summed
-    if partial is None and inner in self.on_scalar:  # the sum of a ScalarE copy of the row
-      partial = cell(DType.F32)
-      activate(self.ctx, Alu.COPY, scratch_row(), src, ONE, ZERO, partial)
-    elif partial is None:
+    if partial is None:
       partial = cell(DType.F32 if operand.dtype.is_float else operand.dtype)
       b.tensor_reduce(REDUCERS[inner.attrs["reducer"]], partial, src, debug=debug)
     scratch = None if self.ctx.splat(init) is not None else cell(partial.dtype)
