@@ -192,8 +192,8 @@ Status CheckAgreement(const std::vector<int64_t>& group, const std::vector<Colle
 
 }  // namespace
 
-CollectiveSession::CollectiveSession(std::vector<int> chip_of_rank, const TargetSpec& target, double timeout_s)
-    : chip_of_rank_(std::move(chip_of_rank)), target_(target), timeout_s_(timeout_s > 0 ? timeout_s : TimeoutFromEnvironment()) {}
+CollectiveSession::CollectiveSession(Interconnect net, const TargetSpec& target, double timeout_s)
+    : net_(std::move(net)), target_(target), timeout_s_(timeout_s > 0 ? timeout_s : TimeoutFromEnvironment()) {}
 
 void CollectiveSession::Fail(int rank, const std::string& message) {
   {
@@ -282,9 +282,9 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
   double begin = start_ns;
   for (const auto& p : parts) begin = std::max(begin, p.arrive_ns);
   const int64_t bytes = static_cast<int64_t>(std::max(data->size(), result.size()));
-  static const std::vector<int> kOneChip{0};
-  const std::vector<int>& chips = machine.collectives != nullptr ? machine.collectives->chip_of_rank() : kOneChip;
-  const double end = begin + CollectiveNs(c.kind, c.algorithm, bytes, members, chips, *machine.program.target);
+  static const Interconnect kAlone{};
+  const Interconnect& net = machine.collectives != nullptr ? machine.collectives->interconnect() : kAlone;
+  const double end = begin + CollectiveNs(c, bytes, members, net, *machine.program.target);
   InstructionTiming timing;
   timing.latency_ns = end - start_ns;
   timing.busy_ns = timing.latency_ns;
