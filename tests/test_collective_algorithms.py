@@ -93,6 +93,19 @@ def test_a_large_all_reduce_across_two_chips_goes_hierarchical():
   assert out["ring_ns"] - out["hierarchical_ns"] == pytest.approx(ring - hierarchical, rel=1e-3)
 
 
+def test_across_chips_the_hierarchical_all_reduce_stops_where_the_ring_wins():
+  """8 cores on 2 chips: up to 6 MiB (8 × 0.75 MiB) hierarchical, beyond it the ring, whose
+  flat steps then cost less than moving every byte through each chip's cores once more."""
+  from hlo_lowering.passes.collectives.choose_algorithm import algorithm_for
+  group = [list(range(8))]
+  assert algorithm_for("stablehlo.all_reduce", 1 << 20, group, 4) == COLLECTIVE_HALVING_DOUBLING
+  assert algorithm_for("stablehlo.all_reduce", 6 << 20, group, 4) == COLLECTIVE_HIERARCHICAL
+  assert algorithm_for("stablehlo.all_reduce", 8 << 20, group, 4) == COLLECTIVE_RING
+  assert algorithm_for("stablehlo.all_gather", 4 << 20, group, 4) == COLLECTIVE_RING
+  assert algorithm_for("stablehlo.all_reduce", 64 << 20, [list(range(8))], 8) == \
+      COLLECTIVE_HALVING_DOUBLING  # one chip
+
+
 def test_the_algorithm_reaches_the_instruction_and_the_loader_checks_it():
   from hlo_lowering.program import Alu, DType, HbmAP, ProgramBuilder
   from jax_trn import _native

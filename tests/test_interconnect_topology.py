@@ -105,3 +105,32 @@ def test_concurrent_groups_crossing_one_link_share_its_bandwidth():
   half = (1 << 20) / 2
   assert out["four_across"] - out["two_across"] == pytest.approx(
       2 * (half / 64 - half / 128), rel=1e-3)
+
+
+_EXECUTED_AGAINST_MODEL = """
+    from hlo_lowering.passes.collectives.choose_algorithm import algorithm_for
+    from jax_trn import _native
+    devices = jax.devices("trn")
+    out = []
+    for nbytes in (1 << 10, 1 << 20, 4 << 20):
+      f = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i", devices=devices)
+      with profile.trace():
+        jax.block_until_ready(f(np.ones((8, nbytes // 4), np.float32)))
+      ran = min(next(o.busy_ns for o in profile.last_execution(d).by_op()
+                     if o.op == "stablehlo.all_reduce") for d in devices)
+      algorithm = algorithm_for("stablehlo.all_reduce", nbytes, [list(range(8))], 4)
+      model = _native.interconnect_ns(0, algorithm, nbytes, [list(range(8))],
+                                      [d.chip_index for d in devices], "trn2")
+      out.append([algorithm, ran, model])
+    print(json.dumps(out))
+"""
+
+
+def test_an_executed_collective_takes_the_interconnect_models_time():
+  """benchmarks/all_reduce.py reports sizes too large for the host from
+  `_native.interconnect_ns`: it is the time the executed instruction is charged (8 cores on 2
+  chips, each algorithm choose-collective-algorithm picks)."""
+  out = _run(_EXECUTED_AGAINST_MODEL, TRN_CHIPS="2")
+  assert [a for a, _, _ in out] == [1, 1, 2]  # halving-doubling, then hierarchical
+  for _, ran, model in out:
+    assert ran == pytest.approx(model, rel=1e-9)

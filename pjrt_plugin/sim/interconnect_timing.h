@@ -25,7 +25,7 @@ struct Interconnect {
 // Nanoseconds from the group's last arrival to completion of collective `c` whose largest
 // buffer (the gathered or reduced one) holds `bytes`, for the members of `group` (ranks; one of
 // c's groups, or the cores c's permute pairs name).
-double CollectiveNs(const Collective& c, int64_t bytes, const std::vector<int64_t>& group,
+__attribute__((visibility("default"))) double CollectiveNs(const Collective& c, int64_t bytes, const std::vector<int64_t>& group,
                     const Interconnect& net, const TargetSpec& target);
 
 }  // namespace trn::sim
