@@ -100,6 +100,14 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     rec["flops"] = r.flops;
     rec["hbm_bytes"] = r.hbm_bytes;
     rec["fp8"] = r.fp8;
+    if (r.collective.algorithm >= 0) {
+      nb::dict collective;
+      collective["algorithm"] = static_cast<int>(r.collective.algorithm);
+      collective["group_size"] = r.collective.group_size;
+      collective["peer_wait_ns"] = r.collective.peer_wait_ns;
+      collective["link_utilization"] = r.collective.link_utilization;
+      rec["collective"] = collective;
+    }
     // The semaphore waits the instruction had: [(stream name, count)], count instructions of
     // that stream complete before it may start.
     nb::list waits;

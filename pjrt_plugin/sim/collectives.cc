@@ -239,7 +239,8 @@ StatusOr<std::vector<CollectiveContribution>> CollectiveSession::Exchange(
 }
 
 StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& inst, double start_ns,
-                                          const ExecuteOptions& options) {
+                                          const ExecuteOptions& options,
+                                          InstructionRecord::Collective* stats) {
   const auto& c = std::get<Collective>(inst.operands);
   const int rank = machine.rank;
   const int num_ranks = machine.collectives != nullptr ? machine.collectives->num_ranks() : 1;
@@ -284,7 +285,19 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
   const int64_t bytes = static_cast<int64_t>(std::max(data->size(), result.size()));
   static const Interconnect kAlone{};
   const Interconnect& net = machine.collectives != nullptr ? machine.collectives->interconnect() : kAlone;
-  const double end = begin + CollectiveNs(c, bytes, members, net, *machine.program.target);
+  const double collective_ns = CollectiveNs(c, bytes, members, net, *machine.program.target);
+  const double end = begin + collective_ns;
+  // The same algorithm on the same links at a size where latency vanishes gives the links'
+  // own rate: the share of it this collective reached is its link utilization.
+  constexpr double kLatencyFreeBytes = 1099511627776.0;  // 1 TiB
+  const double latency_free_ns =
+      CollectiveNs(c, static_cast<int64_t>(kLatencyFreeBytes), members, net, *machine.program.target);
+  stats->algorithm = static_cast<int8_t>(c.algorithm);
+  stats->group_size = static_cast<int32_t>(members.size());
+  stats->peer_wait_ns = begin - start_ns;
+  stats->link_utilization = members.size() > 1 && collective_ns > 0
+                                ? (static_cast<double>(bytes) / collective_ns) / (kLatencyFreeBytes / latency_free_ns)
+                                : 0.0;
   InstructionTiming timing;
   timing.latency_ns = end - start_ns;
   timing.busy_ns = timing.latency_ns;

@@ -85,8 +85,10 @@ class TRN_API CollectiveSession {
 // Runs a `collective` instruction on `machine` (rank machine.rank of machine.collectives; a
 // machine without a session is rank 0 of a one-core execution) starting at `start_ns`; its
 // timing is that of the collective, which starts when the group's last member arrives.
+// *stats: its algorithm, group size, wait for the slowest peer and link utilization.
 StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& inst, double start_ns,
-                                          const ExecuteOptions& options);
+                                          const ExecuteOptions& options,
+                                          InstructionRecord::Collective* stats);
 
 // partition_id: dst = the machine's rank.
 void RunPartitionId(Machine& machine, const PartitionId& p);
