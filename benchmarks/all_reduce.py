@@ -1,6 +1,7 @@
 """Modeled all-reduce time and bus bandwidth (docs/multi-device.md "Timing model"), as
 nccom-test reports them: the collective's own time (from the group's last arrival to its end),
-algbw = size / time, busbw = 2 (n − 1) / n × algbw, over the first N trn devices in jax.make_mesh's order.
+algbw = size / time, busbw = 2 (n − 1) / n × algbw, over the first N trn devices in
+jax.make_mesh's order.
 
 Sizes whose buffers fit `--run-limit` (all cores together) run: a `psum` under pmap, its
 all_reduce instruction's time read from the execution's timeline, checked equal to the

@@ -10,8 +10,8 @@ power-of-two group takes it at every size. Across chips its far rounds cross sev
 links (each hop's latency, the link shared): messages up to MAX_HALVING_DOUBLING_BYTES still
 gain from the fewer rounds; larger all_reduces up to HIERARCHICAL_BYTES_PER_CORE per core go
 hierarchical (a reduce-scatter inside each chip, c all-reduces of the pieces between chips, an
-all-gather inside each chip: fewer hops), other kinds and larger all_reduces the ring. Groups of two, and groups of other sizes not
-taking the hierarchical algorithm: the ring.
+all-gather inside each chip: fewer hops), other kinds and larger all_reduces the ring. Groups
+of two, and groups of other sizes not taking the hierarchical algorithm: the ring.
 
 The cores of a chip are estimated as rank // module.attrs["trn.cores_per_chip"] (the target's
 devices per chip at its default LNC; the runtime's device assignment decides): an algorithm
