@@ -35,7 +35,7 @@ def initialize() -> None:
     _jax_private.register_failing_backend(PLATFORM, priority=PRIORITY, message=problem)
     logger.warning("%s", problem)
     return
-  from jax_trn import config, host_callbacks, linalg
+  from jax_trn import config, device_mesh, host_callbacks, linalg
 
   path = library_path()
   _jax_private.register_plugin(
@@ -44,4 +44,5 @@ def initialize() -> None:
   _jax_private.enable_donation(PLATFORM)
   linalg.register()  # lowerings for "trn", which is a known platform now
   host_callbacks.register()
+  device_mesh.register()  # topology-aware jax.make_mesh over trn devices
   logger.debug("registered PJRT plugin %s from %s", PLATFORM, path)

@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 
-from jax_trn import _native, config, profile_advice, profile_html, roofline
+from jax_trn import _native, config, profile_advice, profile_collectives, profile_html, roofline
 
 ENGINES = ("PE", "ACT", "DVE", "POOL", "SP")
 _EPS_NS = 1e-6
@@ -473,6 +473,7 @@ class ExecutionProfile:
       if gpsimd and title == "ops":
         lines.append(f"  GpSimd fallbacks: {len(gpsimd)} ops, "
                      f"{sum(o.busy_ns for o in gpsimd) / 1e3:.2f} us of engine time")
+    lines += profile_collectives.report_lines(self)
     path = self.critical_path()
     per_stream: dict[str, float] = collections.defaultdict(float)
     per_op: dict[str, float] = collections.defaultdict(float)
@@ -500,8 +501,9 @@ class ExecutionProfile:
 
   def perfetto_events(self) -> list[dict]:
     """Chrome trace-event JSON events (ts/dur in us): one process for the device, one thread per
-    engine and DMA queue, each instruction a complete event of its busy time, and a flow from
-    the instruction that released each semaphore wait to the one that waited."""
+    engine and DMA queue, each instruction a complete event of its busy time, a flow from
+    the instruction that released each semaphore wait to the one that waited, and the
+    collectives on a track of their own (profile_collectives.py)."""
     self._require_timeline()
     pid = self.device_id
     streams = self._by_stream()
@@ -546,7 +548,13 @@ class ExecutionProfile:
           events.append({"ph": "f", "bp": "e", "name": "semaphore", "cat": "semaphore",
                          "id": flow_id, "pid": pid, "tid": tids[name], "ts": r["start_ns"] / 1e3})
         free = max(free, r.get("busy_end_ns", r["end_ns"]))
-    return events
+    return events + profile_collectives.perfetto_events(self, pid, len(tids))
+
+  def collectives(self) -> list[profile_collectives.CollectiveTime]:
+    """Every collective instruction this core ran: bytes, algorithm, group size, time waiting
+    for the slowest peer, time on the interconnect, link utilization (profile_collectives.py)."""
+    self._require_timeline()
+    return profile_collectives.collective_times(self)
 
   def to_perfetto(self, path: str | os.PathLike) -> None:
     """Writes this execution as a trace that https://ui.perfetto.dev (or chrome://tracing)

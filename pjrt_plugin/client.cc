@@ -7,6 +7,7 @@
 #include "compiler_bridge.h"
 #include "element_type.h"
 #include "host_layout.h"
+#include "sim/chip_topology.h"
 #include "sim/program.h"
 
 namespace trn::pjrt {
@@ -22,9 +23,9 @@ Client::Client(const ClientOptions& options) : options_(options) {
   for (int chip = 0; chip < options.chips; ++chip) {
     for (int core = 0; core < per_chip; ++core) {
       const int id = chip * per_chip + core;
-      devices_.push_back(std::make_unique<Device>(id, chip, core, *options.target, options.lnc,
-                                                  options.hbm_bytes_per_device, 2 * id,
-                                                  executions_.get()));
+      devices_.push_back(std::make_unique<Device>(
+          id, chip, sim::ChipCoords(options.topology, chip), core, *options.target, options.lnc,
+          options.hbm_bytes_per_device, 2 * id, executions_.get()));
       device_handles_.push_back(devices_.back().get());
       for (PJRT_Memory* memory : devices_.back()->memories()) memory_handles_.push_back(memory);
     }

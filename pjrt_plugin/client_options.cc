@@ -1,5 +1,6 @@
 #include "client_options.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -61,9 +62,10 @@ StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_
   if (result.target == nullptr) {
     return InvalidArgument("unknown trn target '" + target_name + "'; known: " + sim::KnownTargets());
   }
-  if (chips < 1 || chips > 1024) {
-    return InvalidArgument("trn chips must be between 1 and 1024, got " + std::to_string(chips));
-  }
+  StatusOr<sim::ChipTopology> topology =
+      sim::TopologyOf(*result.target, static_cast<int>(std::clamp<int64_t>(chips, 0, 1 << 20)));
+  if (!topology.ok()) return topology.status();
+  result.topology = *topology;
   if (lnc == 0) lnc = result.target->default_lnc;
   if (!SupportsLnc(*result.target, lnc)) {
     return InvalidArgument("LNC=" + std::to_string(lnc) + " is not supported on " + target_name +

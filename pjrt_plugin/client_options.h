@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "pjrt_c_api.h"
+#include "sim/chip_topology.h"
 #include "sim/status.h"
 #include "sim/target_spec.h"
 
@@ -13,6 +14,7 @@ namespace trn::pjrt {
 struct ClientOptions {
   const sim::TargetSpec* target = nullptr;
   int chips = 1;
+  sim::ChipTopology topology{};      // how the chips are wired (sim/chip_topology.h)
   int lnc = 0;                       // physical cores per device
   int64_t hbm_bytes_per_device = 0;  // capacity of each device's HBM
   // Whether rank-0 f64 arrays may be placed: torch_xla uploads every Python number as one, and
@@ -25,8 +27,9 @@ struct ClientOptions {
   int devices_per_chip() const { return target->physical_cores_per_chip / lnc; }
 };
 
-// INVALID_ARGUMENT for an unknown option or target, a wrongly typed value, chips < 1, an LNC the
-// target does not support, a negative HBM size, or float64_scalars / float64_arrays other than 0 or 1.
+// INVALID_ARGUMENT for an unknown option or target, a wrongly typed value, chips < 1 or beyond
+// the largest system of the target (sim::MaxChips), an LNC the target does not support, a
+// negative HBM size, or float64_scalars / float64_arrays other than 0 or 1.
 StatusOr<ClientOptions> ParseClientOptions(const PJRT_NamedValue* options, size_t num_options);
 
 }  // namespace trn::pjrt

@@ -21,7 +21,8 @@ class Device : public PJRT_Device {
   // `hbm_bytes`: capacity of this device's share of its chip's HBM. `first_memory_id`: the
   // client-wide id of its HBM memory; pinned host memory takes the next id. `executions`: the
   // client's index of each device's latest execution (owned by the client, outlives devices).
-  Device(int id, int chip, int core_on_chip, const sim::TargetSpec& target, int lnc,
+  Device(int id, int chip, std::array<int, 3> chip_coords, int core_on_chip,
+         const sim::TargetSpec& target, int lnc,
          int64_t hbm_bytes, int first_memory_id, sim::ExecutionIndex* executions);
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

@@ -16,10 +16,10 @@ PJRT_NamedValue NamedInt(const char* name, const int64_t* value) {
 
 }  // namespace
 
-DeviceDescription::DeviceDescription(int id, int chip, int core_on_chip,
-                                     const sim::TargetSpec& target, int lnc)
+DeviceDescription::DeviceDescription(int id, int chip, std::array<int, 3> chip_coords,
+                                     int core_on_chip, const sim::TargetSpec& target, int lnc)
     : id_(id),
-      coords_{chip, core_on_chip},
+      coords_(chip_coords.begin(), chip_coords.end()),
       core_on_chip_(core_on_chip),
       chip_index_(chip),
       lnc_(lnc),

@@ -2,6 +2,7 @@
 // whether it is addressable. Every attribute becomes a Python attribute of the JAX device.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,7 +17,9 @@ namespace trn::pjrt {
 class DeviceDescription : public PJRT_DeviceDescription {
  public:
   // `core_on_chip` counts logical cores (LNC-sized groups of physical cores) on `chip`.
-  DeviceDescription(int id, int chip, int core_on_chip, const sim::TargetSpec& target, int lnc);
+  // `chip_coords`: the chip's (x, y, z) in the torus of its system (sim/chip_topology.h).
+  DeviceDescription(int id, int chip, std::array<int, 3> chip_coords, int core_on_chip,
+                    const sim::TargetSpec& target, int lnc);
   DeviceDescription(const DeviceDescription&) = delete;
   DeviceDescription& operator=(const DeviceDescription&) = delete;
 
@@ -31,7 +34,7 @@ class DeviceDescription : public PJRT_DeviceDescription {
  private:
   int id_;
   std::string kind_, name_, to_string_;
-  std::vector<int64_t> coords_;  // [chip, core_on_chip]; pointed to by attributes_
+  std::vector<int64_t> coords_;  // the chip's [x, y, z]; pointed to by attributes_
   int64_t core_on_chip_, chip_index_, lnc_;
   std::string target_;
   std::vector<PJRT_NamedValue> attributes_;  // point into the members above

@@ -280,9 +280,13 @@ StatusOr<std::vector<LoadedExecutable::Execution>> LoadedExecutable::ExecuteOnAl
     PJRT_Buffer* const* const* argument_lists, size_t num_arguments,
     const std::function<bool(size_t)>& may_donate) const {
   if (is_deleted()) return FailedPrecondition("the executable has been deleted");
-  std::vector<int> chips;
-  for (const Device* device : devices_) chips.push_back(device->chip());
-  auto session = std::make_shared<sim::CollectiveSession>(std::move(chips), executable_.program().target());
+  sim::Interconnect net;
+  for (const Device* device : devices_) net.chip_of_rank.push_back(device->chip());
+  const int chips = 1 + *std::max_element(net.chip_of_rank.begin(), net.chip_of_rank.end());
+  StatusOr<sim::ChipTopology> topology = sim::TopologyOf(executable_.program().target(), chips);
+  if (!topology.ok()) return topology.status();
+  net.topology = *topology;
+  auto session = std::make_shared<sim::CollectiveSession>(std::move(net), executable_.program().target());
   std::vector<QueuedExecution> runs;
   std::vector<Execution> executions;
   std::vector<Buffer*> donated;

@@ -32,7 +32,7 @@ _DESCRIBE = """
     devices = jax.devices("trn")
     print(json.dumps({"default": jax.default_backend(), "count": len(devices),
                       "kind": devices[0].device_kind,
-                      "coords": [list(d.coords) for d in devices],
+                      "coords": [list(d.coords) + [d.core_on_chip] for d in devices],
                       "hbm": devices[0].memory_stats()["bytes_limit"]}))
 """
 
@@ -42,7 +42,7 @@ def test_defaults_are_one_trn2_chip_at_lnc2():
   assert info["default"] == "trn"
   assert info["count"] == 4
   assert "trn2" in info["kind"] and "simulated" in info["kind"]
-  assert info["coords"] == [[0, 0], [0, 1], [0, 2], [0, 3]]
+  assert info["coords"] == [[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 0, 3]]
   assert info["hbm"] == 96 * 2**30 // 4
 
 

@@ -341,7 +341,7 @@ got = jax.pmap(f, axis_name="i", devices=devices)(x)
 want = jax.pmap(f, axis_name="i", devices=jax.devices("cpu"))(x)
 mesh = jax.make_mesh((2, 4), ("x", "y"), devices=devices)
 print(json.dumps({"count": len(devices), "equal": bool(np.array_equal(got, want)),
-                  "chips": sorted({d.coords[0] for d in devices}),
+                  "chips": sorted({d.chip_index for d in devices}),
                   "mesh": [[d.id for d in row] for row in mesh.devices]}))
 """
 

@@ -117,7 +117,8 @@ def test_device_count_follows_chips_and_lnc(make_client, options, count):
     ({"lnc": 3}, "LNC=3 is not supported on trn2; use 1 or 2"),
     ({"target": "trn1", "lnc": 2}, "LNC=2 is not supported on trn1; use 1"),
     ({"target": "trn3", "lnc": 2}, "LNC=2 is not supported on trn3; use 1"),
-    ({"chips": 0}, "chips must be between 1 and 1024, got 0"),
+    ({"chips": 0}, "chips must be between 1 and 64 on trn2 \\(one Trn2 UltraServer\\), got 0"),
+    ({"target": "trn1", "chips": 17}, "between 1 and 16 on trn1 \\(one trn1.32xlarge\\), got 17"),
     ({"target": "trn9"}, "unknown trn target 'trn9'"),
     ({"chip": 2}, "unknown trn create option 'chip'"),
     ({"chips": "2"}, "'chips' must be an integer"),
@@ -138,7 +139,7 @@ def test_platform_and_device_description(make_client):
   assert device.kind == "NeuronCore-v3 (trn2, LNC=2, simulated)"
   assert device.debug_string == "TRN_5"
   assert device.local_hardware_id == 5 and device.process_index == 0
-  assert device.attributes == {"coords": (1, 1), "core_on_chip": 1, "chip_index": 1,
+  assert device.attributes == {"coords": (1, 0, 0), "core_on_chip": 1, "chip_index": 1,
                                "lnc": 2, "target": "trn2"}
   with pytest.raises(errors.NotFound, match="no trn device with id 8"):
     client.lookup_device(8)

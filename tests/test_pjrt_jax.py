@@ -24,7 +24,8 @@ def test_devices_describe_simulated_neuroncores(trn_devices):
   assert device.platform == "trn"
   assert "simulated" in device.device_kind and "NeuronCore" in device.device_kind
   assert str(device) == "TRN_1"
-  assert list(device.coords) == [device.chip_index, device.core_on_chip]
+  assert list(device.coords) == [device.chip_index % 4, device.chip_index // 4 % 4,
+                                 device.chip_index // 16]  # the chip's place in its torus
   assert device.target in ("trn1", "trn2", "trn3") and device.lnc in (1, 2)
   assert {m.kind for m in device.addressable_memories()} == {"device", "pinned_host"}
   assert device.default_memory().kind == "device"

@@ -7,11 +7,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
 #include <variant>
 
 #include "sim/execution_index.h"
 #include "sim/host_call_permit.h"
+#include "sim/interconnect_timing.h"
 #include "sim/program.h"
 #include "sim/runtime.h"
 
@@ -98,6 +100,14 @@ nb::dict ProfileDict(const ExecutionProfile& profile) {
     rec["flops"] = r.flops;
     rec["hbm_bytes"] = r.hbm_bytes;
     rec["fp8"] = r.fp8;
+    if (r.collective.algorithm >= 0) {
+      nb::dict collective;
+      collective["algorithm"] = static_cast<int>(r.collective.algorithm);
+      collective["group_size"] = r.collective.group_size;
+      collective["peer_wait_ns"] = r.collective.peer_wait_ns;
+      collective["link_utilization"] = r.collective.link_utilization;
+      rec["collective"] = collective;
+    }
     // The semaphore waits the instruction had: [(stream name, count)], count instructions of
     // that stream complete before it may start.
     nb::list waits;
@@ -147,6 +157,35 @@ nb::dict TargetSpecDict(const std::string& name) {
     std::visit([&](auto value) { d[figure.name] = value; }, figure.value);
   }
   return d;
+}
+
+// The interconnect timing model's nanoseconds for one collective instruction (its kind,
+// algorithm, largest buffer and replica groups; every group's transfers share the links) for the
+// members of its first group, with core r on chip chip_of_rank[r] of `target`: what a
+// `collective` instruction of the same operands is charged once its group has arrived
+// (benchmarks/all_reduce.py models sizes too large to run on the host with it).
+double InterconnectNs(int kind, int algorithm, int64_t bytes, const std::vector<std::vector<int64_t>>& groups,
+                      const std::vector<int>& chip_of_rank, const std::string& target) {
+  const TargetSpec* t = FindTarget(target);
+  if (t == nullptr) throw nb::value_error(("unknown target \"" + target + "\"").c_str());
+  if (groups.empty() || groups.front().empty()) throw nb::value_error("interconnect_ns needs a non-empty group");
+  Interconnect net;
+  net.chip_of_rank = chip_of_rank;
+  for (const auto& group : groups) {
+    for (int64_t r : group) {
+      if (r < 0 || r >= static_cast<int64_t>(chip_of_rank.size())) {
+        throw nb::value_error(("rank " + std::to_string(r) + " has no chip in chip_of_rank").c_str());
+      }
+    }
+  }
+  StatusOr<ChipTopology> topology = TopologyOf(*t, 1 + *std::max_element(chip_of_rank.begin(), chip_of_rank.end()));
+  if (!topology.ok()) throw nb::value_error(topology.status().message().c_str());
+  net.topology = *topology;
+  Collective c{};
+  c.kind = static_cast<uint8_t>(kind);
+  c.algorithm = static_cast<uint8_t>(algorithm);
+  c.groups = groups;
+  return CollectiveNs(c, bytes, groups.front(), net, *t);
 }
 
 // isa.def's tables as the C++ side compiled them, named by its name functions (DTypeName,
@@ -277,6 +316,9 @@ NB_MODULE(_native, m) {
   m.doc() = "jax-trn runtime bindings: target table, direct program execution, profiles";
   m.def("target_spec", &TargetSpecDict, nb::arg("name"), "The per-generation hardware constants of a target.");
   m.def("target_names", &TargetNames, "Every target's name (the target table's order).");
+  m.def("interconnect_ns", &InterconnectNs, nb::arg("kind"), nb::arg("algorithm"), nb::arg("nbytes"),
+        nb::arg("groups"), nb::arg("chip_of_rank"), nb::arg("target"),
+        "The interconnect model's time of one collective (not a permute) for its first group.");
   m.def("isa_tables", &IsaTables, "isa.def's tables (name -> code) as the C++ side compiled them.");
   m.def("run_program", &RunProgram, nb::arg("program"), nb::arg("inputs"), nb::arg("record_timeline") = false,
         "Loads and runs program bytes on one simulated NeuronCore; returns (outputs, profile).");

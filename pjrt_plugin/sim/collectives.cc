@@ -192,8 +192,8 @@ Status CheckAgreement(const std::vector<int64_t>& group, const std::vector<Colle
 
 }  // namespace
 
-CollectiveSession::CollectiveSession(std::vector<int> chip_of_rank, const TargetSpec& target, double timeout_s)
-    : chip_of_rank_(std::move(chip_of_rank)), target_(target), timeout_s_(timeout_s > 0 ? timeout_s : TimeoutFromEnvironment()) {}
+CollectiveSession::CollectiveSession(Interconnect net, const TargetSpec& target, double timeout_s)
+    : net_(std::move(net)), target_(target), timeout_s_(timeout_s > 0 ? timeout_s : TimeoutFromEnvironment()) {}
 
 void CollectiveSession::Fail(int rank, const std::string& message) {
   {
@@ -239,7 +239,8 @@ StatusOr<std::vector<CollectiveContribution>> CollectiveSession::Exchange(
 }
 
 StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& inst, double start_ns,
-                                          const ExecuteOptions& options) {
+                                          const ExecuteOptions& options,
+                                          InstructionRecord::Collective* stats) {
   const auto& c = std::get<Collective>(inst.operands);
   const int rank = machine.rank;
   const int num_ranks = machine.collectives != nullptr ? machine.collectives->num_ranks() : 1;
@@ -282,9 +283,21 @@ StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& i
   double begin = start_ns;
   for (const auto& p : parts) begin = std::max(begin, p.arrive_ns);
   const int64_t bytes = static_cast<int64_t>(std::max(data->size(), result.size()));
-  static const std::vector<int> kOneChip{0};
-  const std::vector<int>& chips = machine.collectives != nullptr ? machine.collectives->chip_of_rank() : kOneChip;
-  const double end = begin + CollectiveNs(c.kind, c.algorithm, bytes, members, chips, *machine.program.target);
+  static const Interconnect kAlone{};
+  const Interconnect& net = machine.collectives != nullptr ? machine.collectives->interconnect() : kAlone;
+  const double collective_ns = CollectiveNs(c, bytes, members, net, *machine.program.target);
+  const double end = begin + collective_ns;
+  // The same algorithm on the same links at a size where latency vanishes gives the links'
+  // own rate: the share of it this collective reached is its link utilization.
+  constexpr double kLatencyFreeBytes = 1099511627776.0;  // 1 TiB
+  const double latency_free_ns =
+      CollectiveNs(c, static_cast<int64_t>(kLatencyFreeBytes), members, net, *machine.program.target);
+  stats->algorithm = static_cast<int8_t>(c.algorithm);
+  stats->group_size = static_cast<int32_t>(members.size());
+  stats->peer_wait_ns = begin - start_ns;
+  stats->link_utilization = members.size() > 1 && collective_ns > 0
+                                ? (static_cast<double>(bytes) / collective_ns) / (kLatencyFreeBytes / latency_free_ns)
+                                : 0.0;
   InstructionTiming timing;
   timing.latency_ns = end - start_ns;
   timing.busy_ns = timing.latency_ns;

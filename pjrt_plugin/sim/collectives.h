@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dtype.h"
+#include "interconnect_timing.h"
 #include "machine.h"
 #include "program.h"
 #include "runtime.h"
@@ -43,12 +44,13 @@ struct SharedReduction {
 // The rendezvous of the cores of one execution. Thread-safe; shared by the cores' executions.
 class TRN_API CollectiveSession {
  public:
-  // `chip_of_rank[r]`: the chip core r is on (the interconnect's topology); `timeout_s`: how
-  // long a core waits for its peers before failing (0: TRN_COLLECTIVE_TIMEOUT_S, else 60 s).
-  CollectiveSession(std::vector<int> chip_of_rank, const TargetSpec& target, double timeout_s = 0);
+  // `net.chip_of_rank[r]`: the chip core r is on, `net.topology` how the chips are wired;
+  // `timeout_s`: how long a core waits for its peers before failing (0:
+  // TRN_COLLECTIVE_TIMEOUT_S, else 60 s).
+  CollectiveSession(Interconnect net, const TargetSpec& target, double timeout_s = 0);
 
-  int num_ranks() const { return static_cast<int>(chip_of_rank_.size()); }
-  const std::vector<int>& chip_of_rank() const { return chip_of_rank_; }
+  int num_ranks() const { return static_cast<int>(net_.chip_of_rank.size()); }
+  const Interconnect& interconnect() const { return net_; }
   const TargetSpec& target() const { return target_; }
 
   // A core's execution failed: every core waiting now, or later, fails with this message.
@@ -71,7 +73,7 @@ class TRN_API CollectiveSession {
     size_t fetched = 0;
     std::shared_ptr<SharedReduction> reduction = std::make_shared<SharedReduction>();
   };
-  const std::vector<int> chip_of_rank_;
+  const Interconnect net_;
   const TargetSpec& target_;
   const double timeout_s_;
   std::mutex mu_;
@@ -83,8 +85,10 @@ class TRN_API CollectiveSession {
 // Runs a `collective` instruction on `machine` (rank machine.rank of machine.collectives; a
 // machine without a session is rank 0 of a one-core execution) starting at `start_ns`; its
 // timing is that of the collective, which starts when the group's last member arrives.
+// *stats: its algorithm, group size, wait for the slowest peer and link utilization.
 StatusOr<InstructionTiming> RunCollective(Machine& machine, const Instruction& inst, double start_ns,
-                                          const ExecuteOptions& options);
+                                          const ExecuteOptions& options,
+                                          InstructionRecord::Collective* stats);
 
 // partition_id: dst = the machine's rank.
 void RunPartitionId(Machine& machine, const PartitionId& p);

@@ -206,9 +206,10 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
     const Instruction& inst = moved ? concrete : stored;
     machine.core = CoreOfStream(best);
     InstructionTiming timing;
+    InstructionRecord::Collective collective_stats;
     if (inst.opcode == Opcode::kCollective) {
       // Meets the other cores: its data and its time depend on theirs (collectives.h).
-      StatusOr<InstructionTiming> collective = RunCollective(machine, inst, best_start, options);
+      StatusOr<InstructionTiming> collective = RunCollective(machine, inst, best_start, options, &collective_stats);
       if (!collective.ok()) return collective.status();
       timing = *collective;
     } else if (inst.opcode == Opcode::kHostCallback) {
@@ -239,6 +240,7 @@ StatusOr<double> RunBlock(Machine& machine, size_t block_index, double start_ns,
       record.iteration = stream.Run(block.loops[best]);
       record.hbm_bytes = counts.hbm_bytes;
       record.fp8 = counts.fp8_matmul_flops > 0;
+      record.collective = collective_stats;
       profile->timeline.push_back(record);
     }
     stream.Advance(block.loops[best]);

@@ -87,6 +87,13 @@ struct InstructionRecord {
   int64_t iteration = 0;    // its iteration of the stream's counted loop (format version 4)
   int64_t hbm_bytes = 0;    // bytes it read from and wrote to HBM (utilization_accounting.h)
   bool fp8 = false;         // a matmul at the fp8 rate
+  // A collective only (collectives.h): how it ran between the cores.
+  struct Collective {
+    int8_t algorithm = -1;          // kCollective* algorithm; -1: not a collective
+    int32_t group_size = 0;
+    double peer_wait_ns = 0;        // from this core's arrival to its group's last
+    double link_utilization = 0;    // its bandwidth / what its links give with no latency
+  } collective;
 };
 
 struct ExecutionProfile {

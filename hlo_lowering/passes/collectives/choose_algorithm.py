@@ -8,10 +8,10 @@ Inside one chip cores exchange through the chip's HBM, any pair alike: recursive
 halving-doubling moves a ring's bytes in log2 n rounds instead of n − 1 steps, so a
 power-of-two group takes it at every size. Across chips its far rounds cross several chip
 links (each hop's latency, the link shared): messages up to MAX_HALVING_DOUBLING_BYTES still
-gain from the fewer rounds; larger all_reduces go hierarchical (a reduce-scatter inside each
-chip, an all-reduce of the pieces between chips, an all-gather inside each chip: the chip links
-carry 1/c of the bytes), other kinds the ring. Groups of two, and groups of other sizes not
-taking the hierarchical algorithm: the ring.
+gain from the fewer rounds; larger all_reduces up to HIERARCHICAL_BYTES_PER_CORE per core go
+hierarchical (a reduce-scatter inside each chip, c all-reduces of the pieces between chips, an
+all-gather inside each chip: fewer hops), other kinds and larger all_reduces the ring. Groups
+of two, and groups of other sizes not taking the hierarchical algorithm: the ring.
 
 The cores of a chip are estimated as rank // module.attrs["trn.cores_per_chip"] (the target's
 devices per chip at its default LNC; the runtime's device assignment decides): an algorithm
@@ -33,6 +33,12 @@ from hlo_lowering.program.enums import (COLLECTIVE_HALVING_DOUBLING, COLLECTIVE_
 # extra (n − 1 − log2 n) hop latencies, 1.5 µs each, stop outweighing its far rounds' shared
 # links at 1.28 TB/s).
 MAX_HALVING_DOUBLING_BYTES = 1 << 20
+# Across chips, the hierarchical all-reduce saves the ring's hops (2 (c − 1) + 2 (m − 1) steps
+# instead of 2 (n − 1)) but moves every byte through the chip's cores once more, and its c rings
+# between chips share the chip links: it wins up to about n × 0.75 MiB (est. from the
+# interconnect model's crossovers: 6 MiB for 8 cores on 2 chips, 24 MiB for 32 on 4, 96 MiB for
+# 64 on 8; the bound sits at or below each); the ring beyond.
+HIERARCHICAL_BYTES_PER_CORE = 3 << 18
 _CHOSEN = frozenset({"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter"})
 
 
@@ -41,15 +47,21 @@ def _bytes(op: Op) -> int:
   return max(sum(v.type.nbytes for v in op.operands), sum(r.type.nbytes for r in op.results))
 
 
-def choose(op: Op, cores_per_chip: int) -> int:
-  groups = op.attrs["core_groups"]
+def algorithm_for(name: str, nbytes: int, groups: list[list[int]], cores_per_chip: int) -> int:
+  """The algorithm for collective `name` ("stablehlo.all_reduce", ...) whose largest buffer
+  holds `nbytes`, over `groups` (core ranks)."""
   n = len(groups[0])
   if n <= 2:
     return COLLECTIVE_RING  # one exchange either way
   spans_chips = any(len({rank // cores_per_chip for rank in group}) > 1 for group in groups)
-  if spans_chips and _bytes(op) > MAX_HALVING_DOUBLING_BYTES:
-    return COLLECTIVE_HIERARCHICAL if op.name == "stablehlo.all_reduce" else COLLECTIVE_RING
+  if spans_chips and nbytes > MAX_HALVING_DOUBLING_BYTES:
+    hierarchical = name == "stablehlo.all_reduce" and nbytes <= n * HIERARCHICAL_BYTES_PER_CORE
+    return COLLECTIVE_HIERARCHICAL if hierarchical else COLLECTIVE_RING
   return COLLECTIVE_HALVING_DOUBLING if n & (n - 1) == 0 else COLLECTIVE_RING
+
+
+def choose(op: Op, cores_per_chip: int) -> int:
+  return algorithm_for(op.name, _bytes(op), op.attrs["core_groups"], cores_per_chip)
 
 
 def run(module: Module) -> None:
