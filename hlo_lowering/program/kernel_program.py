@@ -37,7 +37,8 @@ INPUT, OUTPUT, SCRATCH, CONSTANT = "input", "output", "scratch", "constant"
 # general-purpose ops over HBM).
 METHODS = frozenset({"dma_copy", "matmul", "transpose", "tensor_tensor", "tensor_scalar",
                      "tensor_reduce", "tensor_copy", "tensor_ternary", "tensor_unary",
-                     "activation", "activation_reduce"})
+                     "scalar_tensor_tensor", "bn_stats", "bn_aggr", "activation",
+                     "activation_reduce"})
 
 
 @dataclasses.dataclass(frozen=True)
