@@ -418,9 +418,17 @@ for _name, _why in {
     "nc_matmul_mx": "MX quantized matmul is not modeled",
     "quantize_mx": "MX quantization is not modeled", "rng": "no random number instruction",
     "rand2": "no random number instruction", "sendrecv": "collectives are not in kernels yet",
-    "core_barrier": "one core per kernel launch",
 }.items():
   globals()[_name] = _refused(_name, _why)
+
+
+def core_barrier(data, cores, engine=engine.unknown, name=None):
+  """Both physical cores' programs reach this point before either goes on (NKI's
+  core_barrier): what each wrote to HBM before it, the other may then read or overwrite."""
+  if tuple(cores) != (0, 1):
+    raise kernel_error(f"core_barrier cores={tuple(cores)}: only cores=(0, 1) is supported "
+                       "(the two physical cores of an LNC=2 device)")
+  current().core_barrier(data)
 
 
 def get_nc_version():
