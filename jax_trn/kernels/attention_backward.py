@@ -67,36 +67,61 @@ class _Head:
   column per query block (and -rowsum(dO * O) as a row in the matmul dtype), and the fp32 dQ
   accumulators."""
 
-  def __init__(self, q, out, d_out, lse, head, flipped_slots, row_slots, copies, owners):
+  def __init__(self, q, out, d_out, lse, head, flipped_slots, copies, owners, deltas):
+    """`deltas`: None, or the HBM tensor through which the two cores share rowsum(dO * O):
+    each makes it for every other query block (the rest arrives after a core barrier,
+    `finish`)."""
     seq, dim = q.shape[1], q.shape[2]
-    self.head = head
-    blocks = tiles(seq, nl.tile_size.pmax)
+    self.head, self.owners, self.deltas = head, owners, deltas
+    self.blocks = blocks = tiles(seq, nl.tile_size.pmax)
     self.q_rows, self.d_out_rows = _row_tiles(q, head), _row_tiles(d_out, head)
     self.q_t = transposed_rows(q, head, flipped_slots, copies)
     self.d_out_t = transposed_rows(d_out, head, flipped_slots, copies)
     self.neg_lse, self.neg_delta = _per_query_columns(seq), _per_query_columns(seq)
+    me, programs = nl.program_id(0), nl.num_programs(0)
     for i, (s0, sn) in enumerate(blocks):
       nisa.dma_copy(dst=self.neg_lse[0:sn, i:i + 1], src=lse[head, s0:s0 + sn])
+      if deltas is not None and i % programs != me:
+        continue
       o_rows = nl.ndarray((sn, dim), dtype=out.dtype, buffer=nl.sbuf)
       nisa.dma_copy(dst=o_rows, src=out[head, s0:s0 + sn, :])
       products = nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
       nisa.tensor_tensor(dst=products, data1=self.d_out_rows[i], data2=o_rows, op=nl.multiply)
       nisa.tensor_reduce(dst=self.neg_delta[0:sn, i:i + 1], op=nl.add, data=products, axis=1)
+      if deltas is not None:
+        nisa.dma_copy(dst=deltas[head, s0:s0 + sn], src=self.neg_delta[0:sn, i:i + 1])
+
+  def finish(self, q, row_slots):
+    """The other core's rowsum(dO * O) (after the barrier), then −lse and −delta negated and
+    −delta as a row (transposed through `row_slots`, PSUM slots in q's dtype)."""
+    seq = q.shape[1]
+    me, programs = nl.program_id(0), nl.num_programs(0)
+    for i, (s0, sn) in enumerate(self.blocks if self.deltas is not None else ()):
+      if i % programs != me:
+        nisa.dma_copy(dst=self.neg_delta[0:sn, i:i + 1], src=self.deltas[self.head, s0:s0 + sn])
+    blocks = self.blocks
     for columns in (self.neg_lse, self.neg_delta):  # negated once for every block
       nisa.activation(dst=columns, op=nl.copy, data=columns, scale=-1.0)
     # -delta as one row [1, S] in the matmul dtype: a rank-1 matmul (-delta x ones) into dP's
     # PSUM group then gives dP - delta, with no ScalarE or VectorE pass over the block.
+    # Transposed in the matmul dtype (the row is rounded to it anyway): a bf16 transpose takes a
+    # quarter of an fp32 one's TensorE time.
+    columns = self.neg_delta
+    if q.dtype != self.neg_delta.dtype:
+      columns = nl.ndarray(self.neg_delta.shape, dtype=q.dtype, buffer=nl.sbuf)
+      nisa.tensor_copy(dst=columns, src=self.neg_delta)
     self.neg_delta_row = nl.ndarray((1, seq), dtype=q.dtype, buffer=nl.sbuf)
     for r0, rn in tiles(seq, KEY_GROUP):
       row = row_slots.next()[0:1, 0:rn]
       for i, (s0, sn) in enumerate(blocks):
         if r0 <= s0 < r0 + rn:
-          nisa.nc_transpose(dst=row[:, s0 - r0:s0 - r0 + sn], data=self.neg_delta[0:sn, i:i + 1])
+          nisa.nc_transpose(dst=row[:, s0 - r0:s0 - r0 + sn], data=columns[0:sn, i:i + 1])
       nisa.tensor_copy(dst=self.neg_delta_row[:, r0:r0 + rn], src=row)
     # fp32 dQ of each query block summed over each core's key groups (`owners`: the cores whose
     # groups this program makes), added once at the end.
+    dim = q.shape[2]
     self.dq_acc = {owner: [nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
-                           for _, sn in blocks] for owner in owners}
+                           for _, sn in blocks] for owner in self.owners}
 
 
 class _Step:
@@ -222,13 +247,19 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
 
   dq_shares = (nl.ndarray(q.shape, dtype=nl.float32, buffer=nl.shared_hbm) if programs > 1
                else None)
+  deltas = (nl.ndarray(q.shape[0:2], dtype=nl.float32, buffer=nl.shared_hbm) if programs > 1
+            else None)
   heads_done = []
   for kv_head in range(kv_heads):
     bwd.k_rows = _row_tiles(k, kv_head)
     bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies)
     bwd.v_t = transposed_rows(v, kv_head, bwd.flipped_slots, bwd.copies)
-    sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.score_slots, bwd.copies,
-                   owners) for head in range(kv_head * group, (kv_head + 1) * group)]
+    sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.copies, owners, deltas)
+             for head in range(kv_head * group, (kv_head + 1) * group)]
+    if deltas is not None:
+      nisa.core_barrier(deltas, (0, 1))
+    for side in sides:
+      side.finish(q, bwd.flipped_slots)
     for g, (g0, gn) in enumerate(groups):
       if _owner(g) not in owners:
         continue
