@@ -75,8 +75,8 @@ class _Head:
     self.head, self.owners, self.deltas = head, owners, deltas
     self.blocks = blocks = tiles(seq, nl.tile_size.pmax)
     self.q_rows, self.d_out_rows = _row_tiles(q, head), _row_tiles(d_out, head)
-    self.q_t = transposed_rows(q, head, flipped_slots, copies)
-    self.d_out_t = transposed_rows(d_out, head, flipped_slots, copies)
+    self.q_t = transposed_rows(q, head, flipped_slots, copies, loaded=self.q_rows)
+    self.d_out_t = transposed_rows(d_out, head, flipped_slots, copies, loaded=self.d_out_rows)
     self.neg_lse, self.neg_delta = _per_query_columns(seq), _per_query_columns(seq)
     me, programs = nl.program_id(0), nl.num_programs(0)
     for i, (s0, sn) in enumerate(blocks):
@@ -252,7 +252,7 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
   heads_done = []
   for kv_head in range(kv_heads):
     bwd.k_rows = _row_tiles(k, kv_head)
-    bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies)
+    bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies, loaded=bwd.k_rows)
     bwd.v_t = transposed_rows(v, kv_head, bwd.flipped_slots, bwd.copies)
     sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.copies, owners, deltas)
              for head in range(kv_head * group, (kv_head + 1) * group)]
