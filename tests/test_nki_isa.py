@@ -232,3 +232,27 @@ def test_scalar_tensor_tensor_keeps_its_intermediate_in_fp32(dtype):
   expected = (y.astype(np.float32) - inner).astype(dtype)
   np.testing.assert_array_equal(actual.view(np.uint16 if dtype != np.float32 else np.uint32),
                                 expected.view(np.uint16 if dtype != np.float32 else np.uint32))
+
+
+@nki.jit
+def bf16_tensor_tensor(x, column, y):
+  dst = _new(x.shape, x.dtype)
+  nisa.tensor_tensor(dst=dst, data1=_sbuf(x), data2=_sbuf(y), op=nl.multiply)
+  return _out(dst)
+
+
+def test_scalar_tensor_tensor_takes_a_tensor_tensor_time_in_bf16_too(trn):
+  """NKI: "approximately the same latency as a regular tensor_tensor", so on trn2 bf16 operands
+  run at VectorE's 2x two-byte rate for both; and both are kernel instructions inside jit."""
+  import jax
+  import ml_dtypes
+  x, column, y = (a.astype(ml_dtypes.bfloat16) for a in (X, COLUMN, Y))
+  busy = {}
+  for kernel in (bf16_tensor_tensor, scalar_tensor_tensor_reversed):
+    kernel(x, column, y)
+    busy[kernel] = kernel.last_simulation.profile.engine_busy_ns("DVE")
+  assert busy[scalar_tensor_tensor_reversed] == pytest.approx(busy[bf16_tensor_tensor])
+  placed = [jax.device_put(a, trn) for a in (x, column, y)]
+  inside_jit = jax.jit(scalar_tensor_tensor_reversed)(*placed)
+  np.testing.assert_array_equal(np.asarray(inside_jit).view(np.uint16),
+                                scalar_tensor_tensor_reversed(x, column, y).view(np.uint16))

@@ -148,3 +148,22 @@ def test_a_tile_used_on_both_cores_is_refused():
 def test_grids_that_do_not_fit_the_cores_are_refused(grid, message):
   with pytest.raises(nki.KernelError, match=message):
     tutorial.tensor_add_grid[grid]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_backward_shares_dq_across_the_core_barrier(causal, cpu):
+  """Five key groups (owners 0, 1, 1, 0, 0): each core's dQ share meets the other's across
+  nisa.core_barrier; bit-identical to one program (which keeps the same two shares) and the
+  reference's gradients."""
+  q, d_out = _normal((2, 2100, 32)), _normal((2, 2100, 32))
+  k, v = _normal((1, 2100, 32)), _normal((1, 2100, 32))
+  out, lse = kernels.attention.flash_attention_kernel(q, k, v, causal=causal, with_lse=True)
+  kernel = attention_backward.flash_attention_backward_kernel
+  both = kernel(q, k, v, out, d_out, lse, causal=causal)
+  alone = nki.jit(kernel.fn)(q, k, v, out, d_out, lse, causal=causal)
+  reference = jax.jit(lambda *a: jax.vjp(
+      lambda q, k, v: attention_backward.reference(q, k, v, causal=causal), *a)[1](d_out))(
+          *[jax.device_put(a, cpu) for a in (q, k, v)])
+  for two_core, one_core, expected in zip(both, alone, reference, strict=True):
+    np.testing.assert_array_equal(two_core, one_core)
+    np.testing.assert_allclose(two_core, np.asarray(expected), rtol=1e-4, atol=1e-4)

@@ -291,6 +291,18 @@ class ProgramBuilder:
                operand0=_scalar_operand(operand0, "scalar_tensor_tensor"),
                operand1=_tile(operand1, "scalar_tensor_tensor"))
 
+  def bn_stats(self, dst, src, debug=None):
+    """VectorE's per-partition statistics of src (NKI's bn_stats, up to 512 elements): dst
+    [P, 6] = count, mean and count · variance of the even elements, then of the odd ones."""
+    dst, src = _tile(dst, "bn_stats"), _tile(src, "bn_stats")
+    self._emit(Opcode.BN_STATS, Stream.DVE, debug, dst=dst, src=src)
+
+  def bn_aggr(self, dst, src, debug=None):
+    """VectorE's combination of bn_stats tuples (NKI's bn_aggr): dst [P, 2] = the mean and
+    variance of everything the tuples along src describe."""
+    dst, src = _tile(dst, "bn_aggr"), _tile(src, "bn_aggr")
+    self._emit(Opcode.BN_AGGR, Stream.DVE, debug, dst=dst, src=src)
+
   def tensor_unary(self, op, dst, src, debug=None):
     dst, src = _tile(dst, "tensor_unary"), _tile(src, "tensor_unary")
     self._emit(Opcode.TENSOR_UNARY, Stream.DVE, debug, op=Alu(op), dst=dst, src=src)

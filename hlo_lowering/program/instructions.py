@@ -291,6 +291,8 @@ OPERAND_LAYOUT = {
     Opcode.SCALAR_TENSOR_TENSOR: (("op0", "u8"), ("op1", "u8"), ("reverse0", "u8"),
                                   ("reverse1", "u8"), ("dst", "tile"), ("data", "tile"),
                                   ("operand0", "scalar_operand"), ("operand1", "tile")),
+    Opcode.BN_STATS: (("dst", "tile"), ("src", "tile")),
+    Opcode.BN_AGGR: (("dst", "tile"), ("src", "tile")),
     Opcode.ACTIVATION: (("func", "u8"), ("dst", "tile"), ("src", "tile"), ("scale", "f32"),
                         ("bias", "scalar_operand")),
     # scale per partition or immediate; dst_sum: each row's fp32 sum of dst as written, or None.

@@ -85,6 +85,8 @@ OPCODES = {
     'TENSOR_TERNARY': {'code': 36, 'engine': 'DVE'},
     'TENSOR_UNARY': {'code': 37, 'engine': 'DVE'},
     'SCALAR_TENSOR_TENSOR': {'code': 38, 'engine': 'DVE'},
+    'BN_STATS': {'code': 39, 'engine': 'DVE'},
+    'BN_AGGR': {'code': 40, 'engine': 'DVE'},
     'ACTIVATION': {'code': 48, 'engine': 'ACT'},
     'ACTIVATION_REDUCE': {'code': 49, 'engine': 'ACT'},
     'GP_ELEMENTWISE': {'code': 64, 'engine': 'POOL'},

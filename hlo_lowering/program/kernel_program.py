@@ -30,14 +30,17 @@ from .builder import ProgramBuilder
 from .enums import DType, Memory
 from .operands import HbmAP, Scalar, TileAP
 
-FORMAT_VERSION = 2  # 2: instructions carry their physical core; device_print snapshots
+# 2: instructions carry their physical core; device_print snapshots. 3: and their epoch (the
+# core barriers their program passed before them); version 2 payloads read as epoch 0.
+FORMAT_VERSION = 3
 INPUT, OUTPUT, SCRATCH, CONSTANT = "input", "output", "scratch", "constant"
 
 # The ProgramBuilder methods a kernel may call (engine instructions; no control flow, no GpSimd
 # general-purpose ops over HBM).
 METHODS = frozenset({"dma_copy", "matmul", "transpose", "tensor_tensor", "tensor_scalar",
                      "tensor_reduce", "tensor_copy", "tensor_ternary", "tensor_unary",
-                     "activation", "activation_reduce"})
+                     "scalar_tensor_tensor", "bn_stats", "bn_aggr", "activation",
+                     "activation_reduce"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,7 @@ class KernelInstruction:
   operands: dict  # its keyword arguments: TileAPs at arena offsets, HbmAPs over kernel tensors
   line: int       # index into KernelProgram.lines
   core: int = 0   # the physical core of an LNC=2 device that runs it (a grid's programs)
+  epoch: int = 0  # how many nisa.core_barrier calls its program made before it
 
 
 @dataclasses.dataclass
@@ -82,6 +86,11 @@ class KernelProgram:
     """The physical cores the kernel's programs use (1, or 2 for a grid over both)."""
     return 1 + max((inst.core for inst in self.instructions), default=0)
 
+  @property
+  def epochs(self) -> int:
+    """The stretches its programs' core barriers cut them into (1 without barriers)."""
+    return 1 + max((inst.epoch for inst in self.instructions), default=0)
+
   def emit(self, builder: ProgramBuilder, inputs: list, outputs: list,
            debug_for_line: Callable[[str], int], physical_cores: int = 1) -> None:
     """Appends the kernel's instructions to `builder`. `inputs` / `outputs`: one (builder tensor,
@@ -89,8 +98,9 @@ class KernelProgram:
     become temporaries. `debug_for_line(position)` gives the debug id of a kernel line.
 
     A kernel whose programs use two cores runs each core's instructions on that physical core
-    (`on_core`, one split: the tracer proved their HBM writes disjoint) when the device has
-    `physical_cores` 2; on one core otherwise, core 0's instructions first. Both cores' tiles
+    (`on_core`, one split per epoch: the tracer proved their HBM writes between two core
+    barriers disjoint) when the device has `physical_cores` 2; on one core otherwise, epoch by
+    epoch, core 0's instructions of each first. Both cores' tiles
     lie in one arena per memory (each core's own SBUF/PSUM)."""
     bound = {}
     for kind, given in ((INPUT, inputs), (OUTPUT, outputs)):
@@ -127,15 +137,19 @@ class KernelProgram:
         else:
           method(debug=debug_ids[inst.line], **operands)
 
-    by_core = [[inst for inst in self.instructions if inst.core == core]
-               for core in range(self.cores)]
-    if self.cores == 1 or physical_cores < 2:
-      emit_all(inst for instructions in by_core for inst in instructions)
-      return
-    split = builder.new_split()
-    for core, instructions in enumerate(by_core):
-      with builder.on_core(core, split):
-        emit_all(instructions)
+    # Epoch by epoch (the stretches between core barriers), each core's instructions of an
+    # epoch one share of a split: the back end orders what an epoch's instructions touch after
+    # every earlier epoch's accesses to the same memory, on either core.
+    for epoch in range(self.epochs):
+      by_core = [[inst for inst in self.instructions if inst.core == core and inst.epoch == epoch]
+                 for core in range(self.cores)]
+      if self.cores == 1 or physical_cores < 2:
+        emit_all(inst for instructions in by_core for inst in instructions)
+        continue
+      split = builder.new_split()
+      for core, instructions in enumerate(by_core):
+        with builder.on_core(core, split):
+          emit_all(instructions)
 
   # --- text form ----------------------------------------------------------------------------
 
@@ -145,7 +159,7 @@ class KernelProgram:
            "tensors": [[t.kind, t.index, int(t.dtype), list(t.shape), t.name,
                         base64.b64encode(t.data).decode("ascii")] for t in self.tensors],
            "instructions": [[i.method, {k: _encode(v) for k, v in i.operands.items()}, i.line,
-                             i.core] for i in self.instructions]}
+                             i.core, i.epoch] for i in self.instructions]}
     text = json.dumps(doc, separators=(",", ":")).encode()
     return base64.b64encode(zlib.compress(text, 6)).decode("ascii")
 
@@ -155,19 +169,19 @@ class KernelProgram:
       doc = json.loads(zlib.decompress(base64.b64decode(text)))
     except (ValueError, zlib.error) as e:
       raise ValueError(f"not a jax_trn kernel payload: {e}") from None
-    if doc.get("version") != FORMAT_VERSION:
+    if doc.get("version") not in (2, FORMAT_VERSION):
       raise ValueError(f"kernel payload version {doc.get('version')}; this compiler reads "
-                       f"{FORMAT_VERSION} (retrace the kernel with this jax_trn)")
+                       f"2 and {FORMAT_VERSION} (retrace the kernel with this jax_trn)")
     tensors = [KernelTensor(kind, index, DType(dtype), tuple(shape), name, base64.b64decode(data))
                for kind, index, dtype, shape, name, data in doc["tensors"]]
     instructions = []
-    for method, operands, line, core in doc["instructions"]:
+    for method, operands, line, core, *epoch in doc["instructions"]:
       if method not in METHODS:
         raise ValueError(f"kernel payload calls {method!r}, not a kernel instruction")
       if core not in (0, 1):
         raise ValueError(f"kernel payload puts {method} on core {core}: a device has cores 0, 1")
       instructions.append(KernelInstruction(method, {k: _decode(v) for k, v in operands.items()},
-                                            line, core))
+                                            line, core, epoch[0] if epoch else 0))
     return cls(doc["name"], tensors, instructions, list(doc["lines"]), doc["sbuf"], doc["psum"],
                [(int(number), str(prefix)) for number, prefix in doc["prints"]])
 

@@ -82,16 +82,20 @@ class CopyRotation:
                      engine=nisa.engine.vector if on_vector else nisa.engine.scalar)
 
 
-def transposed_rows(tensor, head, psum_slots, copies):
-  """tensor[head] [S, d] as one SBUF tile [d, S]: 128-row loads, TensorE transposes in the
-  tensor's dtype into PSUM slots [128, F] (as many as fit in one), one copy out per slot."""
+def transposed_rows(tensor, head, psum_slots, copies, loaded=None):
+  """tensor[head] [S, d] as one SBUF tile [d, S]: 128-row loads (or the tiles `loaded` already
+  holds, one per 128 rows), TensorE transposes in the tensor's dtype into PSUM slots [128, F]
+  (as many as fit in one), one copy out per slot."""
   seq, dim = tensor.shape[1], tensor.shape[2]
   result = nl.ndarray((dim, seq), dtype=tensor.dtype, buffer=nl.sbuf)
   for g0, gn in tiles(seq, psum_slots.tile.shape[2]):
     flipped = psum_slots.next()[0:dim, 0:gn]
     for s0, sn in tiles(gn, 128):
-      rows = nl.ndarray((sn, dim), dtype=tensor.dtype, buffer=nl.sbuf)
-      nisa.dma_copy(dst=rows, src=tensor[head, g0 + s0:g0 + s0 + sn, :])
+      if loaded is None:
+        rows = nl.ndarray((sn, dim), dtype=tensor.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=rows, src=tensor[head, g0 + s0:g0 + s0 + sn, :])
+      else:
+        rows = loaded[(g0 + s0) // 128]
       nisa.nc_transpose(dst=flipped[:, s0:s0 + sn], data=rows)
     copies.copy(result[:, g0:g0 + gn], flipped)
   return result

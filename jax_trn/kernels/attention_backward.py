@@ -17,8 +17,9 @@ software-pipelined (the scores of step t + 1 before the matmuls of step t). Ever
 TensorE needs with the contraction on partitions is made once per head; the causal form skips
 query blocks wholly before a key group, stops each at its last query and masks the diagonal
 128 keys as the forward does. Launched over both physical cores (kernel[nl.nc(2)]): each core
-makes dK, dV of every other key group and dQ of every other query block, recomputing the
-scores and dS of the steps it needs for either (bit-identical to one program).
+makes every step of its key groups (first and last paired: balanced under the causal mask):
+dK, dV of its groups, and its groups' share of every dQ; the two shares of each dQ meet in HBM
+across a core barrier (bit-identical to one program, which keeps the same two shares).
 """
 
 import functools
@@ -34,6 +35,13 @@ from jax_trn.kernels.attention import (CopyRotation, Slots, flash_attention_kern
 from jax_trn.kernels.tiles import identity_tile, tiles
 
 KEY_GROUP = 512  # keys per step: one PSUM bank of fp32 scores
+
+
+def _owner(group: int) -> int:
+  """The program (physical core) of kernel[nl.nc(2)] that makes key group `group`: 0, 1, 1, 0,
+  0, 1, 1, 0, ... Under the causal mask a group's work shrinks with its index, so pairing the
+  first with the last evens the cores out; the owner's groups also give each dQ share."""
+  return int(group % 4 in (1, 2))
 
 
 def _row_tiles(tensor, head):
@@ -59,45 +67,71 @@ class _Head:
   column per query block (and -rowsum(dO * O) as a row in the matmul dtype), and the fp32 dQ
   accumulators."""
 
-  def __init__(self, q, out, d_out, lse, head, flipped_slots, row_slots, copies):
+  def __init__(self, q, out, d_out, lse, head, flipped_slots, copies, owners, deltas):
+    """`deltas`: None, or the HBM tensor through which the two cores share rowsum(dO * O):
+    each makes it for every other query block (the rest arrives after a core barrier,
+    `finish`)."""
     seq, dim = q.shape[1], q.shape[2]
-    self.head = head
-    blocks = tiles(seq, nl.tile_size.pmax)
+    self.head, self.owners, self.deltas = head, owners, deltas
+    self.blocks = blocks = tiles(seq, nl.tile_size.pmax)
     self.q_rows, self.d_out_rows = _row_tiles(q, head), _row_tiles(d_out, head)
-    self.q_t = transposed_rows(q, head, flipped_slots, copies)
-    self.d_out_t = transposed_rows(d_out, head, flipped_slots, copies)
+    self.q_t = transposed_rows(q, head, flipped_slots, copies, loaded=self.q_rows)
+    self.d_out_t = transposed_rows(d_out, head, flipped_slots, copies, loaded=self.d_out_rows)
     self.neg_lse, self.neg_delta = _per_query_columns(seq), _per_query_columns(seq)
+    me, programs = nl.program_id(0), nl.num_programs(0)
     for i, (s0, sn) in enumerate(blocks):
       nisa.dma_copy(dst=self.neg_lse[0:sn, i:i + 1], src=lse[head, s0:s0 + sn])
+      if deltas is not None and i % programs != me:
+        continue
       o_rows = nl.ndarray((sn, dim), dtype=out.dtype, buffer=nl.sbuf)
       nisa.dma_copy(dst=o_rows, src=out[head, s0:s0 + sn, :])
       products = nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
       nisa.tensor_tensor(dst=products, data1=self.d_out_rows[i], data2=o_rows, op=nl.multiply)
       nisa.tensor_reduce(dst=self.neg_delta[0:sn, i:i + 1], op=nl.add, data=products, axis=1)
+      if deltas is not None:
+        nisa.dma_copy(dst=deltas[head, s0:s0 + sn], src=self.neg_delta[0:sn, i:i + 1])
+
+  def finish(self, q, row_slots):
+    """The other core's rowsum(dO * O) (after the barrier), then −lse and −delta negated and
+    −delta as a row (transposed through `row_slots`, PSUM slots in q's dtype)."""
+    seq = q.shape[1]
+    me, programs = nl.program_id(0), nl.num_programs(0)
+    for i, (s0, sn) in enumerate(self.blocks if self.deltas is not None else ()):
+      if i % programs != me:
+        nisa.dma_copy(dst=self.neg_delta[0:sn, i:i + 1], src=self.deltas[self.head, s0:s0 + sn])
+    blocks = self.blocks
     for columns in (self.neg_lse, self.neg_delta):  # negated once for every block
       nisa.activation(dst=columns, op=nl.copy, data=columns, scale=-1.0)
     # -delta as one row [1, S] in the matmul dtype: a rank-1 matmul (-delta x ones) into dP's
     # PSUM group then gives dP - delta, with no ScalarE or VectorE pass over the block.
+    # Transposed in the matmul dtype (the row is rounded to it anyway): a bf16 transpose takes a
+    # quarter of an fp32 one's TensorE time.
+    columns = self.neg_delta
+    if q.dtype != self.neg_delta.dtype:
+      columns = nl.ndarray(self.neg_delta.shape, dtype=q.dtype, buffer=nl.sbuf)
+      nisa.tensor_copy(dst=columns, src=self.neg_delta)
     self.neg_delta_row = nl.ndarray((1, seq), dtype=q.dtype, buffer=nl.sbuf)
     for r0, rn in tiles(seq, KEY_GROUP):
       row = row_slots.next()[0:1, 0:rn]
       for i, (s0, sn) in enumerate(blocks):
         if r0 <= s0 < r0 + rn:
-          nisa.nc_transpose(dst=row[:, s0 - r0:s0 - r0 + sn], data=self.neg_delta[0:sn, i:i + 1])
+          nisa.nc_transpose(dst=row[:, s0 - r0:s0 - r0 + sn], data=columns[0:sn, i:i + 1])
       nisa.tensor_copy(dst=self.neg_delta_row[:, r0:r0 + rn], src=row)
-    self.dq_acc = [nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf) for _, sn in blocks]
+    # fp32 dQ of each query block summed over each core's key groups (`owners`: the cores whose
+    # groups this program makes), added once at the end.
+    dim = q.shape[2]
+    self.dq_acc = {owner: [nl.ndarray((sn, dim), dtype=nl.float32, buffer=nl.sbuf)
+                           for _, sn in blocks] for owner in self.owners}
 
 
 class _Step:
-  """One (q head, 128-query block) against one key group: [q0, q0 + qn) x [k0, k0 + kn).
-  `keys`: it adds to the group's dK and dV; `queries`: to the block's dQ (each program makes
-  the key gradients of its key groups and the query gradients of its query blocks)."""
+  """One (q head, 128-query block) against one key group: [q0, q0 + qn) x [k0, k0 + kn). It
+  adds to the group's dK and dV and to the block's dQ share of the group's owner."""
 
-  def __init__(self, side: _Head, block: int, q0: int, qn: int, k0: int, kn: int, first: bool,
-               keys: bool = True, queries: bool = True):
+  def __init__(self, side: _Head, block: int, q0: int, qn: int, k0: int, kn: int, first: bool):
     self.side, self.block, self.q0, self.qn, self.k0, self.kn = side, block, q0, qn, k0, kn
-    self.first = first  # the first key group this query block sees: it writes dQ
-    self.keys, self.queries = keys, queries
+    self.owner = _owner(k0 // KEY_GROUP)
+    self.first = first  # the first key group of its owner this query block sees: it writes
 
 
 class _Backward:
@@ -138,17 +172,15 @@ class _Backward:
     nisa.tensor_tensor(dst=step.d_scores, data1=d_probs, data2=step.probs, op=nl.multiply)
 
   def key_gradients(self, step: _Step):
-    """dV and dK contributions (step.keys), and dS^T in SBUF (step.queries: for dQ)."""
+    """dV and dK contributions, and dS^T in SBUF (for dQ)."""
     side, qn = step.side, step.qn
     chunks = tiles(step.kn, nl.tile_size.pmax)
-    for c, (c0, cn) in enumerate(chunks if step.keys else ()):
+    for c, (c0, cn) in enumerate(chunks):
       chunk = (step.k0 - self.g0 + c0) // nl.tile_size.pmax
       nisa.nc_matmul(dst=self.dv_acc[0:cn, chunk, :], stationary=step.probs[:, c0:c0 + cn],
                      moving=side.d_out_rows[step.block])
       nisa.nc_matmul(dst=self.dk_acc[0:cn, chunk, :], stationary=step.d_scores[:, c0:c0 + cn],
                      moving=side.q_rows[step.block])
-    if not step.queries:
-      return
     flipped = self.flipped_slots.next()
     for c, (c0, cn) in enumerate(chunks):
       nisa.nc_transpose(dst=flipped[0:cn, c * qn:(c + 1) * qn], data=step.d_scores[:, c0:c0 + cn])
@@ -162,14 +194,12 @@ class _Backward:
     step.chunks = chunks
 
   def query_gradient(self, step: _Step):
-    """dS @ K into PSUM, added to the block's fp32 dQ (step.queries)."""
-    if not step.queries:
-      return
+    """dS @ K into PSUM, added to the block's fp32 dQ share of the step's owner."""
     dq_part = self.dq_slots.next()[0:step.qn, :]
     for c, (c0, cn) in enumerate(step.chunks):
       nisa.nc_matmul(dst=dq_part, stationary=step.d_scores_t[0:cn, c * step.qn:(c + 1) * step.qn],
                      moving=self.k_rows[(step.k0 + c0) // nl.tile_size.pmax])
-    acc = step.side.dq_acc[step.block]
+    acc = step.side.dq_acc[step.owner][step.block]
     if step.first:
       nisa.tensor_copy(dst=acc, src=dq_part)
     else:
@@ -201,46 +231,79 @@ def flash_attention_backward_kernel(q, k, v, out, d_out, lse, causal=False):
   dv = nl.ndarray(v.shape, dtype=v.dtype, buffer=nl.shared_hbm)
   bwd = _Backward(q, causal)
   blocks = tiles(seq, pmax)
-  # Each program of kernel[nl.nc(2)] (each physical core) makes dK and dV of every other key
-  # group and dQ of every other query block (interleaved: balanced under the causal mask); a
-  # step of its key group and another program's query block makes only dK and dV, one of its
-  # query block and another's key group only dQ (the scores and dS of such steps are made on
-  # both cores). Each gradient sums in the order a single program sums it.
+  groups = tiles(seq, KEY_GROUP)
+  # Each program of kernel[nl.nc(2)] (each physical core) makes every step of its key groups
+  # (_owner: balanced under the causal mask): dK and dV of its groups, and its share of every
+  # dQ (the sum over its groups). The two cores' shares meet in HBM across a core barrier, each
+  # core adding the other's for every other query block. One program keeps the two shares too,
+  # so each gradient sums in the same order however many programs run.
   me, programs = nl.program_id(0), nl.num_programs(0)
+  owners = (0, 1) if programs == 1 else (me,)
+
+  def has_share(owner, q0, qn):
+    """Whether the key groups of `owner` reach query block [q0, q0 + qn): its first group (0
+    or 1) does."""
+    return owner < len(groups) and (not causal or owner * KEY_GROUP < q0 + qn)
+
+  dq_shares = (nl.ndarray(q.shape, dtype=nl.float32, buffer=nl.shared_hbm) if programs > 1
+               else None)
+  deltas = (nl.ndarray(q.shape[0:2], dtype=nl.float32, buffer=nl.shared_hbm) if programs > 1
+            else None)
+  heads_done = []
   for kv_head in range(kv_heads):
     bwd.k_rows = _row_tiles(k, kv_head)
-    bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies)
+    bwd.k_t = transposed_rows(k, kv_head, bwd.flipped_slots, bwd.copies, loaded=bwd.k_rows)
     bwd.v_t = transposed_rows(v, kv_head, bwd.flipped_slots, bwd.copies)
-    sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.score_slots, bwd.copies)
+    sides = [_Head(q, out, d_out, lse, head, bwd.flipped_slots, bwd.copies, owners, deltas)
              for head in range(kv_head * group, (kv_head + 1) * group)]
-    for g, (g0, gn) in enumerate(tiles(seq, KEY_GROUP)):
-      bwd.g0, my_keys = g0, g % programs == me
-      if my_keys:
-        bwd.dk_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
-        bwd.dv_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
+    if deltas is not None:
+      nisa.core_barrier(deltas, (0, 1))
+    for side in sides:
+      side.finish(q, bwd.flipped_slots)
+    for g, (g0, gn) in enumerate(groups):
+      if _owner(g) not in owners:
+        continue
+      bwd.g0 = g0
+      bwd.dk_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
+      bwd.dv_acc = nl.ndarray((pmax, KEY_GROUP // pmax, dim), dtype=nl.float32, buffer=nl.psum)
       steps = []
       for side in sides:
         for i, (q0, qn) in enumerate(blocks):
           # Causal: keys after the block's last query contribute nothing.
           kn = min(gn, q0 + qn - g0) if causal else gn
-          my_queries = i % programs == me
-          if kn > 0 and (my_keys or my_queries):
-            steps.append(_Step(side, i, q0, qn, g0, kn, first=g0 == 0, keys=my_keys,
-                               queries=my_queries))
+          if kn > 0:
+            steps.append(_Step(side, i, q0, qn, g0, kn, first=g < 2))
       if steps:
         bwd.run_group(steps)
-      for c, (c0, cn) in enumerate(tiles(gn, pmax) if my_keys else ()):
+      for c, (c0, cn) in enumerate(tiles(gn, pmax)):
         dk_tile = nl.ndarray((cn, dim), dtype=k.dtype, buffer=nl.sbuf)
         nisa.activation(dst=dk_tile, op=nl.copy, data=bwd.dk_acc[0:cn, c, :], scale=bwd.scale)
         nisa.dma_copy(dst=dk[kv_head, g0 + c0:g0 + c0 + cn, :], src=dk_tile)
         dv_tile = nl.ndarray((cn, dim), dtype=v.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=dv_tile, src=bwd.dv_acc[0:cn, c, :])
         nisa.dma_copy(dst=dv[kv_head, g0 + c0:g0 + c0 + cn, :], src=dv_tile)
-    for side in sides:
-      for (q0, qn), acc in list(zip(blocks, side.dq_acc))[me::programs]:
-        result = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
-        nisa.activation(dst=result, op=nl.copy, data=acc, scale=bwd.scale)
-        nisa.dma_copy(dst=dq[side.head, q0:q0 + qn, :], src=result)
+    if programs > 1:  # this core's dQ shares of the other core's query blocks, for it to add
+      for side in sides:
+        for i, (q0, qn) in enumerate(blocks):
+          if i % programs != me and has_share(me, q0, qn):
+            nisa.dma_copy(dst=dq_shares[side.head, q0:q0 + qn, :], src=side.dq_acc[me][i])
+    heads_done.extend(sides)
+  if programs > 1:
+    nisa.core_barrier(dq_shares, (0, 1))
+  for side in heads_done:
+    for i, (q0, qn) in list(enumerate(blocks))[me::programs]:
+      shares = [side.dq_acc[owner][i] for owner in owners if has_share(owner, q0, qn)]
+      if programs > 1 and has_share(1 - me, q0, qn):
+        theirs = nl.ndarray((qn, dim), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=theirs, src=dq_shares[side.head, q0:q0 + qn, :])
+        shares.append(theirs)
+      total = shares[0]
+      if len(shares) == 2:  # fp32 addition commutes: the same bits in either order
+        total = nl.ndarray((qn, dim), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=total, data1=shares[0], data2=shares[1], op=nl.add)
+      result = nl.ndarray((qn, dim), dtype=q.dtype, buffer=nl.sbuf)
+      nisa.activation(dst=result, op=nl.copy, data=total, scale=bwd.scale)
+      nisa.dma_copy(dst=dq[side.head, q0:q0 + qn, :], src=result)
   return dq, dk, dv
 
 

@@ -10,9 +10,10 @@ on the core of its point. The compiler folds both cores' programs onto one core 
 first) when the device has one physical core (trn1, LNC=1), so a kernel's results never depend
 on the device.
 
-The cores run concurrently with no synchronisation between them, so a program must not touch
-HBM elements another core's programs write: `check_no_cross_core_races` refuses such a kernel,
-naming both instructions (as the cores could see either order on a chip).
+The cores run concurrently, synchronised only by `nisa.core_barrier` (both cores reach it
+before either goes on), so between two barriers a program must not touch HBM elements another
+core's programs write: `check_no_cross_core_races` refuses such a kernel, naming both
+instructions (as the cores could see either order on a chip).
 """
 
 from __future__ import annotations
@@ -61,18 +62,19 @@ def _elements(ap: HbmAP) -> np.ndarray:
 
 def check_no_cross_core_races(instructions, tensors, lines, shared_kinds) -> None:
   """KernelError when an instruction on one core writes an HBM element of a `shared_kinds`
-  tensor (outputs, scratch) that an instruction on the other core reads or writes."""
+  tensor (outputs, scratch) that an instruction on the other core reads or writes between the
+  same two core barriers (in the same epoch: a barrier orders the accesses it separates)."""
   if len({inst.core for inst in instructions}) < 2:
     return
-  # (core, tensor) -> [(instruction index, element offsets, writes)]
+  # (core, tensor, epoch) -> [(instruction index, element offsets, writes)]
   accesses: dict[tuple, list] = {}
   for index, inst in enumerate(instructions):
     for name, value in inst.operands.items():
       if isinstance(value, HbmAP) and tensors[value.tensor].kind in shared_kinds:
-        accesses.setdefault((inst.core, value.tensor), []).append(
+        accesses.setdefault((inst.core, value.tensor, inst.epoch), []).append(
             (index, _elements(value), name.startswith("dst")))
-  for (core, tensor), mine in accesses.items():
-    others = accesses.get((1 - core, tensor), [])
+  for (core, tensor, epoch), mine in accesses.items():
+    others = accesses.get((1 - core, tensor, epoch), [])
     if not others:
       continue
     size = int(np.prod(tensors[tensor].shape))
@@ -89,5 +91,6 @@ def check_no_cross_core_races(instructions, tensors, lines, shared_kinds) -> Non
             f"{tensors[tensor].name!r}: element {int(hit[0])} is written by core {core} at "
             f"{lines[instructions[first].line]} and {'written' if writes else 'read'} by core "
             f"{1 - core} at {lines[instructions[other].line]} (the cores run concurrently; "
-            "give each core's programs their own part of the tensor)",
+            "give each core's programs their own part of the tensor, or order the accesses "
+            "with nisa.core_barrier)",
             lines[instructions[other].line])

@@ -6,7 +6,7 @@ NKI instructions do more in one step than one of ours; they are recorded as the 
 sequence, computing through fp32 tiles as the engines do, and documented in docs/kernels.md:
 relu/silu (+ VectorE work; activation's tensor scale and fused sum are one ScalarE
 `activation_reduce`, as is square), tensor_scalar's second operator,
-scalar_tensor_tensor and tensor_scalar_reduce (two VectorE instructions each), tensor_reduce's
+tensor_scalar_reduce (two VectorE instructions), tensor_reduce's
 negate (+ a tensor_scalar), and memset/iota/affine_select patterns (a constant DMA'd in;
 affine_select + a VectorE select). Anything else NKI has is refused with a KernelError
 (docs/kernels.md).
@@ -361,6 +361,40 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
                scalar=Scalar(DType.F32, -1.0))
 
 
+BN_STATS_FMAX = 512  # nl.tile_size.bn_stats_fmax: the elements per partition bn_stats reads
+
+
+def _statistics_tiles(what: str, dst, data, dst_size: int) -> None:
+  rules.tile(dst, f"{what} dst")
+  rules.tile(data, f"{what} data")
+  rules.same_partitions(what, dst, data)
+  rules.float_data(what, data)
+  rules.float_data(what, dst)
+  if dst.free_size != dst_size:
+    raise kernel_error(f"{what} dst {dst.describe()} must hold {dst_size} values per partition")
+
+
+def bn_stats(dst, data, name=None):
+  """dst [P, 6] = count, mean and count · variance of each partition's even elements of data,
+  then of its odd ones (VectorE, fp32; at most nl.tile_size.bn_stats_fmax = 512 elements)."""
+  _statistics_tiles("bn_stats", dst, data, 6)
+  if data.free_size > BN_STATS_FMAX:
+    raise kernel_error(f"bn_stats data {data.describe()} has {data.free_size} elements per "
+                       f"partition, more than nl.tile_size.bn_stats_fmax ({BN_STATS_FMAX}): "
+                       "call bn_stats per slice and bn_aggr over all their outputs")
+  current().emit("bn_stats", dst=dst.tile_ap(), src=data.tile_ap())
+
+
+def bn_aggr(dst, data, name=None):
+  """dst [P, 2] = the mean and variance of everything the bn_stats outputs along data describe
+  (VectorE, fp32)."""
+  _statistics_tiles("bn_aggr", dst, data, 2)
+  if data.free_size % 3:
+    raise kernel_error(f"bn_aggr data {data.describe()} must hold (count, mean, "
+                       "count · variance) triples: bn_stats outputs, 6 values each")
+  current().emit("bn_aggr", dst=dst.tile_ap(), src=data.tile_ap())
+
+
 def tensor_partition_reduce(*args, **kwargs):
   _refuse("tensor_partition_reduce", "cross-partition reductions: use nc_matmul with a ones "
           "vector or nc_transpose then tensor_reduce")
@@ -378,16 +412,23 @@ for _name, _why in {
     "tensor_copy_predicated": "write it as a select (affine_select / nl.where)",
     "dropout": "random numbers have no kernel instruction",
     "range_select": "no program instruction", "select_reduce": "no program instruction",
-    "bn_stats": "no program instruction", "bn_aggr": "no program instruction",
     "local_gather": "no program instruction", "max8": "no program instruction",
     "nc_find_index8": "no program instruction", "nc_match_replace8": "no program instruction",
     "nc_stream_shuffle": "no program instruction", "dma_transpose": "use nc_transpose",
     "nc_matmul_mx": "MX quantized matmul is not modeled",
     "quantize_mx": "MX quantization is not modeled", "rng": "no random number instruction",
     "rand2": "no random number instruction", "sendrecv": "collectives are not in kernels yet",
-    "core_barrier": "one core per kernel launch",
 }.items():
   globals()[_name] = _refused(_name, _why)
+
+
+def core_barrier(data, cores, engine=engine.unknown, name=None):
+  """Both physical cores' programs reach this point before either goes on (NKI's
+  core_barrier): what each wrote to HBM before it, the other may then read or overwrite."""
+  if tuple(cores) != (0, 1):
+    raise kernel_error(f"core_barrier cores={tuple(cores)}: only cores=(0, 1) is supported "
+                       "(the two physical cores of an LNC=2 device)")
+  current().core_barrier(data)
 
 
 def get_nc_version():

@@ -105,10 +105,8 @@ class Kernel:
     call_args = [trace.add_input(tuple(a.shape), _dtype_of(a),
                                  names[i] if i < len(names) else f"arg{i}")
                  if _is_array(a) else a for i, a in enumerate(args)]
-    returned = None
-    for point in itertools.product(*(range(g) for g in self.grid)):
-      with trace.active(point):
-        returned = self.fn(*call_args, **kwargs)
+    points = list(itertools.product(*(range(g) for g in self.grid)))
+    returned = trace.run_programs(points, lambda: self.fn(*call_args, **kwargs))[-1]
     if returned is None:
       raise kernel_error(f"kernel {self.fn.__name__} returns nothing: create its outputs with "
                          "nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and return them "

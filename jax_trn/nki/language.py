@@ -39,6 +39,7 @@ tfloat32 = float32  # TensorE takes fp32 at the fp32 rate here
 # The NeuronCore's tile limits (trn2; the rules check the target being traced for).
 tile_size = types.SimpleNamespace(pmax=128, psum_fmax=512, gemm_stationary_fmax=128,
                                   gemm_moving_fmax=512, psum_partition_max=128,
+                                  bn_stats_fmax=isa.BN_STATS_FMAX,
                                   total_available_sbuf_size=212684)
 
 # --- operators ------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ places the tiles (allocate.py) and returns the KernelProgram (hlo_lowering.progr
 The kernel's Python runs once per launch (per grid point): loops are unrolled, values are
 static, so every instruction and tile is known when tracing ends. Each instruction runs on the
 physical core of its grid point (cores.py); each core's tiles are placed in its own SBUF/PSUM.
+The programs are traced in turn, switching at core barriers (programs.py), and each
+instruction records its epoch: the barriers its program passed before it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from hlo_lowering.program.kernel_program import (CONSTANT, INPUT, OUTPUT, SCRATC
 from jax_trn.nki import allocate, cores, rules
 from jax_trn.nki.written import WRITTEN_OPERANDS, WrittenElements
 from jax_trn.nki.errors import kernel_error, kernel_position
+from jax_trn.nki.programs import ProgramRunner
 from jax_trn.nki.tensors import HBM, Allocation, NkiTensor
 
 _CURRENT: list["KernelTrace"] = []
@@ -40,6 +43,9 @@ class KernelTrace:
     self.grid = grid
     self.program_index: tuple = (0,) * len(grid)
     self.core = 0  # the physical core of the grid point being traced
+    self.epoch = 0  # the core barriers that program has passed (programs.py)
+    self._runner: ProgramRunner | None = None
+    self._program = 0  # the grid point's number in the runner
     self.tensors: list[KernelTensor] = []
     self.allocations: list[Allocation] = []
     self.instructions: list[KernelInstruction] = []
@@ -59,11 +65,56 @@ class KernelTrace:
     self.program_index = program_index
     self.core = cores.core_of(self.grid, program_index)
     self._hbm_created = 0
+    self.epoch = 0
     _CURRENT.append(self)
     try:
       yield self
     finally:
       _CURRENT.pop()
+
+  def run_programs(self, points: list, body) -> list:
+    """body() traced once per grid point (programs.py: in turn, switching programs at core
+    barriers); the values it returned, by point."""
+    states = {i: None for i in range(len(points))}
+
+    def enter(i):
+      if states[i] is not None:
+        self.program_index, self.core, self._hbm_created, self.epoch = states[i]
+      self._program = i
+
+    def leave(i):
+      states[i] = (self.program_index, self.core, self._hbm_created, self.epoch)
+
+    def program(i):
+      with self.active(points[i]):
+        enter(i)
+        return body()
+
+    self._runner = ProgramRunner(points, enter, leave)
+    try:
+      returned = self._runner.run(program)
+    finally:
+      counts, self._runner = self._runner.barriers, None
+    if len(set(counts)) > 1:
+      fewest = counts.index(min(counts))
+      raise kernel_error(f"program {points[fewest]} of the launch grid reached "
+                         f"{min(counts)} nisa.core_barrier calls and program "
+                         f"{points[counts.index(max(counts))]} {max(counts)}: every program "
+                         "must reach every barrier (on the chip the cores would wait forever)",
+                         position="")
+    return returned
+
+  def core_barrier(self, data: NkiTensor) -> None:
+    """Both cores' programs reach this point before either continues (nisa.core_barrier)."""
+    if len(self.grid) != 1 or cores.core_axis(self.grid) is None or self.grid[0] != cores.CORES:
+      raise kernel_error(f"nisa.core_barrier in a kernel launched over grid "
+                         f"{tuple(map(int, self.grid))}: launch it as kernel[nl.nc(2)] (one "
+                         "program per physical core)")
+    if data.buffer != HBM:
+      raise kernel_error(f"nisa.core_barrier data {data.describe()} must be the shared HBM "
+                         "tensor the cores exchange")
+    self._runner.barrier(self._program)
+    self.epoch += 1
 
   # --- tensors ------------------------------------------------------------------------------
 
@@ -128,7 +179,7 @@ class KernelTrace:
       self.lines.append(position)
     self._check_initialised(method, operands)
     self._close_groups_touching(method, operands)
-    self.instructions.append(KernelInstruction(method, operands, line, self.core))
+    self.instructions.append(KernelInstruction(method, operands, line, self.core, self.epoch))
     return len(self.instructions) - 1
 
   def _check_initialised(self, method: str, operands: dict) -> None:

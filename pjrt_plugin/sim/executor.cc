@@ -25,7 +25,7 @@ void Run(Machine& machine, const Instruction& inst) {
     case Opcode::kActivationReduce: return RunActivationReduce(machine, std::get<ActivationReduce>(inst.operands));
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
     case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary:
-    case Opcode::kScalarTensorTensor:
+    case Opcode::kScalarTensorTensor: case Opcode::kBnStats: case Opcode::kBnAggr:
       return RunVectorInstruction(machine, inst);
     default:
       return RunGpSimdInstruction(machine, inst);

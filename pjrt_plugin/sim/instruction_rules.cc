@@ -1,6 +1,7 @@
 // The per-opcode rules of docs/program-format.md that go beyond one operand's own validity:
 // engine constraints (matmul shapes and PSUM banks), paired element counts, op/dtype agreement,
 // and that no instruction writes a parameter or a constant.
+#include <limits>
 #include <string>
 
 #include "program_loader.h"
@@ -40,6 +41,24 @@ Status PerPartitionScalar(const ScalarOperand& s, const TileAP& src) {
   if (!s.is_tile) return Status::Ok();
   if (s.tile.partition_count != src.partition_count || s.tile.free_size() != 1) {
     return InvalidArgument("per-partition scalar must be [" + std::to_string(src.partition_count) + ", 1], got " + Shape(s.tile));
+  }
+  return Status::Ok();
+}
+
+// bn_stats reads at most 512 elements per partition (NKI's nl.tile_size.bn_stats_fmax).
+constexpr int64_t kBnStatsFreeMax = 512;
+
+// bn_stats / bn_aggr: float tiles, dst [P, dst_size] on src's partitions, src 1 to src_max
+// elements per partition.
+Status BatchNormStatistics(const char* what, const TileAP& dst, const TileAP& src, int64_t dst_size, int64_t src_max) {
+  if (!IsFloat(src.dtype) || !IsFloat(dst.dtype) || src.dtype == DType::kF64 || dst.dtype == DType::kF64) {
+    return InvalidArgument(std::string(what) + " computes in fp32: src " + DTypeName(src.dtype) + " and dst " + DTypeName(dst.dtype) + " must be f32, bf16, f16 or fp8");
+  }
+  if (dst.partition_count != src.partition_count || dst.free_size() != dst_size) {
+    return InvalidArgument(std::string(what) + " dst must be [" + std::to_string(src.partition_count) + ", " + std::to_string(dst_size) + "], got " + Shape(dst));
+  }
+  if (src.free_size() < 1 || src.free_size() > src_max) {
+    return InvalidArgument(std::string(what) + " src " + Shape(src) + " must have 1 to " + std::to_string(src_max) + " elements per partition");
   }
   return Status::Ok();
 }
@@ -514,6 +533,17 @@ Status CheckInstruction(const Program& program, const Instruction& inst) {
       TRN_RETURN_IF_ERROR(SameTileShape(t.dst, t.data));
       TRN_RETURN_IF_ERROR(SameTileShape(t.dst, t.operand1));
       return PerPartitionScalar(t.operand0, t.data);
+    }
+    case Opcode::kBnStats: {
+      const auto& t = std::get<BnStats>(inst.operands);
+      return BatchNormStatistics("bn_stats", t.dst, t.src, 6, kBnStatsFreeMax);
+    }
+    case Opcode::kBnAggr: {
+      const auto& t = std::get<BnAggr>(inst.operands);
+      if (t.src.free_size() % 3 != 0) {
+        return InvalidArgument("bn_aggr src holds (count, mean, count · variance) tuples: " + Shape(t.src) + " is not a multiple of 3 per partition");
+      }
+      return BatchNormStatistics("bn_aggr", t.dst, t.src, 2, std::numeric_limits<int64_t>::max());
     }
     case Opcode::kTensorReduce: {
       const auto& t = std::get<TensorReduce>(inst.operands);

@@ -47,7 +47,8 @@ void Collect(std::vector<HbmAP*>& out, T& x) {
   else {
     static_assert(std::is_same_v<T, Matmul> || std::is_same_v<T, Transpose> || std::is_same_v<T, TensorTensor> ||
                       std::is_same_v<T, TensorScalar> || std::is_same_v<T, TensorReduce> || std::is_same_v<T, TensorCopy> ||
-                      std::is_same_v<T, TensorTernary> || std::is_same_v<T, TensorUnary> || std::is_same_v<T, ScalarTensorTensor> || std::is_same_v<T, Activation> ||
+                      std::is_same_v<T, TensorTernary> || std::is_same_v<T, TensorUnary> || std::is_same_v<T, ScalarTensorTensor> ||
+                      std::is_same_v<T, BnStats> || std::is_same_v<T, BnAggr> || std::is_same_v<T, Activation> ||
                       std::is_same_v<T, ActivationReduce> ||
                       std::is_same_v<T, GpBitcast> || std::is_same_v<T, Iota> || std::is_same_v<T, AffineSelect>,
                   "an operand struct with HBM access patterns must list them here");

@@ -137,6 +137,18 @@ Operands Parser::ParseOperands(Opcode opcode) {
       t.operand1 = ReadTile();
       return t;
     }
+    case Opcode::kBnStats: {
+      BnStats t;
+      t.dst = ReadTile();
+      t.src = ReadTile();
+      return t;
+    }
+    case Opcode::kBnAggr: {
+      BnAggr t;
+      t.dst = ReadTile();
+      t.src = ReadTile();
+      return t;
+    }
     case Opcode::kTensorUnary: {
       TensorUnary t;
       t.op = ReadAluOp();

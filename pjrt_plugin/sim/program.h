@@ -139,6 +139,10 @@ struct ScalarTensorTensor {
   TileAP dst, data, operand1;
   ScalarOperand operand0;
 };
+// dst[p] = (count, mean, count · variance) of src[p]'s even elements, then of its odd ones.
+struct BnStats { TileAP dst, src; };
+// dst[p] = (mean, variance) of the (count, mean, count · variance) tuples along src[p].
+struct BnAggr { TileAP dst, src; };
 struct Activation { AluOp func; TileAP dst, src; float scale; ScalarOperand bias; };
 // dst = func(src · scale + bias) with scale an immediate or [P, 1]; with has_sum, dst_sum[p] is
 // the fp32 sum of dst's row p as written (tensor_reduce add's order: element 0 first).
@@ -222,7 +226,7 @@ struct PartitionId { HbmAP dst; };
 struct HostCallback { uint64_t callback; std::vector<HbmAP> dsts, srcs; };
 
 using Operands = std::variant<DmaCopy, Matmul, Transpose, TensorTensor, TensorScalar,
-                              TensorReduce, TensorCopy, TensorTernary, TensorUnary, ScalarTensorTensor, Activation, ActivationReduce,
+                              TensorReduce, TensorCopy, TensorTernary, TensorUnary, ScalarTensorTensor, BnStats, BnAggr, Activation, ActivationReduce,
                               GpElementwise, GpCopy, GpFill, GpIota, GpBitcast, GpReduce,
                               GpBatchMatmul, GpGather, GpScatter, GpArgReduce, GpSort,
                               GpConvolution, GpReduceWindow, GpSelectAndScatter, Collective,

@@ -23,6 +23,9 @@ constexpr double kReciprocalCyclesPerElement = 8;
 // est.: a ternary op streams three inputs through the two-input datapath of tensor_tensor
 // (2N), so 3N.
 constexpr double kTernaryCyclesPerElement = 3;
+// nki.isa.bn_aggr's published cost (NKI ISA reference, Neuron 2.25): max(MIN_II, 13 · N / 3)
+// cycles, N the elements per partition of its bn_stats tuples; bn_stats costs max(MIN_II, N).
+constexpr double kBnAggrCyclesPerTuple = 13;
 // trn2+ VectorE fast modes: 4x for bf16/fp16 contiguous SBUF copy/tensor_scalar, 2x when
 // non-contiguous or touching PSUM, 2x for bf16 tensor_tensor.
 constexpr double kFastModeContiguous = 4;
@@ -216,12 +219,14 @@ double VectorCycles(const TargetSpec& t, const Instruction& inst, int64_t* bytes
     }
     case Opcode::kScalarTensorTensor: {
       // NKI's scalar_tensor_tensor: "approximately the same latency as a regular tensor_tensor"
-      // (2N; N with an input in PSUM), the scalar op at no cost.
+      // (2N; N with an input in PSUM; trn2+'s 2x for two-byte floats), the scalar op at no cost.
       const auto& v = std::get<ScalarTensorTensor>(inst.operands);
       *bytes = TileBytes(v.data) + TileBytes(v.operand1) + TileBytes(v.dst);
       const double n = static_cast<double>(v.data.free_size());
       const bool psum_input = v.data.memory == Memory::kPsum || v.operand1.memory == Memory::kPsum;
-      return std::max(kMinCycles, psum_input ? n : 2 * n);
+      double cycles = psum_input ? n : 2 * n;
+      if (fast_modes && IsTwoByteFloat(v.data.dtype) && IsTwoByteFloat(v.operand1.dtype)) cycles /= kFastModeOther;
+      return std::max(kMinCycles, cycles);
     }
     case Opcode::kTensorScalar:
     case Opcode::kTensorCopy:
@@ -255,6 +260,16 @@ double VectorCycles(const TargetSpec& t, const Instruction& inst, int64_t* bytes
       const double n = static_cast<double>(v.src.free_size());
       const bool halved = v.src.dtype == DType::kBF16 && (v.op == AluOp::kAdd || v.op == AluOp::kMax);
       return halved ? n / 2 : n;
+    }
+    case Opcode::kBnStats: {
+      const auto& v = std::get<BnStats>(inst.operands);
+      *bytes = TileBytes(v.src) + TileBytes(v.dst);
+      return std::max(kMinCycles, static_cast<double>(v.src.free_size()));
+    }
+    case Opcode::kBnAggr: {
+      const auto& v = std::get<BnAggr>(inst.operands);
+      *bytes = TileBytes(v.src) + TileBytes(v.dst);
+      return std::max(kMinCycles, kBnAggrCyclesPerTuple * static_cast<double>(v.src.free_size() / 3));
     }
     case Opcode::kTensorTernary: {
       const auto& v = std::get<TensorTernary>(inst.operands);
@@ -464,7 +479,7 @@ InstructionTiming ComputeTiming(const Program& program, const Instruction& inst)
     }
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
     case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary:
-    case Opcode::kScalarTensorTensor: {
+    case Opcode::kScalarTensorTensor: case Opcode::kBnStats: case Opcode::kBnAggr: {
       int64_t bytes = 0;
       const double ns = (t.instruction_fixed_cycles + VectorCycles(t, inst, &bytes)) / t.vector_clock_ghz;
       return {ns, ns, bytes, 0};

@@ -68,6 +68,59 @@ void RunTensorReduce(Machine& machine, const TensorReduce& t) {
   Scatter(ReduceRows(t.op, x, t.src.partition_count, t.src.free_size(), nullptr), machine.View(t.dst));
 }
 
+// bn_stats: per partition, the elements at even and at odd free positions, each as (count,
+// mean, Σ (x - mean)²) in fp32: the sum folded from the first element in order, divided by the
+// count, then the centred squares folded the same way (an empty half is (0, 0, 0)).
+void RunBnStats(Machine& machine, const BnStats& t) {
+  const Values x = Gather(machine.View(t.src), Domain::kF32);
+  const int64_t rows = t.src.partition_count, cols = t.src.free_size();
+  Values out = Values::Uninitialized(Domain::kF32, rows * 6);
+  const float* in = x.data<float>();
+  float* o = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t parity = 0; parity < 2; ++parity) {
+      float sum = 0, count = 0;
+      for (int64_t c = parity; c < cols; c += 2) sum += in[r * cols + c], count += 1;
+      const float mean = count > 0 ? sum / count : 0.0f;
+      float squares = 0;
+      for (int64_t c = parity; c < cols; c += 2) {
+        const float d = in[r * cols + c] - mean;
+        squares += d * d;
+      }
+      float* tuple = o + r * 6 + parity * 3;
+      tuple[0] = count, tuple[1] = mean, tuple[2] = squares;
+    }
+  }
+  Scatter(out, machine.View(t.dst));
+}
+
+// bn_aggr: the (count, mean, M2) tuples of each partition combined in order (Chan et al.'s
+// pairwise update, fp32; tuples of count 0 skipped), then (mean, M2 / count); (0, 0) when every
+// count is 0.
+void RunBnAggr(Machine& machine, const BnAggr& t) {
+  const Values x = Gather(machine.View(t.src), Domain::kF32);
+  const int64_t rows = t.src.partition_count, cols = t.src.free_size();
+  Values out = Values::Uninitialized(Domain::kF32, rows * 2);
+  const float* in = x.data<float>();
+  float* o = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    float count = 0, mean = 0, m2 = 0;
+    for (int64_t c = 0; c < cols; c += 3) {
+      const float* tuple = in + r * cols + c;
+      const float n = tuple[0];
+      if (!(n > 0)) continue;
+      const float total = count + n;
+      const float delta = tuple[1] - mean;
+      mean = mean + delta * (n / total);
+      m2 = m2 + tuple[2] + delta * delta * (count * n / total);
+      count = total;
+    }
+    o[r * 2] = mean;
+    o[r * 2 + 1] = count > 0 ? m2 / count : 0.0f;
+  }
+  Scatter(out, machine.View(t.dst));
+}
+
 }  // namespace
 
 void RunVectorInstruction(Machine& machine, const Instruction& inst) {
@@ -81,6 +134,10 @@ void RunVectorInstruction(Machine& machine, const Instruction& inst) {
       return RunTensorScalar(machine, std::get<TensorScalar>(inst.operands));
     case Opcode::kScalarTensorTensor:
       return RunScalarTensorTensor(machine, std::get<ScalarTensorTensor>(inst.operands));
+    case Opcode::kBnStats:
+      return RunBnStats(machine, std::get<BnStats>(inst.operands));
+    case Opcode::kBnAggr:
+      return RunBnAggr(machine, std::get<BnAggr>(inst.operands));
     case Opcode::kTensorReduce:
       return RunTensorReduce(machine, std::get<TensorReduce>(inst.operands));
     case Opcode::kTensorCopy: {
