@@ -22,8 +22,8 @@ partial sum or a reduce over a sharded dim is combined across cores.
 
 Requires: calls inlined (inline-calls); module.attrs["mhlo.num_partitions"] the core count.
 Ensures: no sdy.manual_computation; main's arguments and results have their per-core shapes;
-module.attrs["trn.parameter_shardings"] / ["trn.output_shardings"] hold each one's HLO
-sharding text, ["trn.replicated_ops"] the ops run replicated on gathered operands; every
+module.attrs["trn.core_signature"] holds main's per-core argument and result types,
+["trn.parameter_shardings"] / ["trn.output_shardings"] each one's HLO sharding text, ["trn.replicated_ops"] the ops run replicated on gathered operands; every
 collective it adds carries attrs["core_groups"].
 Runs after: inline-calls.
 """
@@ -121,7 +121,8 @@ class _Partitioner(LocalValues):
     ins = [s.restricted(manual) for s in sharding_text.per_value(op.attrs["in_shardings"], what)]
     outs = [s.restricted(manual) for s in sharding_text.per_value(op.attrs["out_shardings"], what)]
     body = op.regions[0].block
-    mapping = {arg: self.under(v, s, op.loc, f"{what} operand {i}")
+    mapping = {arg: (self.unreduced if s.unreduced else self.under)(v, s, op.loc,
+                                                                    f"{what} operand {i}")
                for i, (arg, v, s) in enumerate(zip(body.args, op.operands, ins))}
     nested = [i for i, inner in enumerate(body.ops) if inner.name == "sdy.manual_computation"]
     for inner in walk_ops(Block([], [o for i, o in enumerate(body.ops) if i not in nested])):
@@ -141,7 +142,7 @@ class _Partitioner(LocalValues):
       replace_uses(Block([], body.ops[i + 1:]), gathered)
     returned = list(body.ops[-1].operands)
     for result, local, s in zip(op.results, returned, outs):
-      self.local_of.setdefault(result, {})[s] = local
+      self.hold(result, s, local)
 
   def gspmd_call(self, op: Op) -> None:
     """torch_xla's sharding annotation of an intermediate value: an identity here (the value
@@ -154,7 +155,6 @@ class _Partitioner(LocalValues):
 
   def run(self, module: Module) -> None:
     main = module.main
-    module.attrs["trn.global_signature"] = ([a.type for a in main.args], list(main.result_types))
     new_args, param_texts = [], []
     for i, (arg, attrs) in enumerate(zip(main.args, main.arg_attrs)):
       s = self.sharding_attr(attrs, f"argument {i}", len(arg.shape))
@@ -165,13 +165,13 @@ class _Partitioner(LocalValues):
         continue
       local = Value(TensorType(s.local_shape(arg.shape, mesh, f"argument {i} {arg.type}"), arg.dtype))
       new_args.append(local)
-      self.local_of[arg] = {s: local}
+      self.hold(arg, s, local)
     body_ops = main.body.ops
     result_shardings = [self.sharding_attr(attrs, f"result {i}", len(value.shape))
                         for i, (value, attrs) in enumerate(zip(body_ops[-1].operands,
                                                                main.result_attrs))]
     self.hints = propagation.hints(self, body_ops[:-1], [
-        (v, None if s is None or s.is_replicated else s)
+        (v, None if s is None or s.is_replicated or s.unreduced else s)
         for v, s in zip(body_ops[-1].operands, result_shardings)])
     self.partition_ops(body_ops[:-1])
     ret = body_ops[-1]
@@ -186,11 +186,13 @@ class _Partitioner(LocalValues):
         outputs.append(self.whole(value, ret.loc))
         output_texts.append("{replicated}")
         continue
-      outputs.append(self.under(value, s, ret.loc, f"result {i} {value.type}"))
+      outputs.append(self.unreduced(value, s, ret.loc, f"result {i} {value.type}") if s.unreduced
+                     else self.under(value, s, ret.loc, f"result {i} {value.type}"))
       output_texts.append(s.hlo_text(self.mesh(s, f"result {i}")))
     ret.operands = outputs
     main.body = Block(new_args, self.ops + [ret])
     main.result_types = [v.type for v in outputs]
+    module.attrs["trn.core_signature"] = ([a.type for a in new_args], list(main.result_types))
     module.attrs["trn.parameter_shardings"] = param_texts
     module.attrs["trn.output_shardings"] = output_texts
     module.attrs["trn.replicated_ops"] = self.replicated
