@@ -164,7 +164,8 @@ LIMITATIONS: tuple[Limitation, ...] = (
         "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize")),
     Limitation("stablehlo.custom_call", "a call_target_name other than trn_kernel, "
                "trn_host_callback, Qr and ProductOfElementaryHouseholderReflectors (JAX's QR "
-               "where there is no LAPACK: decompose-householder-qr expands them)",
+               "where there is no LAPACK: decompose-householder-qr expands them) and ApproxTopK "
+               "(lax.approx_max_k off TPU: expand-approx-top-k sorts)",
                "custom calls name host or vendor kernels (LAPACK, cuDNN …) the simulator does "
                "not have; trn_kernel carries a jax_trn.nki kernel (docs/kernels.md), "
                "trn_host_callback a Python callback (docs/host-callbacks.md)",

@@ -27,7 +27,7 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  decompose_batch_norm, decompose_cholesky, decompose_complex,
                                  decompose_householder_qr, decompose_reduce_precision,
                                  decompose_rng_bit_generator, decompose_triangular_solve,
-                                 expand_index_broadcasts, expand_total_order_compare,
+                                 expand_approx_top_k, expand_index_broadcasts, expand_total_order_compare,
                                  expand_truth_reduce,
                                  fold_transpose_into_dot, fuse_elementwise, fuse_rows, inline_calls,
                                  narrow_float64_scalars, normalize_dot_general,
@@ -46,6 +46,7 @@ class Pass(NamedTuple):
 
 
 PASSES: tuple[Pass, ...] = (
+    Pass("expand-approx-top-k", expand_approx_top_k.run),
     Pass("inline-calls", inline_calls.run),
     Pass("narrow-float64-scalars", narrow_float64_scalars.run),
     Pass("expand-truth-reduce", expand_truth_reduce.run),
