@@ -565,3 +565,21 @@ def test_a_donated_sharded_argument_is_donated_as_on_the_cpu():
     _same(bumped, ones * 4)
     deleted[platform] = (a.is_deleted(), b.is_deleted())
   assert deleted["trn"] == deleted["cpu"] == (True, False)
+
+
+def test_a_constraint_on_an_auto_axis_in_a_partial_manual_body_reaches_the_result():
+  """shard_map manual over y only, its body constraining its result along the auto axis x and
+  the out spec leaving x open: the result comes back split along x (sliced from the body's
+  whole value, nothing moved), as XLA's propagation returns it on the CPU."""
+  x = _X * 1.5
+  results = {}
+  for platform in ("trn", "cpu"):
+    mesh = _mesh(_devices(platform))
+    split = NamedSharding(mesh, P("x"))
+    body = lambda v: jax.lax.with_sharding_constraint(v * v, split)
+    f = jax.jit(shard_map(body, mesh=mesh, in_specs=P(), out_specs=P(), check_vma=False,
+                          axis_names=frozenset({"y"})))
+    results[platform] = f(jax.device_put(x, split))
+  got, want = results["trn"], results["cpu"]
+  assert got.sharding.spec == want.sharding.spec == P("x")
+  _same(got, want)

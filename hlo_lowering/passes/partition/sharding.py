@@ -27,6 +27,9 @@ class Sharding:
   # The axes along which cores hold partial sums (JAX's P(unreduced=...)): the sum over the
   # cores that differ only along them is the shard `dims` give.
   unreduced: tuple[str, ...] = ()
+  # The dims left open (`{?}`, `{"x", ?}`): propagation may split them further. Not part of
+  # the sharding's identity.
+  open_dims: tuple[int, ...] = dataclasses.field(default=(), compare=False)
 
   @classmethod
   def parse(cls, text: str, what: str) -> "Sharding":
@@ -40,8 +43,10 @@ class Sharding:
     while depth and end < len(text):
       depth += {"[": 1, "]": -1}.get(text[end], 0)
       end += 1
-    dims = []
-    for body in _DIM.findall(text[start:end - 1]):
+    dims, open_dims = [], []
+    for d, body in enumerate(_DIM.findall(text[start:end - 1])):
+      if "?" in body:
+        open_dims.append(d)
       axes = []
       for name, sub in _AXIS_NAME.findall(body):
         if sub:
@@ -51,7 +56,8 @@ class Sharding:
       dims.append(tuple(axes))
     unreduced = _UNREDUCED.search(text[end:])
     return cls(match[1], tuple(dims),
-               tuple(_AXIS_NAME_ONLY.findall(unreduced[1])) if unreduced else ())
+               tuple(_AXIS_NAME_ONLY.findall(unreduced[1])) if unreduced else (),
+               tuple(open_dims))
 
   @property
   def is_replicated(self) -> bool:

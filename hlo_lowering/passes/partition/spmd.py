@@ -61,6 +61,9 @@ class _Partitioner(LocalValues):
     super().__init__(meshes, num_cores)
     self.replicated: list[str] = []  # the ops run replicated on gathered operands
     self.pending: dict[Value, Value] = {}  # identities (torch_xla's annotations): the value
+    # Whole values that an unspecified result returns split (a constraint inside a
+    # partial-manual body, which XLA's propagation carries to the result).
+    self.returned_split: set[Value] = set()
 
   def nested(self) -> "_Partitioner":
     """A partitioner for a region's ops: it reads the values defined outside as this one holds
@@ -119,7 +122,8 @@ class _Partitioner(LocalValues):
     what = f"sdy.manual_computation at {op.loc}"
     manual = sharding_text.manual_axes(op.attrs.get("manual_axes", ""))
     ins = [s.restricted(manual) for s in sharding_text.per_value(op.attrs["in_shardings"], what)]
-    outs = [s.restricted(manual) for s in sharding_text.per_value(op.attrs["out_shardings"], what)]
+    declared_outs = sharding_text.per_value(op.attrs["out_shardings"], what)
+    outs = [s.restricted(manual) for s in declared_outs]
     body = op.regions[0].block
     mapping = {arg: (self.unreduced if s.unreduced else self.under)(v, s, op.loc,
                                                                     f"{what} operand {i}")
@@ -141,8 +145,28 @@ class _Partitioner(LocalValues):
       gathered = {r: self.whole(r, inner.loc) for r in inner.results}
       replace_uses(Block([], body.ops[i + 1:]), gathered)
     returned = list(body.ops[-1].operands)
-    for result, local, s in zip(op.results, returned, outs):
+    constrained = {inner.result: inner for inner in body.ops
+                   if inner.name in propagation.SHARDING_OPS}
+    for result, local, s, declared in zip(op.results, returned, outs, declared_outs):
       self.hold(result, s, local)
+      if local in constrained and not s.unreduced:
+        self.constrained_result(result, local, s, declared, constrained[local], manual)
+
+  def constrained_result(self, result: Value, local: Value, s: Sharding, declared: Sharding,
+                         constraint: Op, manual: set[str]) -> None:
+    """A partial-manual body's result constrained along auto axes (its value is whole along
+    them) where the out sharding leaves those dims open (`{?}`): also held split so, as XLA's
+    propagation carries the constraint to the result (sliced locally, nothing moves)."""
+    t = Sharding.parse(constraint.attrs["sharding"], constraint.describe())
+    auto = [tuple(a for a in axes if a not in manual) for axes in t.dims]
+    if t.mesh_name != s.mesh_name or len(auto) != len(s.dims) or t.unreduced or \
+        any(axes and (d not in declared.open_dims or s.dims[d]) for d, axes in enumerate(auto)):
+      return
+    if any(auto):
+      split = Sharding(s.mesh_name, tuple(m or a for m, a in zip(s.dims, auto)))
+      self.local_of[result][split] = self.refine(local, s, split, constraint.loc,
+                                                 constraint.describe())
+      self.returned_split.add(result)
 
   def gspmd_call(self, op: Op) -> None:
     """torch_xla's sharding annotation of an intermediate value: an identity here (the value
@@ -178,7 +202,8 @@ class _Partitioner(LocalValues):
     outputs, output_texts = [], []
     for i, (value, s) in enumerate(zip(ret.operands, result_shardings)):
       value = self.pending.get(value, value)
-      if s is None and self.is_sharded(value) and self.local_of.get(value):
+      if s is None and (self.is_sharded(value) or value in self.returned_split) and \
+          self.local_of.get(value):
         # An unspecified result comes back as it is held, as XLA's propagation returns it: a
         # shard_map's result under its out_specs (gathering it would change its sharding).
         s = max(self.local_of[value], key=self.shard_count)
