@@ -365,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "(default: the suite's list)")
   parser.add_argument("--sample", type=int, default=1, help="run about one test in N")
   parser.add_argument("--jobs", type=int, default=1, help="pytest processes at a time")
-  parser.add_argument("--timeout", type=int, default=3600, help="seconds per file and device")
+  parser.add_argument("--timeout", type=int, default=7200,
+                      help="seconds per file and device (shard_map_test on a loaded host: ~50 min)")
   parser.add_argument("--case-timeout", type=int, default=600,
                       help="seconds one test may run: past them it is a failure (hang) and the "
                            "file goes on after it (0: no limit)")
