@@ -23,8 +23,9 @@ partial sum or a reduce over a sharded dim is combined across cores.
 Requires: calls inlined (inline-calls); module.attrs["mhlo.num_partitions"] the core count.
 Ensures: no sdy.manual_computation; main's arguments and results have their per-core shapes;
 module.attrs["trn.core_signature"] holds main's per-core argument and result types,
-["trn.parameter_shardings"] / ["trn.output_shardings"] each one's HLO sharding text, ["trn.replicated_ops"] the ops run replicated on gathered operands; every
-collective it adds carries attrs["core_groups"].
+["trn.parameter_shardings"] / ["trn.output_shardings"] each one's HLO sharding text,
+["trn.replicated_ops"] the ops run replicated on gathered operands; every collective it adds
+carries attrs["core_groups"].
 Runs after: inline-calls.
 """
 
