@@ -74,7 +74,7 @@ def _check_replicated(module, replicas: int) -> None:
 
 
 def _partitioned_signature(module, partitions: int) -> str:
-  args, results = module.attrs["trn.global_signature"]
+  args, results = module.attrs["trn.core_signature"]
   name = str(module.attrs.get("sym_name", "") or "trn_program")
   return signature.module_text(name, args, results, module.attrs["trn.parameter_shardings"],
                                module.attrs["trn.output_shardings"], partitions)

@@ -213,6 +213,10 @@ def test_gspmd_shardings_partition_like_shardy_ones():
   assert _collectives(disassemble(data), 1) == 1
   assert 'mhlo.spmd_output_sharding = "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}"' in program.source
   assert "{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}" in program.source
+  # The reported module has the per-core signature, as XLA's partitioned module has it
+  # (JAX's tests read compile().as_text() for it).
+  assert "@main(%arg0: tensor<4x6xf32>" in program.source
+  assert "-> (tensor<8x3xf32>" in program.source
 
 
 def test_shards_that_do_not_divide_evenly_are_refused_naming_the_dim():
@@ -550,18 +554,19 @@ def test_a_donated_sharded_argument_is_donated_as_on_the_cpu():
   assert deleted["trn"] == deleted["cpu"] == (True, False)
 
 
-def test_unreduced_shardings_are_refused_not_summed_twice():
-  """An unreduced value (P(unreduced=...): per-core partial sums) read as a replicated one gave
-  twice the sum (the contraction's all_reduce, then shard_map's psum): it is refused instead."""
-  from jax.sharding import AxisType
-  mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,), devices=_devices("trn")[:2])
-  with jax.set_mesh(mesh):
-    a = jax.device_put(np.arange(8.0, dtype=np.float32).reshape(2, 4), P(None, "x"))
-    b = jax.device_put(np.arange(24.0, dtype=np.float32).reshape(4, 6), P("x", None))
-    summed = shard_map(lambda v: jax.lax.psum(v, "x"), in_specs=P(unreduced={"x"}),
-                       out_specs=P())
-    f = jax.jit(lambda u, v: summed(jnp.einsum("ab,bc->ac", u, v,
-                                               out_sharding=P(unreduced={"x"}))).sum())
-    with pytest.raises(jax.errors.JaxRuntimeError,
-                       match=r"UNIMPLEMENTED: sdy\.sharding_constraint.*the unreduced sharding"):
-      f(a, b)
+def test_a_constraint_on_an_auto_axis_in_a_partial_manual_body_reaches_the_result():
+  """shard_map manual over y only, its body constraining its result along the auto axis x and
+  the out spec leaving x open: the result comes back split along x (sliced from the body's
+  whole value, nothing moved), as XLA's propagation returns it on the CPU."""
+  x = _X * 1.5
+  results = {}
+  for platform in ("trn", "cpu"):
+    mesh = _mesh(_devices(platform))
+    split = NamedSharding(mesh, P("x"))
+    body = lambda v: jax.lax.with_sharding_constraint(v * v, split)
+    f = jax.jit(shard_map(body, mesh=mesh, in_specs=P(), out_specs=P(), check_vma=False,
+                          axis_names=frozenset({"y"})))
+    results[platform] = f(jax.device_put(x, split))
+  got, want = results["trn"], results["cpu"]
+  assert got.sharding.spec == want.sharding.spec == P("x")
+  _same(got, want)

@@ -1,6 +1,6 @@
 """decompose-approx-top-k: lax.approx_max_k / approx_min_k (JAX's ApproxTopK fallback custom call)
 run as the exact top k, equal to JAX's CPU backend: values bit for bit, indices exactly (the
-inputs hold no ties)."""
+inputs hold no ties), on one core and inside a shard_map over several."""
 
 import textwrap
 
@@ -8,6 +8,7 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
+from jax.sharding import Mesh, PartitionSpec as P
 
 from cpu_reference import assert_matches_cpu
 from hlo_lowering import importer, verifier
@@ -36,6 +37,19 @@ def test_unaggregated_approx_top_k_and_under_vmap(trn, cpu):
   assert_matches_cpu(lambda x: jax.lax.approx_min_k(x, 3, reduction_dimension=0,
                                                     aggregate_to_topk=False), x, trn=trn, cpu=cpu)
   assert_matches_cpu(jax.vmap(lambda r: jax.lax.approx_max_k(r, 4)), x, trn=trn, cpu=cpu)
+
+
+def test_approx_top_k_inside_shard_map_runs_on_each_cores_rows():
+  x = _distinct((4, 24), np.float32, seed=2)
+
+  def run(platform):
+    mesh = Mesh(np.array(jax.devices(platform)[:4]), ("i",))
+    f = jax.shard_map(lambda x: jax.lax.approx_max_k(x, 2), mesh=mesh, in_specs=P("i"),
+                      out_specs=P("i"))
+    return jax.jit(f)(x)
+
+  for got, want in zip(run("trn"), run("cpu")):
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 _TPU_FORM = """

@@ -46,6 +46,37 @@ def test_a_hanging_or_crashing_case_is_a_failure_and_the_file_goes_on(tmp_path):
       "a_test.py::test_after_them": ("passed", "")}
 
 
+FLAKY = """
+import os, pytest
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2)], ids=["(2, 3)", "(3, 2)"])
+def test_shaped(shape): assert os.path.exists("fixed") or shape == (3, 2)
+def test_fails(): assert os.path.exists("fixed")
+def test_passes(): pass
+"""
+
+
+def test_rerun_failed_runs_only_the_trn_failures_again_and_records_them(tmp_path, monkeypatch):
+  """--rerun-failed runs again just the tests that failed on trn and pass on the CPU (ids with
+  spaces included), and their new outcomes replace the old ones."""
+  (tmp_path / "src").mkdir()
+  (tmp_path / "src" / "a_test.py").write_text(FLAKY)
+  suite = runner.Suite("fake", "0", "cpu", ("a_test.py",))
+  ids = ["a_test.py::test_shaped[(2, 3)]", "a_test.py::test_shaped[(3, 2)]",
+         "a_test.py::test_fails", "a_test.py::test_passes"]
+  first = runner.run_file(tmp_path / "src", "a_test.py", "cpu", sample=1, timeout=600,
+                          reports=tmp_path)
+  assert [first[t][0] for t in ids] == ["failed", "passed", "failed", "passed"]
+  outcome = runner.Outcome(trn=dict(first), cpu={t: ("passed", "") for t in ids})
+  (tmp_path / "src" / "fixed").write_text("")
+  ran = []
+  real_run_file = runner.run_file
+  monkeypatch.setattr(runner, "run_file", lambda *a, **k: ran.append(k["only"]) or
+                      real_run_file(*a, **k))
+  runner.rerun_failed(suite, tmp_path / "src", outcome, timeout=600, case_timeout=0)
+  assert ran == [["a_test.py::test_fails", "a_test.py::test_shaped[(2, 3)]"]]
+  assert all(outcome.trn[t] == ("passed", "") for t in ids)
+
+
 @pytest.mark.parametrize("message, category", [
     (FLOAT64, "float64"),
     (NO_RULE, "unsupported op: stablehlo.reduce_window"),

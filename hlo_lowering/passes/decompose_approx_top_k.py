@@ -8,7 +8,7 @@ order; XLA's fallback sort is unstable, so among equal values the CPU may pick o
 
 Requires: an imported module (the comparator is still a function of the module: this pass runs
 before inline-calls, which removes every function but the entry).
-Ensures: no custom_call @ApproxTopK is left; each became one stablehlo.sort (its comparator the
+Ensures: no custom_call @ApproxTopK is left (in any region: shard_map bodies too); each became one stablehlo.sort (its comparator the
 called function's body) and a stablehlo.slice per result narrower than its operand, with the
 call's location. A call without `is_fallback` (TPU's approximate algorithm) or whose shapes are
 not the fallback's is a CompileError naming the call.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from hlo_lowering.errors import INVALID_ARGUMENT, UNIMPLEMENTED, CompileError
 from hlo_lowering.ir import Block, Module, Op, Region, Value, clone_op
-from hlo_lowering.passes.expansion import Emitter, expand_ops
+from hlo_lowering.passes.expansion import Emitter, every_block, expand_ops
 
 TARGET = "ApproxTopK"
 
@@ -63,4 +63,4 @@ def _expand(module: Module, op: Op, e: Emitter) -> list[Value] | None:
 
 
 def run(module: Module) -> None:
-  expand_ops(module, lambda op, e: _expand(module, op, e))
+  expand_ops(module, lambda op, e: _expand(module, op, e), blocks=every_block)

@@ -1,18 +1,20 @@
 """Helpers for passes that expand one op into ops the lowering rules already handle.
 
 `expand_ops(module, expand)` visits every op of every function, also inside while/case/if
-regions (not reduce/sort bodies, which lowering matches as a whole), and calls `expand(op, e)`:
+regions (not reduce/sort bodies, which lowering matches as a whole; `blocks=every_block`: every
+region's), and calls `expand(op, e)`:
 it returns None to keep the op, or the values that replace the op's results, after appending the
 new ops through the `Emitter` (which gives them the op's location).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
-from hlo_lowering.ir import Module, Op, TensorType, Value, control_flow_blocks, replace_uses
+from hlo_lowering.ir import (Block, Module, Op, TensorType, Value, control_flow_blocks,
+                             replace_uses)
 from hlo_lowering.program import DType
 
 
@@ -76,11 +78,21 @@ class Emitter:
                      {"permutation": list(permutation)})
 
 
+def every_block(block: Block) -> Iterator[Block]:
+  """`block` and, depth first, the blocks of every region nested in it (shard_map bodies too)."""
+  yield block
+  for op in block.ops:
+    for region in op.regions:
+      yield from every_block(region.block)
+
+
 def expand_ops(module: Module, expand: Callable[[Op, Emitter], list[Value] | None],
-               emitter: type[Emitter] = Emitter) -> None:
-  """Runs `expand` on every op (see the module docstring), giving it an `emitter`."""
+               emitter: type[Emitter] = Emitter,
+               blocks: Callable[[Block], Iterator[Block]] = control_flow_blocks) -> None:
+  """Runs `expand` on every op of the `blocks` of each function (see the module docstring),
+  giving it an `emitter`."""
   for function in module.functions.values():
-    for block in list(control_flow_blocks(function.body)):
+    for block in list(blocks(function.body)):
       new_ops: list[Op] = []
       replaced: dict[Value, Value] = {}
       for op in block.ops:

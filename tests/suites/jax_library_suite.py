@@ -2,7 +2,7 @@
 
     python tests/suites/jax_library_suite.py {optax,flax,jax,jax-multi-device} [--part NAME]
         [--source DIR] [--files ...] [--sample N] [--jobs N] [--timeout S] [--case-timeout S]
-        [--json PATH] [--outcomes PATH] [--results] [--update-manifest]
+        [--json PATH] [--outcomes PATH [--rerun-failed]] [--results] [--update-manifest]
 
 The test sources are never part of this repository: Optax 0.2.8's and Flax 0.12.8's come from
 their PyPI sdists (`pip download` at run time), JAX's from `--source` (a jax checkout at tag
@@ -20,6 +20,8 @@ counted apart). Every such
 test that fails on trn is looked up in the suite's manifest (tests/suites/manifests/<suite>.json:
 test id -> reason category); one not in it is a NEW failure (exit status 1) and a manifest entry
 that passes is reported as fixed.
+`--outcomes PATH --rerun-failed` runs the trn failures of a saved run again (after a fix, or a
+case a loaded host timed out) and saves their new outcomes there before reporting.
 `--update-manifest` records new failures with a category guessed from the error (review them: a
 mismatch is a tolerance or a wrong result only once someone looked) and drops fixed entries.
 `--results` writes the per-file figures to tests/suites/results/<suite>.json, which
@@ -157,13 +159,14 @@ def _innermost_frame(stderr: str) -> str:
 
 def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, timeout: int,
              reports: pathlib.Path, env: dict[str, str] | None = None,
-             case_timeout: int = 0) -> dict[str, tuple[str, str]]:
+             case_timeout: int = 0, only: list[str] | None = None) -> dict[str, tuple[str, str]]:
   """{test id: (outcome, first line of the error)} of one file under JAX_PLATFORMS=platforms
-  (and `env`). A test that runs past `case_timeout` seconds, or ends its process, is a failure
-  ("hang: ..." / "crash: ..."), and pytest starts again on the file without the tests done."""
+  (and `env`); `only`: just these test ids. A test that runs past `case_timeout` seconds, or
+  ends its process, is a failure ("hang: ..." / "crash: ..."), and pytest starts again on the
+  file without the tests done."""
   name = f"{file.replace('/', '_')}.{platforms.split(',')[0]}"
   progress, done_ids = reports / f"{name}.progress.jsonl", reports / f"{name}.done"
-  stderr = reports / f"{name}.stderr"
+  stderr, selected = reports / f"{name}.stderr", reports / f"{name}.only"
   env = dict(os.environ, **(env or {}), JAX_PLATFORMS=platforms,
              PYTHONPATH=os.pathsep.join(SOURCE_PATH + [str(HERE),
                                                     os.environ.get("PYTHONPATH", "")]))
@@ -171,6 +174,9 @@ def run_file(root: pathlib.Path, file: str, platforms: str, *, sample: int, time
              "-p", "suite_pytest_plugin", f"--sample-one-in={sample}", file,
              f"--progress={progress}", f"--case-timeout={case_timeout}",
              f"--deselect-file={done_ids}"]
+  if only is not None:
+    selected.write_text("\n".join(only))
+    command.append(f"--select-file={selected}")
   outcomes: dict[str, tuple[str, str]] = {}
   deadline = time.monotonic() + timeout
   while True:
@@ -272,6 +278,21 @@ def run_suite(suite: Suite, root: pathlib.Path, files: list[str], *, sample: int
   return outcome
 
 
+def rerun_failed(suite: Suite, root: pathlib.Path, outcome: Outcome, *, timeout: int,
+                 case_timeout: int) -> None:
+  """Runs again on trn, file by file, the tests that pass on the CPU and failed on trn in
+  `outcome` (after a fix, or those a loaded host timed out), and records their new outcomes."""
+  with tempfile.TemporaryDirectory(prefix=f"{suite.name}_suite_reports_") as reports:
+    for file in sorted({t.split("::")[0] for t in outcome.cpu}):
+      failing = outcome.on_trn(file, FAILED)
+      if failing:
+        outcome.trn.update(run_file(root, file, suite.trn_platforms, sample=1, timeout=timeout,
+                                    reports=pathlib.Path(reports), env=dict(suite.trn_env),
+                                    case_timeout=case_timeout, only=failing))
+        print(f"  ran again on trn the {len(failing)} failures of {file}: "
+              f"{sum(outcome.trn[t][0] == PASSED for t in failing)} pass now", flush=True)
+
+
 def load_manifest(suite: Suite) -> dict[str, str]:
   path = MANIFESTS / f"{suite.name}.json"
   return json.loads(path.read_text()) if path.exists() else {}
@@ -344,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "(default: the suite's list)")
   parser.add_argument("--sample", type=int, default=1, help="run about one test in N")
   parser.add_argument("--jobs", type=int, default=1, help="pytest processes at a time")
-  parser.add_argument("--timeout", type=int, default=3600, help="seconds per file and device")
+  parser.add_argument("--timeout", type=int, default=7200,
+                      help="seconds per file and device (shard_map_test on a loaded host: ~50 min)")
   parser.add_argument("--case-timeout", type=int, default=600,
                       help="seconds one test may run: past them it is a failure (hang) and the "
                            "file goes on after it (0: no limit)")
@@ -352,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
                                      "file)")
   parser.add_argument("--outcomes", help="report on the outcomes a --json run wrote instead of "
                                          "running (after a manifest edit)")
+  parser.add_argument("--rerun-failed", action="store_true",
+                      help="with --outcomes and --source: first run again on trn the tests that "
+                           "failed there and pass on the CPU, saving their new outcomes to the "
+                           "--outcomes file")
   parser.add_argument("--results", action="store_true",
                       help="write the figures to tests/suites/results/<suite>.json")
   parser.add_argument("--update-manifest", action="store_true")
@@ -367,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     files = args.files or (suite.files(pathlib.Path(args.source)) if args.source else
                            sorted({t.split("::")[0] for t in outcome.cpu}))
     args.sample = saved.get("sample_one_in", args.sample)
+    if args.rerun_failed:
+      if not args.source:
+        parser.error("--rerun-failed needs --source (the tests' sources)")
+      rerun_failed(suite, pathlib.Path(args.source).resolve(), outcome, timeout=args.timeout,
+                   case_timeout=args.case_timeout)
+      save_outcome(outcome, args.sample, args.outcomes)
   else:
     with tempfile.TemporaryDirectory(prefix=f"{suite.name}_suite_") as tmp:
       root = sources(suite, args.source, pathlib.Path(tmp))

@@ -12,7 +12,8 @@ The suite runner (tests/suites/jax_library_suite.py) loads it into every pytest 
   the first line of its error), and `--case-timeout S` ends the process after S seconds in one
   test (faulthandler's watchdog thread: a test stuck in native code is ended too; the threads'
   tracebacks go to PATH.traceback), so the runner learns which test hung or crashed, and where,
-  and goes on past it (`--deselect-file PATH`: ids to leave out).
+  and goes on past it (`--deselect-file PATH`: ids to leave out; `--select-file PATH`: the only
+  ids to run).
 - The report header names the default backend, so a log shows where the tests ran.
 """
 
@@ -48,16 +49,21 @@ def pytest_addoption(parser):
   parser.addoption("--case-timeout", type=float, default=0, metavar="S",
                    help="end the process when one test runs past S seconds")
   parser.addoption("--deselect-file", metavar="PATH", help="test ids to leave out, one a line")
+  parser.addoption("--select-file", metavar="PATH", help="run only these test ids, one a line")
 
 
 def pytest_collection_modifyitems(config, items):
   one_in = config.getoption("sample_one_in")
-  left_out = set()
+  left_out, only = set(), None
   if config.getoption("deselect_file"):
     with open(config.getoption("deselect_file")) as f:
-      left_out = set(f.read().split())
-  if one_in > 1 or left_out:
-    keep = [sampled(item.nodeid, one_in) and item.nodeid not in left_out for item in items]
+      left_out = set(f.read().splitlines())  # ids may hold spaces: "_(2, 3)_P(None, 'y')"
+  if config.getoption("select_file"):
+    with open(config.getoption("select_file")) as f:
+      only = set(f.read().splitlines())
+  if one_in > 1 or left_out or only is not None:
+    keep = [sampled(item.nodeid, one_in) and item.nodeid not in left_out and
+            (only is None or item.nodeid in only) for item in items]
     config.hook.pytest_deselected(items=[item for item, k in zip(items, keep) if not k])
     items[:] = [item for item, k in zip(items, keep) if k]
 

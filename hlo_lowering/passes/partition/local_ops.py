@@ -10,7 +10,8 @@ operands). Each rule returns whether it gave the result a local value.
 - transpose, reshape (when every sharded dim stays whole per shard), broadcast_in_dim, slice and
   dynamic_slice (untouched along their sharded dims), concatenate (not along a sharded dim)
   move the sharding with the dims; transpose and reshape carry partial sums too;
-- sdy.sharding_constraint / sdy.reshard: the operand under the named sharding.
+- sdy.sharding_constraint / sdy.reshard: the operand under the named sharding (as partial sums
+  where it is unreduced).
 """
 
 from __future__ import annotations
@@ -218,6 +219,9 @@ def sharding_constraint(lv: LocalValues, op: Op) -> bool:
     return False
   operand = op.operands[0]
   t = Sharding.parse(op.attrs["sharding"], op.describe())
+  if t.unreduced:
+    lv.hold(op.result, t, lv.unreduced(operand, t, op.loc, op.describe()))
+    return True
   if t.is_replicated:
     whole = lv.whole(operand, op.loc)
     lv.global_of[op.result] = whole

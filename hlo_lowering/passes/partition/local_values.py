@@ -212,6 +212,42 @@ class LocalValues:
     held[t] = local
     return local
 
+  def hold(self, v: Value, s: Sharding, local: Value) -> None:
+    """Records `local` as this core's value of `v` under `s`: its shard, or its partial sums
+    when `s` is unreduced."""
+    if s.unreduced:
+      self.partial_of[v] = Partial(s.summed, s.unreduced, local, add_body(v.dtype), "add")
+    else:
+      self.local_of.setdefault(v, {})[s] = local
+
+  def unreduced(self, v: Value, t: Sharding, loc, what: str) -> Value:
+    """This core's partial sums of `v` under `t`, an unreduced sharding: added up over the cores
+    that differ only along `t.unreduced` they give the core's shard under `t.summed`. Partial
+    sums of `v` over some of those axes are kept (moved like shards: a sum commutes with
+    gathers and slices); any other partial sums are reduced first. Along the axes `v` is not
+    summed over, the first core holds the value and the others zeros, so it is summed once."""
+    summed, partial = t.summed, self.partial_of.get(v)
+    if partial is not None and partial.reducer_name == "add" and \
+        set(partial.axes) <= set(t.unreduced):
+      local = self.reshard(v.type, partial.value, partial.sharding, summed, loc, what)
+      held = set(partial.axes)
+    else:
+      local, held = self.under(v, summed, loc, what), set()
+    missing = [a for a in t.unreduced if a not in held]
+    if not missing:
+      return local
+    mesh = self.mesh(t, what)
+    first = [int(mesh.index_along(p, missing) == 0) for p in range(self.num_cores)]
+    flag = core_offset(self.emit, self.rank(loc), first, loc)
+    zero = self.emit("stablehlo.constant", [], _I32, loc, value=np.array(0, np.int32))
+    keep = self.emit("stablehlo.compare", [flag, zero], TensorType((), DType.PRED), loc,
+                     comparison_direction="NE", compare_type="SIGNED")
+    keep = self.emit("stablehlo.broadcast_in_dim", [keep], TensorType(local.shape, DType.PRED),
+                     loc, broadcast_dimensions=[])
+    zeros = self.emit("stablehlo.constant", [], local.type, loc,
+                      value=np.zeros(local.shape, local.dtype.numpy))
+    return self.emit("stablehlo.select", [keep, local, zeros], local.type, loc)
+
   def whole(self, v: Value, loc) -> Value:
     """`v`'s global value (gathered from its shards once, then reused)."""
     if v in self.global_of:

@@ -157,7 +157,7 @@ def hints(lv, ops: list[Op],
   for op in reversed(ops):
     if op.name in SHARDING_OPS:
       t = Sharding.parse(op.attrs["sharding"], op.describe())
-      votes.setdefault(op.operands[0], []).append(None if t.is_replicated else t)
+      votes.setdefault(op.operands[0], []).append(None if t.is_replicated or t.unreduced else t)
       continue
     t = _agreed(votes.get(op.results[0], []), uses.get(op.results[0], 0)) \
         if len(op.results) == 1 else None

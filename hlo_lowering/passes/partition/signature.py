@@ -1,9 +1,9 @@
 """The program text a multi-core executable reports (PJRT_Executable_OptimizedProgram): a
-StableHLO module with the global signature, each argument's and result's HLO sharding, and
-`mhlo.spmd_parameters_shardings` / `mhlo.spmd_output_sharding`, which XLA's MLIR-to-HLO
-conversion turns into the HloModuleProto fields JAX reads the output shardings from. Its body is
-one custom_call standing for the partitioned NeuronCore program (the program itself is not
-StableHLO)."""
+StableHLO module with the per-core signature (each argument's and result's shard, as XLA's
+partitioned module has it), each one's HLO sharding, and `mhlo.spmd_parameters_shardings` /
+`mhlo.spmd_output_sharding`, which XLA's MLIR-to-HLO conversion turns into the HloModuleProto
+fields JAX reads the output shardings from. Its body is one custom_call standing for the
+partitioned NeuronCore program (the program itself is not StableHLO)."""
 
 from __future__ import annotations
 

@@ -22,9 +22,10 @@ partial sum or a reduce over a sharded dim is combined across cores.
 
 Requires: calls inlined (inline-calls); module.attrs["mhlo.num_partitions"] the core count.
 Ensures: no sdy.manual_computation; main's arguments and results have their per-core shapes;
-module.attrs["trn.parameter_shardings"] / ["trn.output_shardings"] hold each one's HLO
-sharding text, ["trn.replicated_ops"] the ops run replicated on gathered operands; every
-collective it adds carries attrs["core_groups"].
+module.attrs["trn.core_signature"] holds main's per-core argument and result types,
+["trn.parameter_shardings"] / ["trn.output_shardings"] each one's HLO sharding text,
+["trn.replicated_ops"] the ops run replicated on gathered operands; every collective it adds
+carries attrs["core_groups"].
 Runs after: inline-calls.
 """
 
@@ -61,6 +62,9 @@ class _Partitioner(LocalValues):
     super().__init__(meshes, num_cores)
     self.replicated: list[str] = []  # the ops run replicated on gathered operands
     self.pending: dict[Value, Value] = {}  # identities (torch_xla's annotations): the value
+    # Whole values that an unspecified result returns split (a constraint inside a
+    # partial-manual body, which XLA's propagation carries to the result).
+    self.returned_split: set[Value] = set()
 
   def nested(self) -> "_Partitioner":
     """A partitioner for a region's ops: it reads the values defined outside as this one holds
@@ -119,9 +123,11 @@ class _Partitioner(LocalValues):
     what = f"sdy.manual_computation at {op.loc}"
     manual = sharding_text.manual_axes(op.attrs.get("manual_axes", ""))
     ins = [s.restricted(manual) for s in sharding_text.per_value(op.attrs["in_shardings"], what)]
-    outs = [s.restricted(manual) for s in sharding_text.per_value(op.attrs["out_shardings"], what)]
+    declared_outs = sharding_text.per_value(op.attrs["out_shardings"], what)
+    outs = [s.restricted(manual) for s in declared_outs]
     body = op.regions[0].block
-    mapping = {arg: self.under(v, s, op.loc, f"{what} operand {i}")
+    mapping = {arg: (self.unreduced if s.unreduced else self.under)(v, s, op.loc,
+                                                                    f"{what} operand {i}")
                for i, (arg, v, s) in enumerate(zip(body.args, op.operands, ins))}
     nested = [i for i, inner in enumerate(body.ops) if inner.name == "sdy.manual_computation"]
     for inner in walk_ops(Block([], [o for i, o in enumerate(body.ops) if i not in nested])):
@@ -140,8 +146,28 @@ class _Partitioner(LocalValues):
       gathered = {r: self.whole(r, inner.loc) for r in inner.results}
       replace_uses(Block([], body.ops[i + 1:]), gathered)
     returned = list(body.ops[-1].operands)
-    for result, local, s in zip(op.results, returned, outs):
-      self.local_of.setdefault(result, {})[s] = local
+    constrained = {inner.result: inner for inner in body.ops
+                   if inner.name in propagation.SHARDING_OPS}
+    for result, local, s, declared in zip(op.results, returned, outs, declared_outs):
+      self.hold(result, s, local)
+      if local in constrained and not s.unreduced:
+        self.constrained_result(result, local, s, declared, constrained[local], manual)
+
+  def constrained_result(self, result: Value, local: Value, s: Sharding, declared: Sharding,
+                         constraint: Op, manual: set[str]) -> None:
+    """A partial-manual body's result constrained along auto axes (its value is whole along
+    them) where the out sharding leaves those dims open (`{?}`): also held split so, as XLA's
+    propagation carries the constraint to the result (sliced locally, nothing moves)."""
+    t = Sharding.parse(constraint.attrs["sharding"], constraint.describe())
+    auto = [tuple(a for a in axes if a not in manual) for axes in t.dims]
+    if t.mesh_name != s.mesh_name or len(auto) != len(s.dims) or t.unreduced or \
+        any(axes and (d not in declared.open_dims or s.dims[d]) for d, axes in enumerate(auto)):
+      return
+    if any(auto):
+      split = Sharding(s.mesh_name, tuple(m or a for m, a in zip(s.dims, auto)))
+      self.local_of[result][split] = self.refine(local, s, split, constraint.loc,
+                                                 constraint.describe())
+      self.returned_split.add(result)
 
   def gspmd_call(self, op: Op) -> None:
     """torch_xla's sharding annotation of an intermediate value: an identity here (the value
@@ -154,7 +180,6 @@ class _Partitioner(LocalValues):
 
   def run(self, module: Module) -> None:
     main = module.main
-    module.attrs["trn.global_signature"] = ([a.type for a in main.args], list(main.result_types))
     new_args, param_texts = [], []
     for i, (arg, attrs) in enumerate(zip(main.args, main.arg_attrs)):
       s = self.sharding_attr(attrs, f"argument {i}", len(arg.shape))
@@ -165,20 +190,21 @@ class _Partitioner(LocalValues):
         continue
       local = Value(TensorType(s.local_shape(arg.shape, mesh, f"argument {i} {arg.type}"), arg.dtype))
       new_args.append(local)
-      self.local_of[arg] = {s: local}
+      self.hold(arg, s, local)
     body_ops = main.body.ops
     result_shardings = [self.sharding_attr(attrs, f"result {i}", len(value.shape))
                         for i, (value, attrs) in enumerate(zip(body_ops[-1].operands,
                                                                main.result_attrs))]
     self.hints = propagation.hints(self, body_ops[:-1], [
-        (v, None if s is None or s.is_replicated else s)
+        (v, None if s is None or s.is_replicated or s.unreduced else s)
         for v, s in zip(body_ops[-1].operands, result_shardings)])
     self.partition_ops(body_ops[:-1])
     ret = body_ops[-1]
     outputs, output_texts = [], []
     for i, (value, s) in enumerate(zip(ret.operands, result_shardings)):
       value = self.pending.get(value, value)
-      if s is None and self.is_sharded(value) and self.local_of.get(value):
+      if s is None and (self.is_sharded(value) or value in self.returned_split) and \
+          self.local_of.get(value):
         # An unspecified result comes back as it is held, as XLA's propagation returns it: a
         # shard_map's result under its out_specs (gathering it would change its sharding).
         s = max(self.local_of[value], key=self.shard_count)
@@ -186,11 +212,13 @@ class _Partitioner(LocalValues):
         outputs.append(self.whole(value, ret.loc))
         output_texts.append("{replicated}")
         continue
-      outputs.append(self.under(value, s, ret.loc, f"result {i} {value.type}"))
+      outputs.append(self.unreduced(value, s, ret.loc, f"result {i} {value.type}") if s.unreduced
+                     else self.under(value, s, ret.loc, f"result {i} {value.type}"))
       output_texts.append(s.hlo_text(self.mesh(s, f"result {i}")))
     ret.operands = outputs
     main.body = Block(new_args, self.ops + [ret])
     main.result_types = [v.type for v in outputs]
+    module.attrs["trn.core_signature"] = ([a.type for a in new_args], list(main.result_types))
     module.attrs["trn.parameter_shardings"] = param_texts
     module.attrs["trn.output_shardings"] = output_texts
     module.attrs["trn.replicated_ops"] = self.replicated
