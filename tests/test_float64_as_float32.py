@@ -1,5 +1,5 @@
 """TRN_FLOAT64=float32 (jax_trn.configure(float64="float32")): JAX programs with jax_enable_x64
-run, their float64 computed as float32 (narrow-float64) and returned as float64, with a warning
+(and torch_xla's float64 tensors) run, their float64 computed as float32 (narrow-float64) and returned as float64, with a warning
 per compile; without it float64 stays a clear error. Each case runs in a fresh process (the
 option is read when the backend starts) and is checked against JAX's CPU backend running the
 same function in float32."""
@@ -172,3 +172,22 @@ def test_float64_from_jax_without_the_policy_is_refused_by_check_supported():
   narrow_float64.run(module)
   with pytest.raises(CompileError, match="argument 0 of the program is float64"):
     check_supported.run(module)
+
+
+def test_torch_float64_tensors_run_as_float32():
+  pytest.importorskip("torch_xla")
+  code = textwrap.dedent("""
+      import json, torch, torch_xla
+      from torch_xla.experimental import plugins
+      from jax_trn.torch_plugin import TrnPlugin
+      plugins.register_plugin("TRN", TrnPlugin())
+      x = torch.arange(6, dtype=torch.float64).reshape(2, 3).to(torch_xla.device())
+      y = ((x / 3) * 2 + 0.5).sum(1).cpu()
+      expected = ((torch.arange(6, dtype=torch.float32).reshape(2, 3) / 3) * 2 + 0.5).sum(1)
+      print(json.dumps({"dtype": str(y.dtype),
+                        "close": bool(torch.allclose(y.float(), expected, rtol=2e-6))}))
+  """)
+  result = run_python(code, {"PJRT_DEVICE": "TRN", "TRN_FLOAT64": "float32"})
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert json.loads(result.stdout.strip().splitlines()[-1]) == {"dtype": "torch.float64",
+                                                                "close": True}
