@@ -377,7 +377,7 @@ class _RowFusion:
     fused = {}
     for b, _ in self.steps:
       if (b.name in ("stablehlo.reduce", "stablehlo.convert") or b in self.skipped
-          or self.kind[b.result] != ROW or len(b.operands) != 2 or alu_of(b).arity != 2
+          or b in self.on_chip or self.kind[b.result] != ROW or len(b.operands) != 2 or alu_of(b).arity != 2
           or self._immediate_index(b) is not None):
         continue
       srcs = [self._canon(v) for v in b.operands]
@@ -386,6 +386,7 @@ class _RowFusion:
       for v in srcs:
         a = producer.get(v)
         if (a is None or a in self.skipped or a in fused.values() or uses[v] != 1 or v in stored
+            or a in self.on_chip  # computed from the block's coordinates (row_affine.py)
             or a.name in ("stablehlo.reduce", "stablehlo.convert") or alu_of(a).arity != 2
             or (self._immediate_index(a) is None and self._stat_index(a) is None)):
           continue
