@@ -104,25 +104,25 @@ void Panels128(const float* w, const float* panels, const Rows& out, int64_t k,
 #define TRN_FUSED [[gnu::optimize("fp-contract=fast")]]
 
 #if defined(__x86_64__)
-[[gnu::target("avx2")]] void Panels256(const float* w, const float* panels, const Rows& out, int64_t k,
-    int64_t m0, int64_t m1, int64_t panel_count) {
+[[gnu::target("avx2")]] void Panels256(const float* w, const float* panels, const Rows& out,
+                                       int64_t k, int64_t m0, int64_t m1, int64_t panel_count) {
   MatmulPanels<8, kRowBlock>(w, panels, out, k, m0, m1, panel_count);
 }
 
-[[gnu::target("avx2,fma")]] TRN_FUSED void FusedPanels256(const float* w, const float* panels, const Rows& out,
-                                                          int64_t k,
-    int64_t m0, int64_t m1, int64_t panel_count) {
+[[gnu::target("avx2,fma")]] TRN_FUSED void FusedPanels256(const float* w, const float* panels,
+                                                          const Rows& out, int64_t k, int64_t m0,
+                                                          int64_t m1, int64_t panel_count) {
   MatmulPanels<8, kRowBlock>(w, panels, out, k, m0, m1, panel_count);
 }
 
-[[gnu::target("avx512f")]] void Panels512(const float* w, const float* panels, const Rows& out, int64_t k,
-    int64_t m0, int64_t m1, int64_t panel_count) {
+[[gnu::target("avx512f")]] void Panels512(const float* w, const float* panels, const Rows& out,
+                                          int64_t k, int64_t m0, int64_t m1, int64_t panel_count) {
   MatmulPanels<16, kWideRowBlock>(w, panels, out, k, m0, m1, panel_count);
 }
 
-[[gnu::target("avx512f")]] TRN_FUSED void FusedPanels512(const float* w, const float* panels, const Rows& out,
-                                                         int64_t k,
-    int64_t m0, int64_t m1, int64_t panel_count) {
+[[gnu::target("avx512f")]] TRN_FUSED void FusedPanels512(const float* w, const float* panels,
+                                                         const Rows& out, int64_t k, int64_t m0,
+                                                         int64_t m1, int64_t panel_count) {
   MatmulPanels<16, kWideRowBlock>(w, panels, out, k, m0, m1, panel_count);
 }
 #endif
