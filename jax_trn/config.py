@@ -1,8 +1,9 @@
 """How many simulated Trainium chips, of which generation, at which Logical NeuronCore size.
 
 Read once, when the trn backend starts: from `jax_trn.configure(...)` if called, else from the
-environment (TRN_TARGET, TRN_CHIPS, TRN_LNC, TRN_HBM_BYTES, TRN_FLOAT64), else the defaults of a trn2 instance
-(one chip, LNC=2: four devices). The values travel to the C++ client as PJRT create options.
+environment (TRN_TARGET, TRN_CHIPS, TRN_LNC, TRN_HBM_BYTES, TRN_FLOAT64), else the defaults of
+a trn2 instance (one chip, LNC=2: four devices). The values travel to the C++ client as PJRT
+create options.
 `float64` (TRN_FLOAT64) is "error" (float64 arrays and programs are refused: NeuronCores have no
 float64) or "float32" (they are accepted and computed as float32, a warning per compile).
 `strict` (TRN_STRICT) is the compile service's policy, read at every compile

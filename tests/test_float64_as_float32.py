@@ -1,8 +1,8 @@
 """TRN_FLOAT64=float32 (jax_trn.configure(float64="float32")): JAX programs with jax_enable_x64
-(and torch_xla's float64 tensors) run, their float64 computed as float32 (narrow-float64) and returned as float64, with a warning
-per compile; without it float64 stays a clear error. Each case runs in a fresh process (the
-option is read when the backend starts) and is checked against JAX's CPU backend running the
-same function in float32."""
+(and torch_xla's float64 tensors) run, their float64 computed as float32 (narrow-float64) and
+returned as float64, with a warning per compile; without it float64 stays a clear error. Each
+case runs in a fresh process (the option is read when the backend starts) and is checked against
+JAX's CPU backend running the same function in float32."""
 
 import json
 import textwrap
@@ -85,7 +85,8 @@ def test_float64_constants_round_to_float32():
   info = _run("""
       f = jax.jit(lambda x: x + jnp.array([0.1, 1e300, -1e300, 1 + 2.0 ** -30]))
       out = np.asarray(f(jax.device_put(np.zeros(4), trn)))
-      expected = np.array([0.1, 1e300, -1e300, 1 + 2.0 ** -30]).astype(np.float32).astype(np.float64)
+      expected = np.array([0.1, 1e300, -1e300, 1 + 2.0 ** -30]).astype(np.float32)
+      expected = expected.astype(np.float64)
       print(json.dumps({"equal": bool(np.array_equal(out, expected)),
                         "out": [repr(v) for v in out]}))
   """, TRN_FLOAT64="float32")

@@ -8,10 +8,10 @@ order; XLA's fallback sort is unstable, so among equal values the CPU may pick o
 
 Requires: an imported module (the comparator is still a function of the module: this pass runs
 before inline-calls, which removes every function but the entry).
-Ensures: no custom_call @ApproxTopK is left (in any region: shard_map bodies too); each became one stablehlo.sort (its comparator the
-called function's body) and a stablehlo.slice per result narrower than its operand, with the
-call's location. A call without `is_fallback` (TPU's approximate algorithm) or whose shapes are
-not the fallback's is a CompileError naming the call.
+Ensures: no custom_call @ApproxTopK is left (in any region: shard_map bodies too); each became
+one stablehlo.sort (its comparator the called function's body) and a stablehlo.slice per result
+narrower than its operand, with the call's location. A call without `is_fallback` (TPU's
+approximate algorithm) or whose shapes are not the fallback's is a CompileError naming the call.
 Runs before: inline-calls (first pass).
 """
 
