@@ -43,8 +43,8 @@ ONE, ZERO = Scalar(DType.F32, 1.0), Scalar(DType.F32, 0.0)
 class RowStep(NamedTuple):
   """One row fusion member as the engine choice sees it."""
   op: Op
-  engine: str                # VECTOR, SCALAR (a ScalarE function) or EITHER (a reduce: a
-                             # ScalarE copy pass of its row may sum it)
+  engine: str                # VECTOR, SCALAR (a ScalarE function) or EITHER (either engine;
+                             # a reduce's ScalarE form is a copy of its row with the row sum)
   vector_cycles: float       # its VectorE cost (VECTOR and EITHER)
   row_result: Value | None   # the [p, C] row it writes (None: a statistic)
   sum_source: Value | None   # a float add-reduce's row (ScalarE may sum it), else None
