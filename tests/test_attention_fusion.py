@@ -179,15 +179,21 @@ def test_a_mask_read_from_data_is_not_an_on_chip_member():
 
 
 @pytest.mark.parametrize("dtype", [_BF16, _F32])
-def test_signed_zero_and_extreme_scores_keep_the_unfused_bits(dtype, monkeypatch):
+def test_signed_zero_nan_inf_and_extreme_scores_keep_the_unfused_bits(dtype, monkeypatch):
   """The fused rows read narrow scores widened by the engines and round on ScalarE: rows of -0
-  scores and of scores near the dtype's range keep the unfused program's bits. (NaN rows are
-  left out: the unfused reduce already differs from row fusion there, before this lowering.)"""
+  scores, of scores near the dtype's range, and rows holding NaN or ±inf (from q, k or v) keep
+  the unfused program's bits, NaN signs included."""
   q, k, v = _inputs(2, 256, dtype)
   q[1, 7, :] = -0.0
   q[0, 5, :] *= 1e15
   k[1, 9, :] *= 1e15
+  q[0, 11, :] = np.nan
+  k[1, 30, 2] = np.nan
+  q[1, 40, 0] = np.inf
+  v[0, 3, 1] = np.nan
+  v[1, 60, 1] = -np.inf
   _assert_bit_identical(_gradients(_causal_where), [q, k, v], monkeypatch)
+  _assert_bit_identical(_gradients(_causal_additive(-np.inf)), [q, k, v], monkeypatch)
   _assert_bit_identical(_attention(_causal_where, return_probabilities=True), [q, k, v],
                         monkeypatch)
 
