@@ -21,8 +21,10 @@
   (one DMA, round to nearest even); every f64 result is computed in f32 and widened exactly into
   its f64 buffer at the end; every other f64 value, in any region (reduce, sort, scatter, while
   and case bodies), becomes f32; f64 constants are their values rounded to f32 (a value beyond
-  f32's range becomes ±inf, as a convert would make it). Refused, naming the op: a
-  bitcast_convert from or to f64 (its bits have no f32 counterpart).
+  f32's range becomes ±inf, as a convert would make it); a bitcast_convert between f64 and a
+  64-bit integer keeps its meaning for the value held (float64_bits: bits → the nearest f32,
+  f32 → the bits of its exact widening). Refused, naming the op: a bitcast between f64 and
+  integers of another width.
 
 Requires: calls inlined (inline-calls).
 Ensures: the only f64 values left are entry arguments, each read once by a stablehlo.convert to
@@ -38,6 +40,8 @@ import numpy as np
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.ir import (UNKNOWN_LOCATION, Module, Op, TensorType, Value, replace_uses,
                              walk_ops)
+from hlo_lowering.passes import float64_bits
+from hlo_lowering.passes.expansion import Emitter, every_block, expand_ops
 from hlo_lowering.program import DType
 
 F64, F32 = DType.F64, DType.F32
@@ -136,14 +140,26 @@ def _narrow_python_numbers(module: Module) -> None:
   _drop_identity_converts(module)
 
 
+def _float64_bits(op: Op, e: Emitter) -> list[Value] | None:
+  """A bitcast between f64 and a 64-bit integer, as float64_bits defines it for values held as
+  f32 (run before the retyping: `op`'s f64 side is still typed f64)."""
+  if op.name != "stablehlo.bitcast_convert":
+    return None
+  source, target = op.operands[0], op.result
+  if F64 not in (source.dtype, target.dtype):
+    return None
+  if source.shape != target.shape or {source.dtype, target.dtype} - {F64, DType.U64, DType.S64}:
+    raise CompileError(f"{op.describe()} reinterprets float64 bits as other than one 64-bit "
+                       f"integer each (TRN_FLOAT64=float32 computes float64 as float32; only "
+                       f"f64 ⇄ u64/s64 bitcasts keep a meaning): {FLOAT64_HINT}", UNIMPLEMENTED)
+  if target.dtype == F64:
+    return [float64_bits.float32_of_float64_bits(e, source)]
+  return [float64_bits.float64_bits_of_float32(e, source, target.dtype)]
+
+
 def _narrow_every_float64(module: Module) -> None:
   main = module.main
-  for op in walk_ops(main.body):
-    if op.name == "stablehlo.bitcast_convert" and any(
-        v.dtype == F64 for v in op.operands + op.results):
-      raise CompileError(f"{op.describe()} reinterprets float64 bits, which have no float32 "
-                         f"counterpart (TRN_FLOAT64=float32 computes float64 as float32): "
-                         f"{FLOAT64_HINT}", UNIMPLEMENTED)
+  expand_ops(module, _float64_bits, blocks=every_block)
   loads = _load_arguments(module, [a for a in main.args if a.dtype == F64])
   narrowed: set[Value] = set()
   for op in walk_ops(main.body):
