@@ -34,10 +34,14 @@ def _suite(record: dict) -> list[str]:
   sample = record["sample_one_in"]
   scope = "every test" if sample == 1 else f"a sample of about one test in {sample} (by test id)"
   part = record.get("part")
+  float64 = (" --float64 float32" if record.get("float64") == "float32" else "")
+  if float64:
+    scope += ", float64 computed as float32 on trn (TRN_FLOAT64=float32)"
   lines = [
       f"### {record['suite']} {record['version']}" + (f" ({part})" if part else ""),
       "",
-      f"`{RUN} {record['suite']}{f' --part {part}' if part else ''} --results`, {scope}: "
+      f"`{RUN} {record['suite']}{f' --part {part}' if part else ''}{float64} --results`, "
+      f"{scope}: "
       f"**trn passes {both} of the "
       f"{sum(ran.values())} tests that pass on the CPU and run on trn "
       f"({_percent(both, sum(ran.values()))}).** Of the other tests that pass on the CPU, "

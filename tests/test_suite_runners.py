@@ -185,3 +185,16 @@ def test_a_part_of_a_suite_runs_and_publishes_apart(tmp_path):
   text = "\n".join(suite_results.render(tmp_path))
   assert "### flax 0.12.8 (nnx)" in text
   assert "`python tests/suites/jax_library_suite.py flax --part nnx --results`, every test" in text
+
+
+def test_a_run_with_float64_as_float32_says_so(tmp_path):
+  record = {"suite": "optax", "version": "0.2.8", "sample_one_in": 1, "float64": "float32",
+            "new_failures": [], "not_measured": [], "fixed": [], "categories": {},
+            "files": {"optax/a_test.py": {"trn": {"passed": 2, "failed": 0, "skipped": 0},
+                                          "cpu": {"passed": 2, "failed": 0, "skipped": 0},
+                                          "both_passed": 2, "trn_failed": 0,
+                                          "trn_skipped": 0, "trn_absent": 0}}}
+  (tmp_path / "optax.json").write_text(json.dumps(record))
+  text = "\n".join(suite_results.render(tmp_path))
+  assert ("`python tests/suites/jax_library_suite.py optax --float64 float32 --results`, every "
+          "test, float64 computed as float32 on trn (TRN_FLOAT64=float32): **trn passes 2") in text

@@ -3,6 +3,7 @@
     python tests/suites/jax_library_suite.py {optax,flax,jax,jax-multi-device} [--part NAME]
         [--source DIR] [--files ...] [--sample N] [--jobs N] [--timeout S] [--case-timeout S]
         [--json PATH] [--outcomes PATH [--rerun-failed]] [--results] [--update-manifest]
+        [--float64 {error,float32}]
 
 The test sources are never part of this repository: Optax 0.2.8's and Flax 0.12.8's come from
 their PyPI sdists (`pip download` at run time), JAX's from `--source` (a jax checkout at tag
@@ -27,7 +28,9 @@ mismatch is a tolerance or a wrong result only once someone looked) and drops fi
 `--results` writes the per-file figures to tests/suites/results/<suite>.json, which
 docs/coverage.md is generated from (hlo_lowering/coverage.py). `--part` runs one part of a suite
 (Flax: `linen`, `nnx`), measured and published apart (results/<suite>-<part>.json, its own
-sample size); the manifest stays the suite's.
+sample size); the manifest stays the suite's. `--float64 float32` runs trn with
+TRN_FLOAT64=float32 (docs/numerics.md), so tests that enable x64 run there, computing float64 as
+float32, against the CPU's float64; the results record the policy.
 """
 
 from __future__ import annotations
@@ -381,8 +384,13 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument("--results", action="store_true",
                       help="write the figures to tests/suites/results/<suite>.json")
   parser.add_argument("--update-manifest", action="store_true")
+  parser.add_argument("--float64", choices=("error", "float32"), default="error",
+                      help="trn's float64 policy (TRN_FLOAT64): float32 runs the tests that "
+                           "enable x64, computing float64 as float32")
   args = parser.parse_args(argv)
   suite = SUITES[args.suite]
+  if args.float64 != "error":
+    suite = dataclasses.replace(suite, trn_env=suite.trn_env + (("TRN_FLOAT64", args.float64),))
   if args.part:
     if args.part not in PARTS.get(suite.name, {}):
       parser.error(f"{suite.name} has no part {args.part!r}")
@@ -410,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
                           json_path=args.json)
   manifest = load_manifest(suite)
   record = report(suite, files, outcome, manifest, sample=args.sample)
+  record["float64"] = args.float64
   if args.results:
     RESULTS.mkdir(exist_ok=True)
     name = f"{suite.name}-{args.part}" if args.part else suite.name
