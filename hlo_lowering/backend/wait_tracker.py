@@ -13,9 +13,9 @@ Accesses are indexed by region so each new instruction looks only at the accesse
 it: HBM by tensor, tiles by (memory, 2 KiB byte chunk) (not by partition: most tiles span all 128,
 and a quadrant index scanned each of them four times), and inside a chunk the narrow accesses
 (within one 64-byte slice) by slice; reads and writes apart, so that a read scans only the writes
-for its conflicts and only the reads for what it covers. An access is forgotten once a later access covers it and
-conflicts with at least as much, which keeps the buckets short (independent of program length) when
-buffers are reused:
+for its conflicts and only the reads for what it covers. An access is forgotten once a later
+access covers it and conflicts with at least as much, which keeps the buckets short (independent
+of program length) when buffers are reused:
 - a read covers the same stream's reads;
 - a write covers every access, of any stream (a write of a split's share: only that share's). Of its
   own stream: stream order. Of another stream T: the write waited (directly or through a chain) for
