@@ -315,15 +315,23 @@ def _stepped_loop_waits(tracker: WaitTracker, body: list) -> set:
   sampled = {loop for chain in chains for loop in chain} - moving
   tracker.begin_trial()  # rolled back if some instruction has no affine form
   seen = [[] for _ in body]  # per body instruction: ({Loop: i}, minimal waits, known after)
-  # The accesses of the instructions no loop moves a tile of, once (HBM regions are tensors).
-  fixed = [None if inst.tile_stepped() else accesses(inst) for inst in body]
+  # An instruction's accesses depend only on the iterations of the loops that move its tiles
+  # (HBM regions are tensors): each is built once per such iterations, not once per execution
+  # (a loop around them that moves none of its tiles repeats them).
+  movers = [[loop for loop in chain if _moves_tiles(inst, loop)]
+            for inst, chain in zip(body, chains)]
+  built = {}
   for k, at in _executions(body, chains, sampled):
     if k is None:  # skipped iterations of a sampled loop
       loop, n = at
       tracker.skip({t: n * region.n(loop, t) for t in range(tracker.streams)})
       continue
     stream = body[k].stream
-    waits = dict(tracker.add(stream, *(fixed[k] or accesses(body[k], body[k].tile_moves(at)))))
+    key = (k, *(at[loop] for loop in movers[k]))
+    acc = built.get(key)
+    if acc is None:
+      acc = built[key] = accesses(body[k], body[k].tile_moves(at))
+    waits = dict(tracker.add(stream, *acc))
     # An execution right after skipped iterations may miss their conflicts: fed, not fitted.
     if all(at[loop] != loop.count - 2 or loop.count <= _SAMPLED_ITERATIONS
            for loop in chains[k] if loop in sampled):

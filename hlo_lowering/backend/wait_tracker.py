@@ -12,9 +12,10 @@ start before its own waits were met).
 Accesses are indexed by region so each new instruction looks only at the accesses that can overlap
 it: HBM by tensor, tiles by (memory, 2 KiB byte chunk) (not by partition: most tiles span all 128,
 and a quadrant index scanned each of them four times), and inside a chunk the narrow accesses
-(within one 64-byte slice) by slice. An access is forgotten once a later access covers it and
-conflicts with at least as much, which keeps the buckets short (independent of program length) when
-buffers are reused:
+(within one 64-byte slice) by slice; reads and writes apart, so that a read scans only the writes
+for its conflicts and only the reads for what it covers. An access is forgotten once a later
+access covers it and conflicts with at least as much, which keeps the buckets short (independent
+of program length) when buffers are reused:
 - a read covers the same stream's reads;
 - a write covers every access, of any stream (a write of a split's share: only that share's). Of its
   own stream: stream order. Of another stream T: the write waited (directly or through a chain) for
@@ -62,8 +63,8 @@ def _slices(region, key):
 
 
 class _Bucket:
-  """The accesses of one index key: `wide` in a list, narrow ones by slice. An access is a tuple
-  (stream, position, is_write, region)."""
+  """The reads, or the writes, of one index key: `wide` in a list, narrow ones by slice. An access
+  is a tuple (stream, position, is_write, region)."""
   __slots__ = ("wide", "narrow")
 
   def __init__(self):
@@ -75,6 +76,13 @@ class _Bucket:
     other.wide = list(self.wide)
     other.narrow = {i: list(accesses) for i, accesses in self.narrow.items()}
     return other
+
+  def append(self, slice_, access) -> None:
+    """Adds an access whose region's narrow slice is `slice_` (None: wide)."""
+    if slice_ is None:
+      self.wide.append(access)
+    else:
+      self.narrow.setdefault(slice_, []).append(access)
 
   def lists_touching(self, slice_, span):
     """The lists holding every access of this bucket that can overlap a region whose narrow
@@ -208,28 +216,42 @@ class WaitTracker:
   def add(self, stream: int, reads, writes) -> list:
     position = self._length[stream] + 1
     latest = {}
-    buckets, trial = self._buckets, self._trial
-    for is_write, regions in ((False, reads), (True, writes)):
-      for region in regions:
-        slice_, keys = self._placement(region)
-        access = (stream, position, is_write, region)
-        for key, span in keys:
-          bucket = buckets.get(key)
-          if trial is not None and key not in trial.buckets:
-            trial.buckets[key] = bucket  # restored by a rollback; the trial changes a copy
-            bucket = buckets[key] = _Bucket() if bucket is None else bucket.copy()
-          elif bucket is None:
-            bucket = buckets[key] = _Bucket()
+    for region in reads:  # conflicts only with writes; covers only reads
+      slice_, keys = self._placement(region)
+      access = (stream, position, False, region)
+      for key, span in keys:
+        bucket = self._buckets.get((key, True))
+        if bucket is not None:
           for accesses in bucket.lists_touching(slice_, span):
-            _raise_latest(accesses, stream, is_write, region, latest)
-            _forget_covered(accesses, stream, is_write, region)
-          if slice_ is None:
-            bucket.wide.append(access)
-          else:
-            bucket.narrow.setdefault(slice_, []).append(access)
+            _raise_latest(accesses, stream, False, region, latest)
+        bucket = self._bucket((key, False))
+        for accesses in bucket.lists_touching(slice_, span):
+          _forget_covered(accesses, stream, False, region)
+        bucket.append(slice_, access)
+    for region in writes:
+      slice_, keys = self._placement(region)
+      access = (stream, position, True, region)
+      for key, span in keys:
+        for of_writes in (False, True):
+          bucket = self._bucket((key, of_writes))
+          for accesses in bucket.lists_touching(slice_, span):
+            _raise_latest(accesses, stream, True, region, latest)
+            _forget_covered(accesses, stream, True, region)
+        bucket.append(slice_, access)
     waits = self._minimal_waits(stream, position, latest)
     self._length[stream] = position
     return waits
+
+  def _bucket(self, key) -> _Bucket:
+    """The bucket of `key` ((index key, of writes)), made if new; in a trial, a copy of it the
+    first time the trial touches it."""
+    bucket, trial = self._buckets.get(key), self._trial
+    if trial is not None and key not in trial.buckets:
+      trial.buckets[key] = bucket  # restored by a rollback; the trial changes a copy
+      bucket = self._buckets[key] = _Bucket() if bucket is None else bucket.copy()
+    elif bucket is None:
+      bucket = self._buckets[key] = _Bucket()
+    return bucket
 
   def latest(self, stream: int, reads, writes) -> dict:
     """{other stream: the position of its latest remembered access that conflicts}."""
@@ -238,10 +260,11 @@ class WaitTracker:
       for region in regions:
         slice_, keys = self._placement(region)
         for key, span in keys:
-          bucket = self._buckets.get(key)
-          if bucket is not None:
-            for accesses in bucket.lists_touching(slice_, span):
-              _raise_latest(accesses, stream, is_write, region, latest)
+          for of_writes in (True, False) if is_write else (True,):
+            bucket = self._buckets.get((key, of_writes))
+            if bucket is not None:
+              for accesses in bucket.lists_touching(slice_, span):
+                _raise_latest(accesses, stream, is_write, region, latest)
     return latest
 
   def _placement(self, region):
