@@ -1,8 +1,8 @@
 """The simulator's results and modeled timelines do not depend on the host it runs on: the same
 program and inputs give the same output bits and the same per-instruction timeline with one host
 thread or several (TRN_SIM_THREADS: matmul panels and elementwise chunks spread over threads) and
-at every vector width of the matmul kernel (TRN_SIM_VECTOR_BITS caps it: SSE2, AVX2, AVX-512; the
-wider ones fuse multiply-adds where every product is exact, SSE2 never does).
+at every vector width of the matmul and bf16 conversion kernels (TRN_SIM_VECTOR_BITS caps it: SSE2,
+AVX2, AVX-512; the wider matmuls fuse multiply-adds where every product is exact, SSE2 never does).
 The golden corpus pins the results of the default configuration; this pins the others to it."""
 
 import json
@@ -51,6 +51,10 @@ def _programs():
                             (f32(512, 1030), f32(512, 1030))),
       "layernorm": (_layernorm, (f32(384, 1000),)),
       "row_reductions": (lambda x: (jnp.sum(x, axis=1), jnp.max(x, axis=1)), (f32(300, 777),)),
+      # Rows of odd length through the bf16 narrowing and widening kernels and their tails.
+      "bf16_conversions": (lambda x, y: ((x * 3).astype(jnp.bfloat16),
+                                         y.astype(jnp.float32) * 2),
+                           (f32(256, 1031), bf16(256, 1031))),
   }
 
 

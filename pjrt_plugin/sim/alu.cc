@@ -4,6 +4,8 @@
 #include <bit>
 #include <string_view>
 
+#include "libm_exp.h"
+
 namespace trn::sim {
 namespace {
 
@@ -35,8 +37,30 @@ void Map2(T* out, const T* a, const T* b, size_t n, F f) {
   for (size_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
 }
 
+// fp32 exp and logistic through LibmExpRow: libm's bits, vectorised.
+bool UnaryFloatExp(AluOp op, float* out, const float* x, size_t n) {
+  if (op == AluOp::kExp) {
+    LibmExpRow(x, static_cast<int64_t>(n), out);
+    return true;
+  }
+  if (op != AluOp::kLogistic) return false;
+  // 1 / (1 + exp(-v)) a block at a time, with exp(-v) in a stack buffer (out may be x).
+  constexpr size_t kBlock = 256;
+  float e[kBlock];
+  for (size_t first = 0; first < n; first += kBlock) {
+    const size_t m = std::min(kBlock, n - first);
+    for (size_t i = 0; i < m; ++i) e[i] = -x[first + i];
+    LibmExpRow(e, static_cast<int64_t>(m), e);
+    for (size_t i = 0; i < m; ++i) out[first + i] = 1.0f / (1.0f + e[i]);
+  }
+  return true;
+}
+
 template <typename T>
 void UnaryFloat(AluOp op, T* out, const T* x, size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (UnaryFloatExp(op, out, x, n)) return;
+  }
   switch (op) {
     case AluOp::kCopy: return Map1(out, x, n, [](T v) { return v; });
     case AluOp::kNeg: return Map1(out, x, n, [](T v) { return -v; });

@@ -1,12 +1,12 @@
 #include "matmul_kernel.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "float_formats.h"
 #include "host_parallel.h"
+#include "vector_width.h"
 
 namespace trn::sim {
 namespace {
@@ -127,24 +127,6 @@ void Panels128(const float* w, const float* panels, const Rows& out, int64_t k,
 }
 #endif
 
-int HostVectorBits() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return 512;
-  if (__builtin_cpu_supports("avx2")) return 256;
-#endif
-  return 128;
-}
-
-int VectorBitsFromEnvironment() {
-  int bits = HostVectorBits();
-  if (const char* env = std::getenv("TRN_SIM_VECTOR_BITS"); env != nullptr && *env != '\0') {
-    const int cap = std::atoi(env);
-    while (bits > 128 && bits > cap) bits /= 2;
-  }
-  return bits;
-}
-
 bool HostHasFma() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -223,14 +205,9 @@ constexpr int64_t kParallelMacs = int64_t{1} << 20;
 
 }  // namespace
 
-int MatmulVectorBits() {
-  static const int bits = VectorBitsFromEnvironment();
-  return bits;
-}
-
 void MatmulAccumulate(const OperandRows& stationary, const OperandRows& moving, const Rows& out,
                       int64_t k_size, int64_t m_size, int64_t n_size) {
-  const int bits = MatmulVectorBits();
+  const int bits = SimVectorBits();
   const int64_t width = bits / 32 * kColVectors;
   const int64_t rows = KernelFor(bits, false).rows;
   const int64_t m_blocked = m_size - m_size % rows, n_blocked = n_size - n_size % width;

@@ -33,9 +33,4 @@ struct OperandRows {
 void MatmulAccumulate(const OperandRows& stationary, const OperandRows& moving, const Rows& out,
                       int64_t k_size, int64_t m_size, int64_t n_size);
 
-// The widest vector (bits) the kernel uses on this host: 512 (AVX-512), 256 (AVX2) or 128
-// (SSE2, and every non-x86 host), capped by TRN_SIM_VECTOR_BITS when set (tests run each width
-// to show they agree bit for bit).
-int MatmulVectorBits();
-
 }  // namespace trn::sim

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bf16_rows.h"
 #include "float_formats.h"
 
 namespace trn::sim {
@@ -56,6 +57,9 @@ void LoadRow(DType dtype, const uint8_t* p, int64_t stride, int64_t n, D* out) {
     case DType::kF32: return LoadLoop<float>(p, stride, n, out, plain);
     case DType::kF64: return LoadLoop<double>(p, stride, n, out, plain);
     case DType::kBF16:
+      if constexpr (std::is_same_v<D, float>) {
+        if (stride == 2) return WidenBf16Row(p, n, out);
+      }
       return LoadLoop<uint16_t>(p, stride, n, out, [](uint16_t b) { return Convert<D>(Bf16ToFloat(b)); });
     case DType::kF16: {
       const float* table = NarrowFloatTable(dtype);
@@ -86,7 +90,10 @@ void StoreRow(DType dtype, uint8_t* p, int64_t stride, int64_t n, const D* in) {
     case DType::kF32: return StoreLoop<float>(p, stride, n, in, Convert<float, D>);
     case DType::kF64: return StoreLoop<double>(p, stride, n, in, Convert<double, D>);
     case DType::kBF16:
-      if constexpr (std::is_same_v<D, float>) return StoreLoop<uint16_t>(p, stride, n, in, FloatToBf16);
+      if constexpr (std::is_same_v<D, float>) {
+        if (stride == 2) return NarrowToBf16Row(in, n, p);
+        return StoreLoop<uint16_t>(p, stride, n, in, FloatToBf16);
+      }
       return StoreLoop<uint16_t>(p, stride, n, in, [](D v) { return EncodeNarrowFloat(double(v), DType::kBF16); });
     case DType::kF16:
       return StoreLoop<uint16_t>(p, stride, n, in, [](D v) { return EncodeNarrowFloat(double(v), DType::kF16); });
