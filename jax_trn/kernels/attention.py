@@ -57,7 +57,8 @@ def reference(q, k, v, causal=False):
 
 
 def key_block(dtype) -> int:
-  """Keys per pass-2 block: P's transposes fill one 2 KiB PSUM bank per partition."""
+  """Keys per block: the FLIPPED_SLOTS transpose slots of block / FLIPPED_SLOTS columns, in the
+  kernel's dtype, fill one 2 KiB PSUM bank per partition."""
   return 1024 if np.dtype(dtype).itemsize <= 2 else 512
 
 
@@ -167,12 +168,12 @@ def masked_scores(dst, q_t, k_t, k0, q0, causal, identity, masks):
 class _QueryBlock:
   """One block of <= 128 query rows of one head and what its passes build."""
 
-  def __init__(self, head, q_t, q0, qn, keys, dtype):
+  def __init__(self, head, q_t, q0, qn, keys):
     self.head, self.q_t, self.q0, self.qn = head, q_t, q0, qn
     self.spans = tiles(keys, key_block(q_t.dtype))
     # Each span's row max, rounded to the kernel's dtype: the shift m of exp(scale (s - m))
     # needs only be near the max, and the rank-1 matmul that subtracts it takes that dtype.
-    self.row_max = nl.ndarray((qn, len(self.spans)), dtype=dtype, buffer=nl.sbuf)
+    self.row_max = nl.ndarray((qn, len(self.spans)), dtype=q_t.dtype, buffer=nl.sbuf)
     self.max_col = None  # [qn, 1]: the max over every span
     self.shift_row = None  # [1, qn]: the same as one row, TensorE's moving operand
     self.acc = None
@@ -313,8 +314,8 @@ class _Attention:
     nisa.memset(dst=self.minus_ones, value=-1.0)
     self.masks = {}
     self.copies = CopyRotation(vector_share=1, period=2)
-    # PSUM (8 banks of 2 KiB per partition), allocated once and rotated: 4 banks of scores,
-    # 2 for the transposes of q, k and the row maxima, and one of accumulators.
+    # PSUM (8 banks of 2 KiB per partition), allocated once and rotated: 6 banks of scores,
+    # one for the transposes of q, k and the row maxima, and one of accumulators.
     block = key_block(self.dtype)
     self.score_slots = Slots(nl.ndarray((nl.tile_size.pmax, SCORE_SLOTS, block), dtype=nl.float32,
                                         buffer=nl.psum))
@@ -338,7 +339,7 @@ class _Attention:
         q_t = transposed_rows(q, head, self.flipped_slots, self.copies, row_tiles=mine)
         pmax = nl.tile_size.pmax
         blocks += [_QueryBlock(head, q_t[:, i * pmax:i * pmax + qn], q0, qn,
-                               q0 + qn if self.causal else self.seq, self.dtype)
+                               q0 + qn if self.causal else self.seq)
                    for i, (q0, qn) in enumerate(mine)]
       # v is first needed by pass 2: its loads queue behind those of q.
       self.v_tiles = ones_extended_rows(v, kv_head)
