@@ -81,6 +81,22 @@ def test_flash_attention_without_mask_matches_its_reference():
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_logsumexp_uses_the_shift_its_exponentials_used(causal):
+  """Large bf16 scores (scale * s up to ~30), where the row max rounded to bf16 (the shift
+  pass 2 subtracts by a rank-1 matmul) is off the exact max by up to ~0.1: the output and the
+  logsumexp still match the reference's, so both used the same shift."""
+  q, k, v = (_normal((2, 384, 128), BF16) * 3 for _ in range(3))
+  out, lse = kernels.attention.flash_attention_kernel(q, k, v, causal=causal, with_lse=True)
+  scores = np.einsum("hqd,hkd->hqk", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(128)
+  if causal:
+    scores = np.where(np.tril(np.ones((384, 384), bool)), scores, -np.inf)
+  peak = scores.max(axis=-1, keepdims=True)
+  expected = peak[..., 0] + np.log(np.exp(scores - peak).sum(axis=-1))
+  np.testing.assert_allclose(lse, expected, rtol=0, atol=0.05)
+  assert_close([out], [_expected("flash_attention", (q, k, v), {"causal": causal})], scale=8.0)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_flash_attention_gradients_match_the_reference(causal, trn, cpu):
   """jax.grad through the custom_vjp pair (forward kernel saving logsumexp, backward kernel)
   against jax.grad of the plain-JAX reference: GQA (4 query heads over 2 kv heads), 300 keys."""

@@ -1,26 +1,32 @@
 """Flash attention forward: softmax(q k^T * scale [+ causal mask]) v per head, with grouped-query
 heads (q head h reads kv head h // (H / Hkv)), never materialising the score matrix.
 
-Per kv head, q and k are transposed once into SBUF (d on partitions, eight 128-row TensorE
-transposes per PSUM bank and one copy out per bank) and v is kept as 128-row tiles with a
-column of ones appended, so the P @ V matmul also yields the softmax denominators (no row sum
-on VectorE or ScalarE). Per 128 query rows, two passes over the keys:
+Per kv head, k and this core's query blocks of q are transposed once into SBUF (d on
+partitions, 128-row TensorE transposes, one copy out per PSUM slot) and v is kept as 128-row
+tiles with a column of ones appended, so the P @ V matmul also yields the softmax denominators
+(no row sum on VectorE or ScalarE). Per 128 query rows, two passes over the keys:
 
-  1. the row max: per block of 1024 keys (512 for fp32) the scores (matmuls of 512 keys into
-     a 2-bank PSUM slot) and one VectorE reduction, then the blocks' maxima combined;
-  2. per block: the scores again (TensorE has the time: VectorE, which an online softmax
-     would also need for rescaling, has not), one ScalarE exp over the block with the scale
-     and the max folded into its scale and bias, eight TensorE transposes of P into one PSUM
-     bank (in P's dtype), one copy of that bank to SBUF (VectorE or ScalarE in rotation), and
-     the [P @ V | row sums] matmuls into one PSUM group.
+  1. the row max: per block of 1024 keys (512 for fp32) the scores S (matmuls of 512 keys
+     into a 2-bank PSUM slot) and one VectorE reduction, then the blocks' maxima combined
+     into m (in the kernel's dtype), which one TensorE transpose turns into a row;
+  2. per block, the scores again but transposed, keys on partitions: per 128-key chunk
+     k_t's chunk as the stationary operand and q_t as the moving one, plus the rank-1
+     (-1) x m matmul into the same PSUM group, so the slot holds S^T - m. One ScalarE exp
+     over the block (the scale as its scale) writes P^T to SBUF, which is directly the
+     stationary operand of the [P @ V | row sums] matmuls. The rank-1 matmuls cost TensorE
+     what transposes of P would, and save the copy of P^T out of PSUM that VectorE and
+     ScalarE would otherwise make (they were the bottleneck).
 
-PSUM is allocated once, as rotating slots (Slots): two score tiles, two P^T tiles and three
-accumulators in one bank. Pass 1 of the next query block is issued before pass 2 of this one,
-and the steps (one pass over one key block) are software-pipelined (_Pipeline). A causal
-kernel skips keys after the queries and adds a -1e30 mask to the diagonal 128 keys by one more
-matmul into their PSUM group (identity @ mask). Launched over both physical cores
-(kernel[nl.nc(2)]), each core takes every other query block of every head.
+PSUM is allocated once, as rotating slots (Slots): three score tiles, two transpose slots in
+one bank and three accumulators in one bank. Pass 1 of query block w + 2 alternates with pass
+2 of block w, and the steps (one pass over one key block) are software-pipelined (_Pipeline).
+A causal kernel skips keys after the queries and adds a -1e30 mask to the diagonal 128 keys
+by one more matmul into their PSUM group (identity @ mask, the mask transposed in pass 2).
+Launched over both physical cores (kernel[nl.nc(2)]), each core takes every other query block
+of every head.
 """
+
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +37,8 @@ import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
 from jax_trn.kernels.tiles import identity_tile, tiles
 
-SCORE_SLOTS = 2  # PSUM slots of one key block's scores (2 banks each in fp32)
-FLIPPED_SLOTS = 2  # slots of P^T (one bank each)
+SCORE_SLOTS = 3  # PSUM slots of one key block's scores (2 banks each in fp32)
+FLIPPED_SLOTS = 2  # slots of transposes in one bank (q, k and the row maxima)
 ACC_SLOTS = 3  # [P @ V | row sums] accumulators, all in one bank
 FINISH_DELAY = 2  # pipeline steps between a block's last P @ V matmul and its output
 MASKED = -1.0e30  # added to the scores of keys after the query (exp gives exactly 0)
@@ -51,7 +57,8 @@ def reference(q, k, v, causal=False):
 
 
 def key_block(dtype) -> int:
-  """Keys per pass-2 block: P's transposes fill one 2 KiB PSUM bank per partition."""
+  """Keys per block: the FLIPPED_SLOTS transpose slots of block / FLIPPED_SLOTS columns, in the
+  kernel's dtype, fill one 2 KiB PSUM bank per partition."""
   return 1024 if np.dtype(dtype).itemsize <= 2 else 512
 
 
@@ -82,22 +89,27 @@ class CopyRotation:
                      engine=nisa.engine.vector if on_vector else nisa.engine.scalar)
 
 
-def transposed_rows(tensor, head, psum_slots, copies, loaded=None):
-  """tensor[head] [S, d] as one SBUF tile [d, S]: 128-row loads (or the tiles `loaded` already
-  holds, one per 128 rows), TensorE transposes in the tensor's dtype into PSUM slots [128, F]
-  (as many as fit in one), one copy out per slot."""
+def transposed_rows(tensor, head, psum_slots, copies, loaded=None, row_tiles=None):
+  """tensor[head] [S, d] as one SBUF tile [d, S], or only its 128-row tiles `row_tiles` side
+  by side: 128-row loads (or the tiles `loaded` already holds, one per 128 rows), TensorE
+  transposes in the tensor's dtype into PSUM slots [128, F] (as many as fit in one), one copy
+  out per slot."""
   seq, dim = tensor.shape[1], tensor.shape[2]
-  result = nl.ndarray((dim, seq), dtype=tensor.dtype, buffer=nl.sbuf)
-  for g0, gn in tiles(seq, psum_slots.tile.shape[2]):
-    flipped = psum_slots.next()[0:dim, 0:gn]
-    for s0, sn in tiles(gn, 128):
+  pmax = nl.tile_size.pmax
+  row_tiles = tiles(seq, pmax) if row_tiles is None else row_tiles
+  result = nl.ndarray((dim, sum(n for _, n in row_tiles)), dtype=tensor.dtype, buffer=nl.sbuf)
+  per_slot = psum_slots.tile.shape[2] // pmax
+  for g in range(0, len(row_tiles), per_slot):
+    group = row_tiles[g:g + per_slot]
+    flipped = psum_slots.next()[0:dim, 0:sum(n for _, n in group)]
+    for i, (s0, sn) in enumerate(group):
       if loaded is None:
         rows = nl.ndarray((sn, dim), dtype=tensor.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=rows, src=tensor[head, g0 + s0:g0 + s0 + sn, :])
+        nisa.dma_copy(dst=rows, src=tensor[head, s0:s0 + sn, :])
       else:
-        rows = loaded[(g0 + s0) // 128]
-      nisa.nc_transpose(dst=flipped[:, s0:s0 + sn], data=rows)
-    copies.copy(result[:, g0:g0 + gn], flipped)
+        rows = loaded[s0 // pmax]
+      nisa.nc_transpose(dst=flipped[:, i * pmax:i * pmax + sn], data=rows)
+    copies.copy(result[:, g * pmax:g * pmax + flipped.shape[1]], flipped)
   return result
 
 
@@ -125,6 +137,17 @@ def causal_mask(masks: dict, n: int):
   return masks[n]
 
 
+def transposed_causal_mask(masks: dict, n: int):
+  """[n keys, n queries] in bf16: causal_mask's transpose (0 where key j <= query i)."""
+  if ("transposed", n) not in masks:
+    mask = nl.ndarray((n, n), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.iota(dst=mask, pattern=[[1, n]], offset=0, channel_multiplier=-1)
+    nisa.tensor_scalar(dst=mask, data=mask, op0=nl.less, operand0=0.0, op1=nl.multiply,
+                       operand1=MASKED)
+    masks[("transposed", n)] = mask
+  return masks[("transposed", n)]
+
+
 def masked_scores(dst, q_t, k_t, k0, q0, causal, identity, masks):
   """dst [qn, kn] (PSUM fp32) = q_t.T @ k_t[:, k0:k0 + kn]: matmuls of at most 512 keys (one
   bank each); when causal, the keys [q0, q0 + qn) (the only ones after some query of the
@@ -148,96 +171,122 @@ class _QueryBlock:
   def __init__(self, head, q_t, q0, qn, keys):
     self.head, self.q_t, self.q0, self.qn = head, q_t, q0, qn
     self.spans = tiles(keys, key_block(q_t.dtype))
-    self.row_max = nl.ndarray((qn, len(self.spans)), dtype=nl.float32, buffer=nl.sbuf)
-    self.neg_max = None
+    # Each span's row max, rounded to the kernel's dtype: the shift m of exp(scale (s - m))
+    # needs only be near the max, and the rank-1 matmul that subtracts it takes that dtype.
+    self.row_max = nl.ndarray((qn, len(self.spans)), dtype=q_t.dtype, buffer=nl.sbuf)
+    self.max_col = None  # [qn, 1]: the max over every span
+    self.shift_row = None  # [1, qn]: the same as one row, TensorE's moving operand
     self.acc = None
 
 
 class _Step:
-  """One key block of one pass of one query block: its scores (TensorE), then for pass 1 their
-  row max (VectorE); for pass 2 their exponentials (ScalarE), P's transposes (TensorE), the
-  copy of P^T to SBUF and the [P @ V | 1] matmuls (TensorE)."""
+  """One key block of one pass of one query block: for pass 1 its scores (TensorE) and their
+  row max (VectorE); for pass 2 its transposed, shifted scores (TensorE), their exponentials
+  P^T (ScalarE) and the [P @ V | 1] matmuls (TensorE)."""
 
   def __init__(self, block: _QueryBlock, span: int, second_pass: bool):
     self.block, self.span, self.second_pass = block, span, second_pass
     self.last = span == len(block.spans) - 1
     self.k0, self.kn = block.spans[span]
+    self.chunks = tiles(self.kn, nl.tile_size.pmax)  # pass 2: 128-key chunks (relative)
 
 
 class _Pipeline:
   """Emits the steps software-pipelined: at step t the scores of step t + 2, the first engine
-  op on the scores of step t + 1 (its row max or its exponentials), the transposes and the
-  copy of step t and the P @ V matmuls of step t - 1. Each engine's stream runs in order, so
-  each then always has work whose inputs an earlier step produced (two score tiles rotate)."""
+  op on the scores of step t + 1 (its row max or its exponentials) and the P @ V matmuls of
+  step t. Each engine's stream runs in order, so each then always has work whose inputs an
+  earlier step produced (the score tiles rotate)."""
 
   def __init__(self, kernel):
     self.kernel = kernel
 
   def run(self, steps):
-    steps = list(steps)
-    for step in steps[:2]:
-      self._scores(step)
+    steps, self.scored = list(steps), 0
+    self._score_until(steps, 2)
     if steps:
       self._first_op(steps[0])
-    previous, finishing = None, []
+    finishing = []
     for t, step in enumerate(steps):
       # A block's output is formed FINISH_DELAY steps after its last P @ V matmuls, so
       # ScalarE's stream does not stop at its reciprocal while TensorE still accumulates.
       while finishing and finishing[0][0] + FINISH_DELAY <= t:
         self.kernel.finish(finishing.pop(0)[1])
-      if t + 2 < len(steps):
-        self._scores(steps[t + 2])
+      self._score_until(steps, t + 3)
       if t + 1 < len(steps):
         self._first_op(steps[t + 1])
+        self._score_until(steps, t + 3)
       if step.second_pass:
-        self._transpose_and_copy(step)
-      if previous is not None:
-        finishing += [(t, block) for block in self._multiply(previous)]
-      previous = step if step.second_pass else None
-    if previous is not None:
-      finishing += [(len(steps), block) for block in self._multiply(previous)]
+        finishing += [(t, block) for block in self._multiply(step)]
     for _, block in finishing:
       self.kernel.finish(block)
 
+  def _score_until(self, steps, end: int):
+    """The scores of the steps before `end` not yet issued, in order, up to the first whose
+    inputs are not traced yet (pass 2 needs its block's row max: the first op of the block's
+    last pass-1 step)."""
+    while self.scored < min(end, len(steps)):
+      step = steps[self.scored]
+      if step.second_pass and step.block.max_col is None:
+        return
+      self._scores(step)
+      self.scored += 1
+
   def _scores(self, step: _Step):
     k, b = self.kernel, step.block
-    step.scores = k.score_slots.next()[0:b.qn, 0:step.kn]
-    masked_scores(step.scores, b.q_t, k.k_t, step.k0, b.q0, k.causal, k.identity, k.masks)
+    if not step.second_pass:
+      step.scores = k.score_slots.next()[0:b.qn, 0:step.kn]
+      masked_scores(step.scores, b.q_t, k.k_t, step.k0, b.q0, k.causal, k.identity, k.masks)
+      return
+    if b.shift_row is None:
+      self._shift_row(b)
+    self._transposed_scores(step)
+
+  def _transposed_scores(self, step: _Step):
+    """S^T - m for each 128-key chunk c into columns [128 c, 128 c + qn) of a score slot (so
+    no chunk crosses a PSUM bank): k_t's chunk as the stationary operand and q_t as the
+    moving one, then the rank-1 (-1) x m row (and, on the causal diagonal, the transposed
+    mask) accumulated into it. Keys on partitions make exp's result P^T, the P @ V
+    matmuls' stationary operand, with no transposes of P and no copies out of PSUM."""
+    k, b, pmax = self.kernel, step.block, nl.tile_size.pmax
+    step.scores = k.score_slots.next()
+    parts = [step.scores[0:cn, c * pmax:c * pmax + b.qn] for c, (_, cn) in enumerate(step.chunks)]
+    for part, (c0, cn) in zip(parts, step.chunks):
+      nisa.nc_matmul(dst=part, stationary=k.k_t[:, step.k0 + c0:step.k0 + c0 + cn], moving=b.q_t)
+    for part, (c0, cn) in zip(parts, step.chunks):
+      nisa.nc_matmul(dst=part, stationary=k.minus_ones[0:1, 0:cn], moving=b.shift_row)
+      if k.causal and step.k0 + c0 == b.q0:
+        nisa.nc_matmul(dst=part, stationary=k.identity[0:cn, 0:cn],
+                       moving=transposed_causal_mask(k.masks, cn))
+
+  def _shift_row(self, b: _QueryBlock):
+    """The block's max as a row: one TensorE transpose, ScalarE's copy out of PSUM."""
+    flipped = self.kernel.flipped_slots.next()[0:1, 0:b.qn]
+    nisa.nc_transpose(dst=flipped, data=b.max_col)
+    b.shift_row = nl.ndarray((1, b.qn), dtype=b.max_col.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=b.shift_row, src=flipped, engine=nisa.engine.scalar)
 
   def _first_op(self, step: _Step):
-    k, b = self.kernel, step.block
+    k, b, pmax = self.kernel, step.block, nl.tile_size.pmax
     if not step.second_pass:
       nisa.tensor_reduce(dst=b.row_max[:, step.span:step.span + 1], op=nl.max, data=step.scores,
                          axis=1)
       if step.last:
-        self._negated_max(b)
+        b.max_col = b.row_max
+        if len(b.spans) > 1:
+          b.max_col = nl.ndarray((b.qn, 1), dtype=b.row_max.dtype, buffer=nl.sbuf)
+          nisa.tensor_reduce(dst=b.max_col, op=nl.max, data=b.row_max, axis=1)
       return
-    step.probs = nl.ndarray((b.qn, step.kn), dtype=k.dtype, buffer=nl.sbuf)
-    nisa.activation(dst=step.probs, op=nl.exp, data=step.scores, scale=k.scale, bias=b.neg_max)
-
-  def _negated_max(self, b: _QueryBlock):
-    """-scale * the row max over every span (on VectorE, which computed the maxima: ScalarE's
-    in-order stream is busy with another block's exponentials)."""
-    row_max = b.row_max
-    if len(b.spans) > 1:
-      row_max = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
-      nisa.tensor_reduce(dst=row_max, op=nl.max, data=b.row_max, axis=1)
-    b.neg_max = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=b.neg_max, data=row_max, op0=nl.multiply, operand0=-self.kernel.scale)
-
-  def _transpose_and_copy(self, step: _Step):
-    k, b, pmax = self.kernel, step.block, nl.tile_size.pmax
-    chunks = tiles(step.kn, pmax)
-    flipped = k.flipped_slots.next()[0:min(step.kn, pmax), 0:len(chunks) * b.qn]
-    for c, (c0, cn) in enumerate(chunks):
-      nisa.nc_transpose(dst=flipped[0:cn, c * b.qn:(c + 1) * b.qn], data=step.probs[:, c0:c0 + cn])
-    step.probs_t = nl.ndarray(flipped.shape, dtype=k.dtype, buffer=nl.sbuf)
-    full = len(chunks) if chunks[-1][1] == pmax or len(chunks) == 1 else len(chunks) - 1
-    k.copies.copy(step.probs_t[:, 0:full * b.qn], flipped[:, 0:full * b.qn])
-    if full < len(chunks):
-      rest = chunks[-1][1]
-      k.copies.copy(step.probs_t[0:rest, full * b.qn:], flipped[0:rest, full * b.qn:])
-    step.chunks = chunks
+    # exp(scale (s - m)) = P^T: one ScalarE instruction over the full chunks when they are
+    # contiguous (128 queries), one per chunk otherwise.
+    step.probs_t = nl.ndarray((pmax, len(step.chunks) * pmax), dtype=k.dtype, buffer=nl.sbuf)
+    full = sum(cn == pmax for _, cn in step.chunks) if b.qn == pmax else 0
+    if full:
+      nisa.activation(dst=step.probs_t[:, 0:full * pmax], op=nl.exp,
+                      data=step.scores[:, 0:full * pmax], scale=k.scale)
+    for c in range(full, len(step.chunks)):
+      cn, columns = step.chunks[c][1], slice(c * pmax, c * pmax + b.qn)
+      nisa.activation(dst=step.probs_t[0:cn, columns], op=nl.exp,
+                      data=step.scores[0:cn, columns], scale=k.scale)
 
   def _multiply(self, step: _Step) -> list:
     """The P @ V matmuls of a step; the block, when they complete its accumulation."""
@@ -245,7 +294,7 @@ class _Pipeline:
     if step.span == 0:
       b.acc = k.acc_slots.next()[0:b.qn, :]
     for c, (c0, cn) in enumerate(step.chunks):
-      nisa.nc_matmul(dst=b.acc, stationary=step.probs_t[0:cn, c * b.qn:(c + 1) * b.qn],
+      nisa.nc_matmul(dst=b.acc, stationary=step.probs_t[0:cn, c * pmax:c * pmax + b.qn],
                      moving=k.v_tiles[(step.k0 + c0) // pmax])
     return [b] if step.last else []
 
@@ -261,14 +310,17 @@ class _Attention:
     self.lse = (nl.ndarray((self.heads, self.seq), dtype=nl.float32, buffer=nl.shared_hbm)
                 if with_lse else None)
     self.identity = identity_tile()
+    self.minus_ones = nl.ndarray((1, nl.tile_size.pmax), dtype=self.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=self.minus_ones, value=-1.0)
     self.masks = {}
-    self.copies = CopyRotation(vector_share=1, period=3)
-    # PSUM (8 banks of 2 KiB per partition), allocated once and rotated: 4 banks of scores,
-    # 2 of P^T (bf16) and one of accumulators.
+    self.copies = CopyRotation(vector_share=1, period=2)
+    # PSUM (8 banks of 2 KiB per partition), allocated once and rotated: 6 banks of scores,
+    # one for the transposes of q, k and the row maxima, and one of accumulators.
     block = key_block(self.dtype)
     self.score_slots = Slots(nl.ndarray((nl.tile_size.pmax, SCORE_SLOTS, block), dtype=nl.float32,
                                         buffer=nl.psum))
-    self.flipped_slots = Slots(nl.ndarray((nl.tile_size.pmax, FLIPPED_SLOTS, block),
+    self.flipped_slots = Slots(nl.ndarray((nl.tile_size.pmax, FLIPPED_SLOTS,
+                                           block // FLIPPED_SLOTS),
                                           dtype=self.dtype, buffer=nl.psum))
     self.acc_slots = Slots(nl.ndarray((nl.tile_size.pmax, ACC_SLOTS, self.dim + 1),
                                       dtype=nl.float32, buffer=nl.psum))
@@ -282,19 +334,26 @@ class _Attention:
       return
     for kv_head in range(self.kv_heads):
       self.k_t = transposed_rows(k, kv_head, self.flipped_slots, self.copies)
-      self.v_tiles = ones_extended_rows(v, kv_head)
       blocks = []
       for head in range(kv_head * group, (kv_head + 1) * group):
-        q_t = transposed_rows(q, head, self.flipped_slots, self.copies)
-        blocks += [_QueryBlock(head, q_t[:, q0:q0 + qn], q0, qn, q0 + qn if self.causal else self.seq)
-                   for q0, qn in mine]
-      # Pass 1 of the next query block runs before pass 2 of this one, so VectorE's row maxima
-      # overlap ScalarE's exponentials.
-      steps = [_Step(blocks[0], s, False) for s in range(len(blocks[0].spans))]
+        q_t = transposed_rows(q, head, self.flipped_slots, self.copies, row_tiles=mine)
+        pmax = nl.tile_size.pmax
+        blocks += [_QueryBlock(head, q_t[:, i * pmax:i * pmax + qn], q0, qn,
+                               q0 + qn if self.causal else self.seq)
+                   for i, (q0, qn) in enumerate(mine)]
+      # v is first needed by pass 2: its loads queue behind those of q.
+      self.v_tiles = ones_extended_rows(v, kv_head)
+      # Pass 1 of query block w + 2 alternates with pass 2 of block w, so that VectorE's row
+      # maxima overlap TensorE's pass-2 matmuls and ScalarE's exponentials, and each block's
+      # maximum is ready a block ahead of its pass 2.
+      def maxima(w):
+        return ([_Step(blocks[w], s, False) for s in range(len(blocks[w].spans))]
+                if w < len(blocks) else [])
+      steps = maxima(0) + maxima(1)
       for w, block in enumerate(blocks):
-        if w + 1 < len(blocks):
-          steps += [_Step(blocks[w + 1], s, False) for s in range(len(blocks[w + 1].spans))]
-        steps += [_Step(block, s, True) for s in range(len(block.spans))]
+        products = [_Step(block, s, True) for s in range(len(block.spans))]
+        steps += [step for pair in itertools.zip_longest(maxima(w + 2), products)
+                  for step in pair if step is not None]
       _Pipeline(self).run(steps)
 
   def finish(self, b: _QueryBlock):
@@ -302,12 +361,13 @@ class _Attention:
     inverse = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=inverse, op=nl.reciprocal, data=b.acc[:, dim:dim + 1])
     result = nl.ndarray((b.qn, dim), dtype=self.dtype, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=result, data=b.acc[:, 0:dim], op0=nl.multiply, operand0=inverse)
+    # On ScalarE, after its reciprocal: VectorE's in-order stream would wait for it there.
+    nisa.activation(dst=result, op=nl.copy, data=b.acc[:, 0:dim], scale=inverse)
     nisa.dma_copy(dst=self.out[b.head, b.q0:b.q0 + b.qn, :], src=result)
-    if self.lse is not None:  # log(sum) + scale * max
+    if self.lse is not None:  # log(sum) + scale * m, m the shift exp was given
       row_lse = nl.ndarray((b.qn, 1), dtype=nl.float32, buffer=nl.sbuf)
       nisa.activation(dst=row_lse, op=nl.log, data=b.acc[:, dim:dim + 1])
-      nisa.activation(dst=row_lse, op=nl.copy, data=b.neg_max, scale=-1.0, bias=row_lse)
+      nisa.activation(dst=row_lse, op=nl.copy, data=b.max_col, scale=self.scale, bias=row_lse)
       nisa.dma_copy(dst=self.lse[b.head, b.q0:b.q0 + b.qn], src=row_lse)
 
 
