@@ -158,6 +158,23 @@ class _View:
     return HbmAP(self.place.tensor, offset, ((partition_stride, partitions),) + self.columns)
 
 
+class _RowArena:
+  """A block's bank of row tiles: each row takes its dtype's width of the bank, in order."""
+
+  def __init__(self, base, size: int, columns: int, shape: tuple[int, ...]):
+    self._base, self._size, self._columns, self._shape = base, size, columns, shape
+    self._used = 0
+
+  def take(self, dtype: DType):
+    nbytes = _tile_bytes(self._columns, dtype.itemsize)
+    if self._used + nbytes > self._size:
+      raise CompileError(f"row fusion of rows {list(self._shape)}: a block's rows outgrow "
+                         f"their {self._size} bytes per partition")
+    address = self._base + self._used
+    self._used += nbytes
+    return address
+
+
 class _RowFusion:
   """One trn.row_fusion: the plan (which value is a row tile, which a cell, what is loaded and
   stored), the SBUF layout and the emission of each block."""
@@ -566,26 +583,28 @@ class _RowFusion:
                       and self.on_chip[inner][1].compare is not None
                       for inner in self.gpsimd)
     tile = _tile_bytes(self.columns, widest)
-    # ScalarE's copy sums write an fp32 scratch row: as many consecutive slots as it spans.
-    self._scratch_slots = -(-4 // widest) if self.copy_sums else 0
+    # A block's rows, each as wide as its dtype: the rows it writes, its loaded rows, a row per
+    # affine compare (its int32 differences) and ScalarE's fp32 scratch row for copy sums.
+    row_bytes = sum(_tile_bytes(self.columns, itemsize) for itemsize in
+                    [self._written_dtype.get(v, v.dtype).itemsize for v in computed_rows]
+                    + [v.dtype.itemsize for v in per_block if self.kind[v] == ROW]
+                    + [4] * differences)
+    scratch_bytes = _tile_bytes(self.columns, 4)
     # A matmul member's operand panels stay resident beside the persistent rows.
     panel_bytes = sum(attention_rows.PANELS * plan.panel_bytes for plan in self.matmuls.values())
-    row_count = (len(computed_rows) + differences + sum(self.kind[v] == ROW for v in per_block)
-                 + self._scratch_slots)
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile - panel_bytes
-    if self.copy_sums and row_count * tile > budget:  # no room for their scratch row
+    if self.copy_sums and row_bytes + scratch_bytes > budget:  # no room for their scratch row
       self.on_scalar -= self.copy_sums
       self.copy_sums = set()
-      row_count -= self._scratch_slots
-      self._scratch_slots = 0
-    if row_count * tile > budget:
-      raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
-                         f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
+    row_bytes += scratch_bytes if self.copy_sums else 0
+    if row_bytes > budget:
+      raise CompileError(f"row fusion of rows {list(self.shape)}: {row_bytes} bytes of rows "
+                         f"per partition do not fit SBUF on {ctx.builder.target}")
     _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
     # The fewest banks that hold all the stages in flight (at least two), else as many as fit;
     # counts dividing 24 or 8, so the banks' ring keeps the loop period short
     # (tile_loops.tile_period).
-    fitting = [b for b in (1, 2, 4, 6, 8) if b * row_count * tile <= budget]
+    fitting = [b for b in (1, 2, 4, 6, 8) if b * row_bytes <= budget]
     banks = min([b for b in fitting if b >= max(2, wanted)] or [max(fitting)])
     self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
     arena = ctx.sbuf.take_arena()
@@ -593,8 +612,7 @@ class _RowFusion:
     self._cells_per_bank = SBUF_SLOT_BYTES // banks // CELL_BYTES
     panels_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
     rows_base = panels_base + panel_bytes
-    self._row_offsets = [[rows_base + (b * row_count + i) * tile for i in range(row_count)]
-                         for b in range(banks)]
+    self._bank_rows = [(rows_base + b * row_bytes, row_bytes) for b in range(banks)]
     blocks = self._blocks(block_views + affine_views + matmul_views)
     self._affine_at = {inner: len(block_views) + i for i, inner in enumerate(self.gpsimd)}
     self._matmul_at, self._panels, self._psum = {}, {}, {}
@@ -652,8 +670,10 @@ class _RowFusion:
     numbered = list(enumerate(blocks))
     # An LNC=2 device: the first half of the row blocks on one physical core, the rest on the
     # other (each core loads the resident rows into its own SBUF).
+    # (A matmul member's rows count as if loaded: the work they stand for.)
     share = tile_shares(ctx, blocks, sum(v.place.size * v.place.dtype.itemsize
-                                         for v in block_views))
+                                         for v in block_views)
+                        + sum(inner.result.type.nbytes for inner in self.matmuls))
     if share is None:
       emit_blocks(numbered)
     else:
@@ -713,7 +733,7 @@ class _RowFusion:
     its stores with the last)."""
     ctx, b = self.ctx, self.ctx.builder
     tiles: dict[Value, TileAP] = {v: self._tile(v.dtype, p, a) for v, a in resident.items()}
-    rows = iter(self._row_offsets[bank])
+    rows = _RowArena(*self._bank_rows[bank], self.columns, self.shape)
     cells = itertools.count()
 
     def cell(dtype: DType) -> TileAP:
@@ -726,7 +746,7 @@ class _RowFusion:
 
     def new(v: Value) -> TileAP:
       dtype = self._written_dtype.get(v, v.dtype)
-      tiles[v] = self._tile(dtype, p, next(rows)) if self.kind[v] == ROW else cell(dtype)
+      tiles[v] = self._tile(dtype, p, rows.take(dtype)) if self.kind[v] == ROW else cell(dtype)
       return tiles[v]
 
     def as_row(v: Value) -> TileAP:
@@ -776,9 +796,7 @@ class _RowFusion:
         src = as_row(self.widened.get(source, source))
         if inner in self.copy_sums:  # ScalarE copies the row (exactly, to fp32) and sums it
           if not scratch:
-            scratch.append(self._tile(DType.F32, p, next(rows)))
-            for _ in range(self._scratch_slots - 1):
-              next(rows)  # the rest of the fp32 row (slots are consecutive)
+            scratch.append(self._tile(DType.F32, p, rows.take(DType.F32)))
           sums[inner] = cell(DType.F32)
           activate(ctx, Alu.COPY, scratch[0], src, ONE, ZERO, sums[inner])
         self._reduce(inner, src, cell, tiles, sums.get(inner))
@@ -830,7 +848,7 @@ class _RowFusion:
     pattern = dict(base=offsets[k], partition_step=strides[k], free_steps=(column_step,),
                    steps={"base": steps[k]} if steps else None)
     row_affine.emit(self.ctx, special, dst, src, pattern,
-                    lambda dtype: self._tile(dtype, p, next(rows)))
+                    lambda dtype: self._tile(dtype, p, rows.take(dtype)))
 
   def _matmul(self, inner: Op, dst: TileAP, bank: int, p, offsets, strides, steps,
               debug: int) -> None:
