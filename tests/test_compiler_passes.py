@@ -4,11 +4,14 @@ import pathlib
 import re
 import textwrap
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from hlo_lowering import backend, importer, ir_printer, pipeline, verifier
-from hlo_lowering.passes import (canonicalize, check_supported, inline_calls, narrow_float64,
+from hlo_lowering.passes import (canonicalize, check_supported, fuse_attention, inline_calls,
+                                 narrow_float64,
                                  normalize_dot_general, strip_single_device_sharding,
                                  unroll_static_loops)
 from hlo_lowering.errors import CompileError
@@ -296,3 +299,22 @@ def test_narrow_float64_scalars_in_a_program_from_an_hlo_proto():
           %4 = stablehlo.compare(%1, %3) {comparison_direction = 'GT'} : tensor<4xpred>
           func.return(%4)
       """)
+
+
+def test_fuse_attention_moves_the_scores_matmul_into_the_softmax_row_fusion():
+  """q·kᵀ read only by the softmax's row fusion becomes that row fusion's first op, on two new
+  block arguments; the verifier's check of fuse-attention holds."""
+  def f(q, k):
+    return jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2), axis=-1)
+  q = np.zeros((2, 128, 64), np.float32)
+  module = _module(jax.jit(f).lower(q, q).as_text())
+  until = [p.name for p in pipeline.PASSES].index("fuse-attention")
+  pipeline.run_pipeline(module, passes=pipeline.PASSES[:until])
+  assert "stablehlo.dot_general" in _ops(module)
+  fuse_attention.run(module)
+  verifier.verify_module(module, "fuse-attention")
+  assert "stablehlo.dot_general" not in _ops(module)
+  (fusion,) = [op for op in module.main.body.ops if op.name == "trn.row_fusion"]
+  region = fusion.regions[0].block
+  assert region.ops[0].name == "stablehlo.dot_general"
+  assert all(any(v is a for a in region.args) for v in region.ops[0].operands)

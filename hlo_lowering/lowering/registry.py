@@ -8,7 +8,8 @@ general-purpose instructions over HBM); `when(op)` lets a rule decline an op it 
 with what codegen knows (operand places, the consumers of the results), e.g. whether a transpose
 can stay a view. `reads_views=True` declares that the rule reads its operands through their
 access patterns whatever their strides, so a producer may hand it a strided view instead of
-dense data (lowering/views.py). `describe=` says in a few words when the rule applies (the
+dense data (lowering/views.py); a callable `reads_views(op, value)` says so per operand value
+(a row fusion reads only its matmul member's operands that way). `describe=` says in a few words when the rule applies (the
 condition its `when`/`when_placed` tests); the coverage report (hlo_lowering/coverage.py) prints
 it, falling back to the first line of the predicate's docstring; a description starting with
 "always" says the predicate accepts every op of the name (it only picks among equivalent paths).
@@ -35,9 +36,13 @@ class LoweringRule:
   fn: Callable
   when: Callable[[Op], bool] | None
   when_placed: Callable | None = None
-  reads_views: bool = False
+  reads_views: bool | Callable[[Op, object], bool] = False
   describe: str = ""
   when_target: Callable | None = None
+
+  def reads_view_of(self, op: Op, value) -> bool:
+    """Whether this rule reads `value`, an operand of `op`, through its access patterns."""
+    return self.reads_views(op, value) if callable(self.reads_views) else self.reads_views
 
   @property
   def condition(self) -> str:
@@ -75,7 +80,8 @@ _RULES: dict[str, list[LoweringRule]] = {}
 
 
 def register_lowering(op_name: str, kind: str = NATIVE, when: Callable[[Op], bool] | None = None,
-                      when_placed: Callable | None = None, reads_views: bool = False,
+                      when_placed: Callable | None = None,
+                      reads_views: bool | Callable[[Op, object], bool] = False,
                       describe: str = "", when_target: Callable | None = None):
   """Decorator: `fn` lowers ops named `op_name` ("stablehlo.add") when `when(op)` (and
   `when_target(target_spec, op)` and `when_placed(ctx, op)`, if given) holds; `describe` states

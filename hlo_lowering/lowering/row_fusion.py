@@ -65,7 +65,7 @@ from hlo_lowering.lowering.elementwise import (SCALAR_ENGINE, alu_of, emit_alu_o
 from hlo_lowering.lowering.elementwise_engines import TileOp, zero_bias
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.reduce import REDUCERS, finish_partial
-from hlo_lowering.lowering import row_affine
+from hlo_lowering.lowering import attention_rows, row_affine
 from hlo_lowering.lowering.registry import find_rule, register_lowering
 from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                choose_scalar_steps, has_scalar_form,
@@ -86,6 +86,7 @@ MAX_BANKS = 8
 PIPELINED_BLOCKS = 8
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
 GPSIMD = "gpsimd"  # the on-chip affine members' engine (row_affine.py)
+TENSOR = "tensor"  # the matmul members' engine (attention_rows.py)
 ROW, STAT = "row", "stat"  # a [p, C] tile; a [p, 1] cell (also a statistic broadcast over rows)
 # Ops whose fp32 results are computed, never a loaded value's bits passed through.
 _ARITHMETIC = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
@@ -157,6 +158,23 @@ class _View:
     return HbmAP(self.place.tensor, offset, ((partition_stride, partitions),) + self.columns)
 
 
+class _RowArena:
+  """A block's bank of row tiles: each row takes its dtype's width of the bank, in order."""
+
+  def __init__(self, base, size: int, columns: int, shape: tuple[int, ...]):
+    self._base, self._size, self._columns, self._shape = base, size, columns, shape
+    self._used = 0
+
+  def take(self, dtype: DType):
+    nbytes = _tile_bytes(self._columns, dtype.itemsize)
+    if self._used + nbytes > self._size:
+      raise CompileError(f"row fusion of rows {list(self._shape)}: a block's rows outgrow "
+                         f"their {self._size} bytes per partition")
+    address = self._base + self._used
+    self._used += nbytes
+    return address
+
+
 class _RowFusion:
   """One trn.row_fusion: the plan (which value is a row tile, which a cell, what is loaded and
   stored), the SBUF layout and the emission of each block."""
@@ -172,6 +190,7 @@ class _RowFusion:
     self.first_reader: dict[Value, int] = {}
     self._computed: dict[tuple, Value] = {}        # (op, operands, attrs, type) -> its result
     self._rule = ctx.builder.debug_entries[ctx.debug_id].rule  # the members' debug entries
+    self.matmuls: dict[Op, attention_rows.RowMatmul] = {}  # rows computed on TensorE
     block = op.regions[0].block
     self._bind(block.args, op.operands)
     self._plan(block.ops[:-1])
@@ -244,6 +263,16 @@ class _RowFusion:
           self.alias[result] = self._canon(value)
       elif inner.name == "stablehlo.constant":
         find_rule(inner, self.ctx).fn(self.ctx, inner)
+      elif inner.name == attention_rows.MATMUL:
+        debug = self.ctx.builder.debug(op=inner.name, name=inner.loc.name,
+                                       location=inner.loc.position, lowering="fused",
+                                       rule=self._rule)
+        self.steps.append((inner, debug))
+        self.kind[inner.result] = ROW
+        lhs, rhs = (self.ctx.place(self._canon(v)) for v in inner.operands)
+        self.matmuls[inner] = attention_rows.RowMatmul(self.ctx, inner, lhs, rhs, self.kept)
+      elif inner.name in _VIEWS and self._canon(inner.operands[0]) in self._matmul_rows():
+        self.alias[inner.result] = self._canon(inner.operands[0])  # the matmul's row tile
       elif inner.name in _VIEWS and self.space.stat_view(inner):
         self.alias[inner.result] = self._canon(inner.operands[0])  # the same tile or cell
       elif inner.name in _VIEWS:
@@ -262,6 +291,9 @@ class _RowFusion:
                                    or (ROW not in kinds and inner.name != "stablehlo.iota")
                                    else ROW)
 
+  def _matmul_rows(self) -> set[Value]:
+    return {m.result for m in self.matmuls}
+
   def _same_as_earlier(self, inner: Op) -> bool:
     """Whether an earlier member computes the same op of the same values (JAX's layernorm writes
     `x - mean` twice): then its result stands for this one (the same bits)."""
@@ -279,6 +311,8 @@ class _RowFusion:
     reads = set()
     for inner, _ in self.steps:
       special = self.on_chip.get(inner)
+      if inner in self.matmuls:
+        continue  # its operands are loaded by attention_rows.py
       if special is None:
         immediate = self._immediate_index(inner)
         reads.update(self._canon(v) for i, v in enumerate(inner.operands) if i != immediate)
@@ -348,7 +382,8 @@ class _RowFusion:
     producer = {inner.result: inner for inner, _ in self.steps}
     folded = {}
     for inner, _ in self.steps:
-      if inner.name in ("stablehlo.reduce", "stablehlo.convert") or inner in self.on_chip:
+      if (inner.name in ("stablehlo.reduce", "stablehlo.convert") or inner in self.on_chip
+          or inner in self.matmuls):
         continue
       alu = alu_of(inner)
       source = self._canon(inner.operands[0])
@@ -377,7 +412,7 @@ class _RowFusion:
     fused = {}
     for b, _ in self.steps:
       if (b.name in ("stablehlo.reduce", "stablehlo.convert") or b in self.skipped
-          or b in self.on_chip or self.kind[b.result] != ROW or len(b.operands) != 2
+          or b in self.on_chip or b in self.matmuls or self.kind[b.result] != ROW or len(b.operands) != 2
           or alu_of(b).arity != 2
           or self._immediate_index(b) is not None):
         continue
@@ -388,6 +423,7 @@ class _RowFusion:
         a = producer.get(v)
         if (a is None or a in self.skipped or a in fused.values() or uses[v] != 1 or v in stored
             or a in self.on_chip  # computed from the block's coordinates (row_affine.py)
+            or a in self.matmuls  # computed on TensorE (attention_rows.py)
             or a.name in ("stablehlo.reduce", "stablehlo.convert") or alu_of(a).arity != 2
             or (self._immediate_index(a) is None and self._stat_index(a) is None)):
           continue
@@ -453,6 +489,11 @@ class _RowFusion:
             and all(v.dtype.is_float and v.dtype != DType.F64
                     for v in list(inner.operands) + [inner.result])}
 
+  def _sum_sources(self) -> list[Value]:
+    """The rows add-reduces read."""
+    return [self._canon(inner.operands[0]) for inner, _ in self.steps
+            if inner.name == "stablehlo.reduce"]
+
   def _row_steps(self) -> list[RowStep]:
     """The emitted members as row_engines.py weighs them."""
     fast_modes = str(self.ctx.target_spec.get("core_version", "")) != "NeuronCore-v2"
@@ -461,6 +502,12 @@ class _RowFusion:
       if inner in self.skipped or inner in self.on_chip:
         continue  # on-chip members run on GpSimd (row_affine.py)
       result = inner.result
+      if inner in self.matmuls:  # its PSUM evictions: VectorE copies or ScalarE copy(x · 1)
+        summed = any(v is result for v in self._sum_sources())
+        steps.append(RowStep(inner, VECTOR if summed else EITHER,
+                             vector_cycles("copy", None, self.columns, False, fast_modes),
+                             result, None))
+        continue
       row = result if self.kind[result] == ROW else None
       if inner.name == "stablehlo.reduce":
         source = self._canon(inner.operands[0])
@@ -521,6 +568,7 @@ class _RowFusion:
     views = {v: self._view(ctx.place(v), v) for v in self.loaded}
     out_views = [self._view(ctx.new_result(r), r) for _, r in self.stored]
     affine_views = [_View(self.on_chip[inner][1].view, len(self.kept)) for inner in self.gpsimd]
+    matmul_views = [view for m in self.matmuls.values() for view in m.views]
     persistent = [v for v in self.loaded if self.kind[v] == ROW
                   and all(s == 0 for s in views[v].row_strides)]
     per_block = [v for v in self.loaded if v not in persistent]
@@ -535,34 +583,47 @@ class _RowFusion:
                       and self.on_chip[inner][1].compare is not None
                       for inner in self.gpsimd)
     tile = _tile_bytes(self.columns, widest)
-    # ScalarE's copy sums write an fp32 scratch row: as many consecutive slots as it spans.
-    self._scratch_slots = -(-4 // widest) if self.copy_sums else 0
-    row_count = (len(computed_rows) + differences + sum(self.kind[v] == ROW for v in per_block)
-                 + self._scratch_slots)
-    budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile
-    if self.copy_sums and row_count * tile > budget:  # no room for their scratch row
+    # A block's rows, each as wide as its dtype: the rows it writes, its loaded rows, a row per
+    # affine compare (its int32 differences) and ScalarE's fp32 scratch row for copy sums.
+    row_bytes = sum(_tile_bytes(self.columns, itemsize) for itemsize in
+                    [self._written_dtype.get(v, v.dtype).itemsize for v in computed_rows]
+                    + [v.dtype.itemsize for v in per_block if self.kind[v] == ROW]
+                    + [4] * differences)
+    scratch_bytes = _tile_bytes(self.columns, 4)
+    # A matmul member's operand panels stay resident beside the persistent rows.
+    panel_bytes = sum(attention_rows.PANELS * plan.panel_bytes for plan in self.matmuls.values())
+    budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile - panel_bytes
+    if self.copy_sums and row_bytes + scratch_bytes > budget:  # no room for their scratch row
       self.on_scalar -= self.copy_sums
       self.copy_sums = set()
-      row_count -= self._scratch_slots
-      self._scratch_slots = 0
-    if row_count * tile > budget:
-      raise CompileError(f"row fusion of rows {list(self.shape)}: {row_count} rows of "
-                         f"{tile} bytes do not fit SBUF on {ctx.builder.target}")
+    row_bytes += scratch_bytes if self.copy_sums else 0
+    if row_bytes > budget:
+      raise CompileError(f"row fusion of rows {list(self.shape)}: {row_bytes} bytes of rows "
+                         f"per partition do not fit SBUF on {ctx.builder.target}")
     _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
     # The fewest banks that hold all the stages in flight (at least two), else as many as fit;
     # counts dividing 24 or 8, so the banks' ring keeps the loop period short
     # (tile_loops.tile_period).
-    fitting = [b for b in (1, 2, 4, 6, 8) if b * row_count * tile <= budget]
+    fitting = [b for b in (1, 2, 4, 6, 8) if b * row_bytes <= budget]
     banks = min([b for b in fitting if b >= max(2, wanted)] or [max(fitting)])
     self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
     arena = ctx.sbuf.take_arena()
     self._cells_base = arena
     self._cells_per_bank = SBUF_SLOT_BYTES // banks // CELL_BYTES
-    rows_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
-    self._row_offsets = [[rows_base + (b * row_count + i) * tile for i in range(row_count)]
-                         for b in range(banks)]
-    blocks = self._blocks(block_views + affine_views)
+    panels_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
+    rows_base = panels_base + panel_bytes
+    self._bank_rows = [(rows_base + b * row_bytes, row_bytes) for b in range(banks)]
+    blocks = self._blocks(block_views + affine_views + matmul_views)
     self._affine_at = {inner: len(block_views) + i for i, inner in enumerate(self.gpsimd)}
+    self._matmul_at, self._panels, self._psum = {}, {}, {}
+    banks_free = [ctx.psum.take() for _ in range(ctx.psum.count)] if self.matmuls else []
+    for j, (inner, plan) in enumerate(self.matmuls.items()):
+      self._matmul_at[inner] = len(block_views) + len(affine_views) + len(plan.views) * j
+      self._panels[inner] = [panels_base + (attention_rows.PANELS * j + i) * plan.panel_bytes
+                             for i in range(attention_rows.PANELS)]
+      sets = plan.psum_sets(len(banks_free))
+      self._psum[inner] = [banks_free[s * plan.psum_banks:(s + 1) * plan.psum_banks]
+                           for s in range(sets)]
     partitions = max(p for p, _, _ in blocks)
     resident = {v: arena + SBUF_SLOT_BYTES + i * tile for i, v in enumerate(persistent)}
 
@@ -579,10 +640,12 @@ class _RowFusion:
 
     init_loads = sum(op.name == "stablehlo.reduce" and ctx.splat(op.operands[1]) is None
                      for op, _ in self.steps)
-    period = tile_period([(1, banks)], len(block_views) + init_loads,
+    period = tile_period([(1, banks)], len(block_views) + init_loads + len(self.matmuls),
                          int(ctx.target_spec["dma_queues"]))
-    if affine_views:  # whole runs of the innermost kept dim, where the affine offsets repeat
-      inner_rows = collapse_dims(self.kept, *(v.row_strides for v in block_views + affine_views)
+    if affine_views or matmul_views:  # whole runs of the innermost kept dim, where the affine
+      # offsets repeat and a matmul's rhs panel changes
+      inner_rows = collapse_dims(self.kept, *(v.row_strides for v
+                                              in block_views + affine_views + matmul_views)
                                  )[0][-1]
       period = math.lcm(period, -(-inner_rows // ctx.partitions))
     if stage_count > 1:  # enough blocks per loop iteration for its pipeline to fill
@@ -592,6 +655,7 @@ class _RowFusion:
       """The resident rows' loads, then the blocks [(index, block)] software-pipelined, a
       periodic prefix of them as a counted loop."""
       load_resident()
+      self._panel_held = {}
       shapes = [((p, strides), offsets) for _, (p, offsets, strides) in numbered]
       periods = periodic_prefix(shapes, period) if loops_enabled() else 0
       rest = [(j, block, None) for j, block in numbered]
@@ -600,13 +664,16 @@ class _RowFusion:
           run_pipelined([(j, block, steps) for (j, block), steps
                          in zip(numbered, offset_steps(shapes, period))], stage_count, start)
         rest = rest[periods * period:]
+        self._panel_held = {}  # after the loop, the panels hold its last iteration's
       run_pipelined(rest, stage_count, start)
 
     numbered = list(enumerate(blocks))
     # An LNC=2 device: the first half of the row blocks on one physical core, the rest on the
     # other (each core loads the resident rows into its own SBUF).
+    # (A matmul member's rows count as if loaded: the work they stand for.)
     share = tile_shares(ctx, blocks, sum(v.place.size * v.place.dtype.itemsize
-                                         for v in block_views))
+                                         for v in block_views)
+                        + sum(inner.result.type.nbytes for inner in self.matmuls))
     if share is None:
       emit_blocks(numbered)
     else:
@@ -624,6 +691,9 @@ class _RowFusion:
         continue
       if inner in self.on_chip:
         engines.append((inner, GPSIMD))
+        continue
+      if inner in self.matmuls:
+        engines.append((inner, TENSOR))
         continue
       scalar = (inner in self.on_scalar or inner in self.folded
                 or (inner.name not in ("stablehlo.reduce", "stablehlo.convert")
@@ -663,7 +733,7 @@ class _RowFusion:
     its stores with the last)."""
     ctx, b = self.ctx, self.ctx.builder
     tiles: dict[Value, TileAP] = {v: self._tile(v.dtype, p, a) for v, a in resident.items()}
-    rows = iter(self._row_offsets[bank])
+    rows = _RowArena(*self._bank_rows[bank], self.columns, self.shape)
     cells = itertools.count()
 
     def cell(dtype: DType) -> TileAP:
@@ -676,7 +746,7 @@ class _RowFusion:
 
     def new(v: Value) -> TileAP:
       dtype = self._written_dtype.get(v, v.dtype)
-      tiles[v] = self._tile(dtype, p, next(rows)) if self.kind[v] == ROW else cell(dtype)
+      tiles[v] = self._tile(dtype, p, rows.take(dtype)) if self.kind[v] == ROW else cell(dtype)
       return tiles[v]
 
     def as_row(v: Value) -> TileAP:
@@ -714,6 +784,9 @@ class _RowFusion:
       if inner in self.on_chip:
         self._on_chip(inner, new(inner.result), as_row, p, offsets, strides, steps, rows)
         continue
+      if inner in self.matmuls:
+        self._matmul(inner, new(inner.result), bank, p, offsets, strides, steps, debug)
+        continue
       if inner in self.folded:
         dst = new(inner.result)
         self._activation_of_sum(inner, dst, tiles, cell, row_sum(inner))
@@ -723,9 +796,7 @@ class _RowFusion:
         src = as_row(self.widened.get(source, source))
         if inner in self.copy_sums:  # ScalarE copies the row (exactly, to fp32) and sums it
           if not scratch:
-            scratch.append(self._tile(DType.F32, p, next(rows)))
-            for _ in range(self._scratch_slots - 1):
-              next(rows)  # the rest of the fp32 row (slots are consecutive)
+            scratch.append(self._tile(DType.F32, p, rows.take(DType.F32)))
           sums[inner] = cell(DType.F32)
           activate(ctx, Alu.COPY, scratch[0], src, ONE, ZERO, sums[inner])
         self._reduce(inner, src, cell, tiles, sums.get(inner))
@@ -777,7 +848,23 @@ class _RowFusion:
     pattern = dict(base=offsets[k], partition_step=strides[k], free_steps=(column_step,),
                    steps={"base": steps[k]} if steps else None)
     row_affine.emit(self.ctx, special, dst, src, pattern,
-                    lambda dtype: self._tile(dtype, p, next(rows)))
+                    lambda dtype: self._tile(dtype, p, rows.take(dtype)))
+
+  def _matmul(self, inner: Op, dst: TileAP, bank: int, p, offsets, strides, steps,
+              debug: int) -> None:
+    """A matmul member's rows into `dst` (attention_rows.py); its operand panel is loaded when
+    the previous block emitted was of another batch."""
+    plan, k = self.matmuls[inner], self._matmul_at[inner]
+    at = [(offsets[i], strides[i], steps[i] if steps else None)
+          for i in range(k, k + len(plan.views))]
+    batch = at[-1][0] // plan.m
+    held = self._panel_held.get(inner)
+    load = held is None or held[0] != batch
+    panel = held[1] if not load else 0 if held is None else (held[1] + 1) % attention_rows.PANELS
+    self._panel_held[inner] = (batch, panel)
+    psum = self._psum[inner][bank % len(self._psum[inner])]
+    plan.emit_block(dst, p, at, load, self._panels[inner][panel], psum, inner in self.on_scalar,
+                    debug)
 
   def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
                          dst_sum: TileAP | None) -> None:
@@ -859,6 +946,7 @@ class _RowFusion:
     b.tensor_copy(tiles[inner.result], partial, debug=debug)
 
 
-@register_lowering(ROW_FUSION, kind="native")
+@register_lowering(ROW_FUSION, kind="native",
+                   reads_views=attention_rows.reads_as_matmul_operand)
 def lower_row_fusion(ctx: LoweringContext, op: Op) -> None:
   _RowFusion(ctx, op).emit()
