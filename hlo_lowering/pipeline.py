@@ -32,7 +32,7 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  fold_transpose_into_dot, fuse_elementwise, fuse_rows, inline_calls,
                                  narrow_float64, normalize_dot_general,
                                  simplify_unit_reduce, strip_single_device_sharding,
-                                 unroll_static_loops)
+                                 unroll_static_loops, widen_int4)
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.program.reader import Program, format_program
 from hlo_lowering.report import CompileReport
@@ -49,6 +49,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("decompose-approx-top-k", decompose_approx_top_k.run),
     Pass("inline-calls", inline_calls.run),
     Pass("narrow-float64", narrow_float64.run),
+    Pass("widen-int4", widen_int4.run),
     Pass("expand-truth-reduce", expand_truth_reduce.run),
     Pass("partition-spmd", spmd.run),
     Pass("resolve-collective-groups", collective_groups.run),
