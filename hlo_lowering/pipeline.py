@@ -57,6 +57,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("decompose-all-reduce", decompose_all_reduce.run),
     Pass("choose-collective-algorithm", choose_algorithm.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
+    Pass("decompose-complex-triangular-solve", decompose_triangular_solve.run_complex),
     Pass("decompose-complex", decompose_complex.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("decompose-cholesky", decompose_cholesky.run),

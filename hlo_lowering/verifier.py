@@ -174,6 +174,9 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
         "is a truth reduce with a constant init"),
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
+    "decompose-complex-triangular-solve": lambda module: _first(
+        _control_flow_ops(module), lambda op: op.name == "stablehlo.triangular_solve"
+        and op.operands[0].dtype == DType.C64, "is a complex64 solve left"),
     "decompose-complex": _no_complex,
     "cancel-transposes": _transposes_cancelled,
     "decompose-batch-norm": _none_left(
