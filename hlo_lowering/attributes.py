@@ -23,9 +23,11 @@ _ELEMENT_TYPES = {
     "f8E5M2": DType.F8E5M2, "f8E4M3FN": DType.F8E4M3FN,
     # Only until decompose-complex splits it into float32 (real, imaginary) pairs.
     "complex<f32>": DType.C64,
+    # Only until widen-int4 holds them as int8/uint8.
+    "i4": DType.S4, "ui4": DType.U4,
 }
-# jnp.int4/uint4 (and int2/uint2) arrays: the simulator's dtype table has no sub-byte integers.
-_SUB_BYTE_INTEGERS = {"i4": "int4", "ui4": "uint4", "i2": "int2", "ui2": "uint2"}
+# jnp.int2/uint2 arrays: no 2-bit type in the program format, nor a widening of them.
+_SUB_BYTE_INTEGERS = {"i2": "int2", "ui2": "uint2"}
 _COMPLEX128_HINT = ("NeuronCores have no float64, so no complex128: use complex64 (in JAX: leave "
                     "jax_enable_x64 off; in PyTorch: torch.complex64)")
 
@@ -39,8 +41,9 @@ def element_dtype(element_type: str, what: str) -> DType:
     name = _SUB_BYTE_INTEGERS[element_type]
     wide = "int8" if element_type.startswith("i") else "uint8"
     raise CompileError(f"{what}: element type {element_type} ({name}): NeuronCores have no "
-                       f"sub-byte integers (packed {name} is not supported); widen to {wide} "
-                       f"(x.astype(jnp.{wide})), which holds every {name} value", UNIMPLEMENTED)
+                       f"2-bit integers ({name} is not supported; int4 and uint4 are); widen to "
+                       f"{wide} (x.astype(jnp.{wide})), which holds every {name} value",
+                       UNIMPLEMENTED)
   if dtype is None:
     # f64 parses (check-supported refuses it with its own advice) but NeuronCores do not hold it.
     held = ", ".join(name for name, d in _ELEMENT_TYPES.items() if d != DType.F64)

@@ -93,8 +93,10 @@ def generate(module: Module, target: str, target_spec: dict,
       _lower_op(ctx, op, report)
   ctx.lower_ops = lower_ops
   ctx.complex_outputs = set(main.complex_results)
+  ctx.nibble_outputs = set(main.nibble_results)
   for i, arg in enumerate(main.args):
-    ctx.bind_parameter(arg, i, main.arg_names[i] or f"arg{i}", i in main.complex_args)
+    ctx.bind_parameter(arg, i, main.arg_names[i] or f"arg{i}", i in main.complex_args,
+                       i in main.nibble_args)
   builder.output_aliases = dict(main.output_aliases)
   returned = main.returned
   names = [main.result_names[i] or f"out{i}" for i in range(len(returned))]

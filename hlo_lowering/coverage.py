@@ -74,9 +74,11 @@ REWRITTEN: dict[str, tuple[str, str]] = {
                                    "CPU"),
     "stablehlo.return": ("", "always: the terminator of a region (reduce/sort/scatter bodies, "
                              "loop and branch regions), read by the op that owns the region"),
-    "stablehlo.triangular_solve": ("decompose-triangular-solve", "float operands, every side, "
-                                   "triangle, transpose and unit_diagonal: a substitution loop "
-                                   "over the solution's rows (one matrix-vector dot each)"),
+    "stablehlo.triangular_solve": ("decompose-triangular-solve", "float operands (complex64: "
+                                   "decompose-complex-triangular-solve, then float32 pairs), "
+                                   "every side, triangle, transpose, adjoint and unit_diagonal: a "
+                                   "substitution loop over the solution's rows (one "
+                                   "matrix-vector dot each)"),
     "stablehlo.while": ("unroll-static-loops", "when the condition folds to a constant every "
                                                "iteration: unrolled into copies of the body"),
 }

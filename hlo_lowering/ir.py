@@ -146,6 +146,10 @@ class Function:
     # imaginary) pairs once decompose-complex has run.
     self.complex_args: set[int] = set()
     self.complex_results: set[int] = set()
+    # Arguments and results bound to int4/uint4 buffers, held as int8/uint8 once widen-int4 has
+    # run.
+    self.nibble_args: set[int] = set()
+    self.nibble_results: set[int] = set()
     # Per-value attributes as imported (sdy.sharding text, ...), one dict per argument/result.
     self.arg_attrs: list[dict] = [{} for _ in body.args]
     self.result_attrs: list[dict] = [{} for _ in result_types]

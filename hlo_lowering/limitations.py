@@ -59,10 +59,10 @@ LIMITATIONS: tuple[Limitation, ...] = (
                dtypes=("float64",)),
     Limitation(ALL_OPS, "complex128 operands or results", "NeuronCores have no float64, so no "
                "complex128 (rejected at import; use complex64)", dtypes=("complex128",)),
-    Limitation(ALL_OPS, "int4 or uint4 (packed; also int2/uint2) operands or results",
-               "the simulator's dtype table has no sub-byte integers: the transfer (PJRT S4/U4) "
-               "and the compile refuse them, naming the type; widen to int8/uint8, which hold "
-               "every value (docs/numerics.md)", dtypes=("int4", "uint4", "int2", "uint2")),
+    Limitation(ALL_OPS, "int2 or uint2 operands or results",
+               "no 2-bit type: the transfer (PJRT S2/U2) and the compile refuse them, naming the "
+               "type; widen to int8/uint8, which hold every value (int4/uint4 run: widen-int4, "
+               "docs/numerics.md)", dtypes=("int2", "uint2")),
     Limitation(ALL_OPS, "complex64 operands of an op decompose-complex has no rule for (ordered "
                "compares, reduce bodies other than add/subtract/multiply (jnp.max of complex), "
                "reduce_window other than add or a cumulative product, bitcast_convert, custom "

@@ -33,7 +33,7 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  fuse_rows, inline_calls,
                                  narrow_float64, normalize_dot_general,
                                  simplify_unit_reduce, strip_single_device_sharding,
-                                 unroll_static_loops)
+                                 unroll_static_loops, widen_int4)
 from hlo_lowering.program import ProgramBuilder
 from hlo_lowering.program.reader import Program, format_program
 from hlo_lowering.report import CompileReport
@@ -50,6 +50,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("decompose-approx-top-k", decompose_approx_top_k.run),
     Pass("inline-calls", inline_calls.run),
     Pass("narrow-float64", narrow_float64.run),
+    Pass("widen-int4", widen_int4.run),
     Pass("expand-truth-reduce", expand_truth_reduce.run),
     Pass("partition-spmd", spmd.run),
     Pass("resolve-collective-groups", collective_groups.run),
@@ -57,6 +58,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("decompose-all-reduce", decompose_all_reduce.run),
     Pass("choose-collective-algorithm", choose_algorithm.run),
     Pass("strip-single-device-sharding", strip_single_device_sharding.run),
+    Pass("decompose-complex-triangular-solve", decompose_triangular_solve.run_complex),
     Pass("decompose-complex", decompose_complex.run),
     Pass("unroll-static-loops", unroll_static_loops.run),
     Pass("decompose-cholesky", decompose_cholesky.run),

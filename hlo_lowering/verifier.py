@@ -120,6 +120,18 @@ def _no_complex(module: Module) -> str | None:
                 "still has a complex64 value")
 
 
+def _no_four_bit(module: Module) -> str | None:
+  four_bit = (DType.S4, DType.U4)
+  for function in module.functions.values():
+    if any(a.dtype in four_bit for a in function.args) or any(
+        t.dtype in four_bit for t in function.result_types):
+      return f"@{function.name} still takes or returns a 4-bit value"
+  return _first(_all_ops(module),
+                lambda op: any(v.dtype in four_bit for v in (
+                    *op.operands, *op.results, *(a for r in op.regions for a in r.block.args))),
+                "still has a 4-bit value")
+
+
 def _batch_matmuls(module: Module) -> str | None:
   return _first(_all_ops(module),
                 lambda op: op.name == "stablehlo.dot_general" and not is_batch_matmul(op),
@@ -155,6 +167,7 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
         and op.attrs.get("call_target_name") == APPROX_TOP_K, "is not decomposed"),
     "inline-calls": _inlined,
     "narrow-float64": _float64_narrowed,
+    "widen-int4": _no_four_bit,
     "expand-truth-reduce": lambda module: _first(
         _all_ops(module), lambda op: truth_combine(op) is not None and op.operands[1] in {
             o.result for o in _all_ops(module) if o.name == "stablehlo.constant"
@@ -162,6 +175,9 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
         "is a truth reduce with a constant init"),
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
+    "decompose-complex-triangular-solve": lambda module: _first(
+        _control_flow_ops(module), lambda op: op.name == "stablehlo.triangular_solve"
+        and op.operands[0].dtype == DType.C64, "is a complex64 solve left"),
     "decompose-complex": _no_complex,
     "cancel-transposes": _transposes_cancelled,
     "decompose-batch-norm": _none_left(

@@ -28,8 +28,10 @@ constexpr TypeName kTypeNames[] = {
     {PJRT_Buffer_Type_F64, "f64", 8, false},
     {PJRT_Buffer_Type_C64, "c64", 8, true},
     {PJRT_Buffer_Type_C128, "c128", 16, false},
-    {PJRT_Buffer_Type_S4, "s4", 0, false},
-    {PJRT_Buffer_Type_U4, "u4", 0, false},
+    // One value per byte in its low nibble, as jaxlib's host buffers hold them
+    // (docs/pjrt-surface.md).
+    {PJRT_Buffer_Type_S4, "s4", 1, true},
+    {PJRT_Buffer_Type_U4, "u4", 1, true},
     {PJRT_Buffer_Type_S2, "s2", 0, false},
     {PJRT_Buffer_Type_U2, "u2", 0, false},
     {PJRT_Buffer_Type_TOKEN, "token", 0, false},
@@ -51,7 +53,7 @@ const TypeName* Find(PJRT_Buffer_Type type) {
 
 constexpr const char* kSupported =
     "NeuronCores hold pred, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f8e5m2, "
-    "f8e4m3fn and c64 (as float32 pairs)";
+    "f8e4m3fn, s4 and u4 (one per byte) and c64 (as float32 pairs)";
 
 }  // namespace
 

@@ -11,9 +11,8 @@ import pytest
 
 from hlo_lowering import backend, importer, ir_printer, pipeline, verifier
 from hlo_lowering.passes import (canonicalize, check_supported, fuse_attention, inline_calls,
-                                 narrow_float64,
-                                 normalize_dot_general, strip_single_device_sharding,
-                                 unroll_static_loops)
+                                 narrow_float64, normalize_dot_general,
+                                 strip_single_device_sharding, unroll_static_loops, widen_int4)
 from hlo_lowering.errors import CompileError
 
 
@@ -318,3 +317,38 @@ def test_fuse_attention_moves_the_scores_matmul_into_the_softmax_row_fusion():
   region = fusion.regions[0].block
   assert region.ops[0].name == "stablehlo.dot_general"
   assert all(any(v is a for a in region.args) for v in region.ops[0].operands)
+
+
+def test_widen_int4_wraps_only_what_can_leave_the_range():
+  """An add wraps (shift left, arithmetic shift right); a max and a reshape do not; a sum keeps
+  its one-op body and wraps its result; the int4 argument is read from its low nibble and the
+  result written as it."""
+  module = _module("""
+  func.func public @main(%x: tensor<4xi4>) -> tensor<2x2xi4> {
+    %0 = stablehlo.add %x, %x : tensor<4xi4>
+    %1 = stablehlo.maximum %0, %x : tensor<4xi4>
+    %c = stablehlo.constant dense<-8> : tensor<i4>
+    %2 = stablehlo.reduce(%1 init: %c) applies stablehlo.add across dimensions = [0]
+        : (tensor<4xi4>, tensor<i4>) -> tensor<i4>
+    %3 = stablehlo.broadcast_in_dim %2, dims = [] : (tensor<i4>) -> tensor<4xi4>
+    %4 = stablehlo.reshape %3 : (tensor<4xi4>) -> tensor<2x2xi4>
+    return %4 : tensor<2x2xi4>
+  }""")
+  widen_int4.run(module)
+  verifier.verify_module(module, "widen-int4")
+  computing = [n for n in _ops(module) if n not in ("stablehlo.constant",
+                                                     "stablehlo.broadcast_in_dim")]
+  assert computing == [
+      "stablehlo.shift_left", "stablehlo.shift_right_arithmetic",  # the argument's load
+      "stablehlo.add", "stablehlo.shift_left", "stablehlo.shift_right_arithmetic",
+      "stablehlo.maximum", "stablehlo.reduce", "stablehlo.shift_left",
+      "stablehlo.shift_right_arithmetic", "stablehlo.reshape",
+      "stablehlo.and",  # the result's low nibble
+      "func.return"]
+  main = module.main
+  assert main.nibble_args == {0} and main.nibble_results == {0}
+  reduce = next(op for op in main.body.ops if op.name == "stablehlo.reduce")
+  assert [op.name for op in reduce.regions[0].block.ops] == ["stablehlo.add", "stablehlo.return"]
+  init = next(op for op in main.body.ops if op.name == "stablehlo.constant"
+              and op.result is reduce.operands[1])
+  assert init.attrs["value"].dtype == np.int8 and int(init.attrs["value"]) == -8

@@ -149,6 +149,25 @@ def test_triangular_solve_every_form_matches_cpu(trn, cpu, left, lower, transpos
   _assert_relative(x, reference, _C * n * _kappa(clean) * U, "x vs CPU")
 
 
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("transpose,conjugate", [(False, False), (True, False), (True, True)],
+                         ids=["none", "transpose", "adjoint"])
+def test_complex_triangular_solve_matches_cpu(trn, cpu, left, lower, transpose, conjugate):
+  # decompose-complex-triangular-solve: the substitution loop on complex64, then float32 pairs;
+  # ADJOINT conjugates a, TRANSPOSE does not.
+  n, k = 17, 3
+  a = (_general(n, (2,)) + 1j * _general(n, (2,), seed=2)).astype(np.complex64)
+  b = (_rng(1).standard_normal((2, n, k) if left else (2, k, n))
+       + 1j * _rng(3).standard_normal((2, n, k) if left else (2, k, n))).astype(np.complex64)
+  f = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left, lower=lower,
+                                               transpose_a=transpose, conjugate_a=conjugate)
+  x, reference = _both(trn, cpu, f, a, b)
+  error = np.max(np.abs(x.astype(np.complex128) - reference)) / np.max(np.abs(reference))
+  triangle = (np.tril(a) if lower else np.triu(a)).astype(np.complex128)
+  assert error <= _C * n * float(np.max(np.linalg.cond(triangle))) * U, error
+
 @CASES
 def test_solve_triangular_and_cho_solve_residuals(trn, cpu, case):
   n, batch = case

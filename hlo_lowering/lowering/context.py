@@ -37,6 +37,7 @@ class LoweringContext:
     self._output_tensors: dict[int, int] = {}
     # Output indices bound to complex64 buffers (their values are f32 [..., 2] pairs).
     self.complex_outputs: set[int] = set()
+    self.nibble_outputs: set[int] = set()  # outputs bound to int4/uint4 buffers
     self._names: dict[Value, str] = {}
     # Lowers a list of ops in order with the registered rules (set by codegen; control-flow
     # rules lower their regions with it).
@@ -103,7 +104,8 @@ class LoweringContext:
     else:
       index, shape = pending
       tensor = self._new_tensor(value, "output", index, shape,
-                                complex_pairs=index in self.complex_outputs)
+                                complex_pairs=index in self.complex_outputs,
+                                nibbles=index in self.nibble_outputs)
       self._output_tensors[index] = tensor
     place = Place.dense(tensor, value.shape, value.dtype)
     self._places[value] = place
@@ -111,11 +113,12 @@ class LoweringContext:
 
   def _new_tensor(self, value: Value, kind: str, index: int = 0,
                   shape: tuple[int, ...] | None = None, name: str | None = None,
-                  complex_pairs: bool = False) -> int:
+                  complex_pairs: bool = False, nibbles: bool = False) -> int:
     name = name or self._names.get(value) or f"t{len(self.builder.tensors)}"
     return self.builder.tensor(kind=kind, dtype=value.dtype,
                                shape=value.shape if shape is None else shape,
-                               index=index, name=name, complex_pairs=complex_pairs)
+                               index=index, name=name, complex_pairs=complex_pairs,
+                               nibbles=nibbles)
 
   # --- constants known at compile time -------------------------------------------------------
 
@@ -138,10 +141,12 @@ class LoweringContext:
   # --- program inputs and outputs (used by codegen) -----------------------------------------
 
   def bind_parameter(self, value: Value, index: int, name: str,
-                     complex_pairs: bool = False) -> None:
-    """`complex_pairs`: the caller's buffer is complex64, `value` its f32 [..., 2] pairs."""
+                     complex_pairs: bool = False, nibbles: bool = False) -> None:
+    """`complex_pairs`: the caller's buffer is complex64, `value` its f32 [..., 2] pairs;
+    `nibbles`: the caller's buffer is int4/uint4, `value` its bytes as int8/uint8."""
     tensor = self.builder.tensor(kind="parameter", dtype=value.dtype, shape=value.shape,
-                                 index=index, name=name, complex_pairs=complex_pairs)
+                                 index=index, name=name, complex_pairs=complex_pairs,
+                                 nibbles=nibbles)
     self._places[value] = Place.dense(tensor, value.shape, value.dtype)
 
   def plan_output(self, value: Value, index: int, name: str,
@@ -165,7 +170,8 @@ class LoweringContext:
     out = self._output_tensors.get(index)
     if out is None:
       out = self.builder.tensor(kind="output", dtype=value.dtype, shape=value.shape, index=index,
-                                name=name, complex_pairs=index in self.complex_outputs)
+                                name=name, complex_pairs=index in self.complex_outputs,
+                                nibbles=index in self.nibble_outputs)
     if place.size:
       self.dma(Place.dense(out, value.shape, value.dtype).collapsed_ap(), place.ap())
 

@@ -13,12 +13,16 @@ rows of x not solved yet are still zero. unit_diagonal divides by 1 (a's diagona
 A zero on the diagonal gives Inf/NaN in the rows that depend on it, as LAPACK's trsm (JAX's
 CPU backend) does. Numerics: docs/numerics.md "Linear algebra".
 
+complex64 solves are expanded earlier, by `run_complex` (the pipeline's
+decompose-complex-triangular-solve, before decompose-complex, which then computes the loop on
+float32 pairs); ADJOINT conjugates a first. `run` leaves none for them.
+
 Requires: calls inlined (inline-calls).
 Ensures: no stablehlo.triangular_solve is left (also inside while/case/if regions); each solve
 is one stablehlo.while of m trips; each new op keeps the solve's location; a non-float operand
 or mismatched shapes are a CompileError naming the op.
 Runs after: unroll-static-loops (the row loop stays a loop), before canonicalize and
-fuse-elementwise.
+fuse-elementwise; run_complex: after strip-single-device-sharding, before decompose-complex.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from hlo_lowering.errors import CompileError
 from hlo_lowering.ir import Module, Op, Value
 from hlo_lowering.passes.expansion import expand_ops
 from hlo_lowering.passes.matrix_emitter import MatrixEmitter
+from hlo_lowering.program import DType
 
 _NAME = "stablehlo.triangular_solve"
 
@@ -34,6 +39,16 @@ _NAME = "stablehlo.triangular_solve"
 def _transposes(op: Op) -> bool:
   text = str(op.attrs.get("transpose_a", "NO_TRANSPOSE"))
   return "NO_TRANSPOSE" not in text
+
+
+def _adjoint(op: Op) -> bool:
+  return "ADJOINT" in str(op.attrs.get("transpose_a", ""))
+
+
+def _conjugate(e: MatrixEmitter, a: Value) -> Value:
+  real = e.emit("stablehlo.real", [a], a.shape, DType.F32)
+  imag = e.emit("stablehlo.imag", [a], a.shape, DType.F32)
+  return e.emit("stablehlo.complex", [real, e.unary("negate", imag)], a.shape, DType.C64)
 
 
 def solve_left(e: MatrixEmitter, a: Value, b: Value, lower: bool, unit_diagonal: bool) -> Value:
@@ -66,12 +81,12 @@ def solve_left(e: MatrixEmitter, a: Value, b: Value, lower: bool, unit_diagonal:
 def _check(op: Op) -> None:
   a, b = op.operands
   left = bool(op.attrs.get("left_side", False))
-  ok = (a.dtype.is_float and a.dtype == b.dtype and a.type.rank >= 2
+  ok = ((a.dtype.is_float or a.dtype == DType.C64) and a.dtype == b.dtype and a.type.rank >= 2
         and a.type.rank == b.type.rank and a.shape[-1] == a.shape[-2]
         and a.shape[:-2] == b.shape[:-2] and b.shape[-2 if left else -1] == a.shape[-1])
   if not ok:
     raise CompileError(f"{op.describe()}: triangular_solve takes a batch of square float "
-                       f"matrices a and a matching batch of right-hand sides b")
+                       f"(or complex64) matrices a and a matching batch of right-hand sides b")
 
 
 def _expand(op: Op, e: MatrixEmitter) -> list[Value] | None:
@@ -87,6 +102,8 @@ def _expand(op: Op, e: MatrixEmitter) -> list[Value] | None:
   a, b = e.batched(a), e.batched(b)
   if not left:  # x·op(a) = b  <=>  op(a)ᵀ·xᵀ = bᵀ
     b, transpose = e.swap_last_dims(b), not transpose
+  if _adjoint(op) and a.dtype == DType.C64:
+    a = _conjugate(e, a)
   if transpose:
     a, lower = e.swap_last_dims(a), not lower
   x = solve_left(e, a, b, lower, bool(op.attrs.get("unit_diagonal", False)))
@@ -97,3 +114,10 @@ def _expand(op: Op, e: MatrixEmitter) -> list[Value] | None:
 
 def run(module: Module) -> None:
   expand_ops(module, _expand, MatrixEmitter)
+
+
+def run_complex(module: Module) -> None:
+  """Only the complex64 solves (decompose-complex-triangular-solve): before decompose-complex,
+  which splits the loop's complex values into float32 pairs like any other."""
+  expand_ops(module, lambda op, e: _expand(op, e) if op.name == _NAME
+             and op.operands[0].dtype == DType.C64 else None, MatrixEmitter)

@@ -200,9 +200,11 @@ class ProgramBuilder:
 
   # --- tables -------------------------------------------------------------------------------
 
-  def tensor(self, kind, dtype, shape, index=0, name="", complex_pairs=False) -> int:
+  def tensor(self, kind, dtype, shape, index=0, name="", complex_pairs=False,
+             nibbles=False) -> int:
     """`complex_pairs`: a parameter or output bound to a c64 [d...] buffer, given as the f32
-    [d..., 2] its access patterns read."""
+    [d..., 2] its access patterns read; `nibbles`: one bound to an s4/u4 buffer, given as the
+    s8/u8 its access patterns read."""
     kind = TensorKind[kind.upper()] if isinstance(kind, str) else TensorKind(kind)
     if kind == TensorKind.CONSTANT:
       raise ValueError("constants carry data: use ProgramBuilder.constant")
@@ -212,7 +214,11 @@ class ProgramBuilder:
     if complex_pairs and (kind not in (TensorKind.PARAMETER, TensorKind.OUTPUT)
                           or DType(dtype) != DType.F32 or shape[-1:] != (2,)):
       raise ValueError(f"complex pairs are an f32 [..., 2] parameter or output, not {shape}")
-    self.tensors.append(Tensor(name, kind, index, DType(dtype), shape, complex_pairs=complex_pairs))
+    if nibbles and (kind not in (TensorKind.PARAMETER, TensorKind.OUTPUT)
+                    or DType(dtype) not in (DType.S8, DType.U8)):
+      raise ValueError(f"nibbles are an s8/u8 parameter or output, not {DType(dtype).name}")
+    self.tensors.append(Tensor(name, kind, index, DType(dtype), shape, complex_pairs=complex_pairs,
+                               nibbles=nibbles))
     return len(self.tensors) - 1
 
   def constant(self, dtype, shape, data: bytes, name="") -> int:

@@ -71,6 +71,9 @@ _NUMPY = {
     DType.C64: np.dtype(np.complex64),
     DType.F8E5M2: np.dtype(ml_dtypes.float8_e5m2),
     DType.F8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    # One value per byte (the tensor table's s4/u4: parameters and outputs only).
+    DType.S4: np.dtype(ml_dtypes.int4),
+    DType.U4: np.dtype(ml_dtypes.uint4),
 }
 
 

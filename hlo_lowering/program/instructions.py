@@ -8,6 +8,11 @@ from .enums import MATMUL_START, ControlOp, DType, Opcode
 from .operands import HbmAP, TileAP
 
 
+# The s8/u8 view of an s4/u4 tensor -> the table's type.
+_NIBBLE_TYPES = {DType.S8: DType.S4, DType.U8: DType.U4}
+WIDE_NIBBLE_TYPES = {v: k for k, v in _NIBBLE_TYPES.items()}
+
+
 @dataclasses.dataclass
 class Tensor:
   name: str
@@ -20,12 +25,17 @@ class Tensor:
   # A parameter or output bound to a c64 [d...] buffer: the table declares it c64 [d...]; here,
   # as to every access pattern, it is f32 [d..., 2] (interleaved real, imaginary).
   complex_pairs: bool = False
+  # A parameter or output bound to an int4/uint4 buffer (one value per byte, in its low nibble):
+  # the table declares it s4/u4; here, as to every access pattern, it is s8/u8, the same bytes.
+  nibbles: bool = False
 
   @property
   def table_dtype_shape(self) -> tuple:
     """(dtype, shape) as the tensor table declares them."""
     if self.complex_pairs:
       return DType.C64, tuple(self.shape[:-1])
+    if self.nibbles:
+      return _NIBBLE_TYPES[self.dtype], tuple(self.shape)
     return self.dtype, tuple(self.shape)
 
 

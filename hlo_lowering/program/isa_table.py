@@ -19,6 +19,8 @@ DTYPES = {
     'C64': {'code': 14, 'size': 8, 'cls': 'complex'},
     'F8E5M2': {'code': 16, 'size': 1, 'cls': 'float'},
     'F8E4M3FN': {'code': 17, 'size': 1, 'cls': 'float'},
+    'S4': {'code': 21, 'size': 1, 'cls': 'signed'},
+    'U4': {'code': 22, 'size': 1, 'cls': 'unsigned'},
 }
 
 ALU_OPS = {

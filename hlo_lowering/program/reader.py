@@ -7,9 +7,9 @@ import struct
 
 from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
                     ScalarKind, TensorKind, core_of, stream_name)
-from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, TILE_FIELDS, Block, DebugEntry, Exit,
-                           Instruction, Loop, Tensor, TileStep, hbm_operand_keys, operand_layout,
-                           tile_operand_keys)
+from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, TILE_FIELDS, WIDE_NIBBLE_TYPES, Block,
+                           DebugEntry, Exit, Instruction, Loop, Tensor, TileStep, hbm_operand_keys,
+                           operand_layout, tile_operand_keys)
 from .operands import HbmAP, Scalar, TileAP
 from .region_text import format_region
 from .writer import MAGIC, STEP_BASE, STEP_TILE, STEP_WAIT, VERSION, loop_runs
@@ -120,6 +120,9 @@ def read_program(data: bytes) -> Program:
     if dtype == DType.C64:  # as the loader reads it: f32 pairs
       tensors.append(Tensor(name, TensorKind(kind), index, DType.F32, shape + (2,), data, output,
                             complex_pairs=True))
+    elif dtype in WIDE_NIBBLE_TYPES:  # as the loader reads it: the same bytes as s8/u8
+      tensors.append(Tensor(name, TensorKind(kind), index, WIDE_NIBBLE_TYPES[dtype], shape, data,
+                            output, nibbles=True))
     else:
       tensors.append(Tensor(name, TensorKind(kind), index, DType(dtype), shape, data, output))
   if version == 1:
@@ -239,7 +242,8 @@ def format_program(program: Program) -> str:
   for i, t in enumerate(program.tensors):
     extra = f" ({len(t.data)} bytes)" if t.kind == TensorKind.CONSTANT else ""
     dtype, shape = t.table_dtype_shape
-    pairs = " (f32 pairs)" if t.complex_pairs else ""
+    pairs = (" (f32 pairs)" if t.complex_pairs
+             else f" (as {DType(t.dtype).name.lower()})" if t.nibbles else "")
     if t.kind == TensorKind.DONATED_PARAMETER:
       extra = f" (its buffer is output[{t.output}])"
     lines.append(f"tensor t{i} {t.name!r} {TensorKind(t.kind).name.lower()}[{t.index}] "

@@ -37,6 +37,8 @@ nb::object NumpyDType(DType dtype) {
     case DType::kF8E4M3FN: return nb::module_::import_("ml_dtypes").attr("float8_e4m3fn");
     case DType::kPred: return numpy.attr("bool_");
     case DType::kC64: return numpy.attr("complex64");
+    case DType::kS4: return nb::module_::import_("ml_dtypes").attr("int4");
+    case DType::kU4: return nb::module_::import_("ml_dtypes").attr("uint4");
     default: break;
   }
   static const char* const kNames[] = {nullptr, nullptr, "int8", "int16", "int32", "int64", "uint8", "uint16",

@@ -34,6 +34,8 @@ bool IsSigned(DType t) {
   return false;
 }
 
+bool IsTableOnly(DType t) { return t == DType::kC64 || t == DType::kS4 || t == DType::kU4; }
+
 std::string DTypeName(DType t) {
   switch (t) {
 #define TRN_DTYPE(Camel, snake, code, size, cls) case DType::k##Camel: return #snake;

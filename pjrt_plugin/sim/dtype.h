@@ -21,5 +21,8 @@ TRN_DTYPE_API bool IsValidDType(uint8_t code);
 TRN_DTYPE_API bool IsFloat(DType t);
 TRN_DTYPE_API bool IsSigned(DType t);  // signed integers
 TRN_DTYPE_API std::string DTypeName(DType t);
+// c64, s4 and u4: a parameter's or an output's type in the tensor table, never an access
+// pattern's (isa.def).
+TRN_DTYPE_API bool IsTableOnly(DType t);
 
 }  // namespace trn::sim

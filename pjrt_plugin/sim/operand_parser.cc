@@ -409,7 +409,7 @@ Collective Parser::ReadCollective() {
   return c;
 }
 
-DType Parser::ReadDType(const char* what, bool allow_f64, bool allow_c64) {
+DType Parser::ReadDType(const char* what, bool allow_f64, bool allow_table_only) {
   const size_t at = in_.offset();
   const uint8_t code = in_.Read<uint8_t>(what);
   if (!in_.ok()) return DType::kInvalid;
@@ -417,8 +417,9 @@ DType Parser::ReadDType(const char* what, bool allow_f64, bool allow_c64) {
     in_.Fail(at, std::string(what) + ": unknown dtype code " + std::to_string(code));
   } else if (!allow_f64 && code == static_cast<uint8_t>(DType::kF64)) {
     in_.Fail(at, std::string(what) + ": f64 is only for GpSimd general-purpose ops");
-  } else if (!allow_c64 && code == static_cast<uint8_t>(DType::kC64)) {
-    in_.Fail(at, std::string(what) + ": c64 is only a parameter's or an output's tensor type");
+  } else if (!allow_table_only && IsTableOnly(static_cast<DType>(code))) {
+    in_.Fail(at, std::string(what) + ": " + DTypeName(static_cast<DType>(code)) +
+                     " is only a parameter's or an output's tensor type");
   }
   return static_cast<DType>(code);
 }

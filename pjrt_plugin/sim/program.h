@@ -65,6 +65,9 @@ struct Tensor {
   // Declared c64 [d...] in the table (parameters and outputs): loaded as f32 [d..., 2], the
   // interleaved (real, imaginary) pairs, so every access pattern reads it as float32.
   bool complex_pairs = false;
+  // Declared s4 / u4 in the table (parameters and outputs): loaded as s8 / u8, the same bytes
+  // (one value per byte, in its low nibble).
+  bool nibbles = false;
 };
 
 struct FreeDim {

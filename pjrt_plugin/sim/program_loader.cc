@@ -363,6 +363,14 @@ void Parser::ParseTensors() {
       t.shape.push_back(2);
       t.num_elements *= 2;
     }
+    if (in_.ok() && (t.dtype == DType::kS4 || t.dtype == DType::kU4)) {
+      if (t.kind != TensorKind::kParameter && t.kind != TensorKind::kOutput) {
+        in_.Fail(at, "tensor " + std::to_string(i) + " (" + t.name + ") is " + DTypeName(t.dtype) + " but not a parameter or an output");
+        return;
+      }
+      t.nibbles = true;
+      t.dtype = t.dtype == DType::kS4 ? DType::kS8 : DType::kU8;
+    }
     t.byte_size = t.num_elements * DTypeSize(t.dtype);
     t.data = in_.Blob("tensor data");
     if (!in_.ok()) return;

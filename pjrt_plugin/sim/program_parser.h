@@ -37,7 +37,7 @@ class Parser {
   std::string StreamsOfCores() const;
   Instruction ParseInstruction(int stream, const std::string& where);  // where: "DVE instruction 3"
   Operands ParseOperands(Opcode opcode);
-  DType ReadDType(const char* what, bool allow_f64, bool allow_c64 = false);
+  DType ReadDType(const char* what, bool allow_f64, bool allow_table_only = false);
   AluOp ReadAluOp();
   TileAP ReadTile();
   HbmAP ReadHbm();

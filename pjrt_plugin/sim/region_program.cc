@@ -165,7 +165,7 @@ StatusOr<RegionProgram> DecodeRegion(const std::vector<int64_t>& words) {
   RegionProgram region;
   size_t at = 3;
   const auto dtype = [&](int64_t code) -> StatusOr<DType> {
-    if (code < 0 || code > 255 || !IsValidDType(static_cast<uint8_t>(code)) || code == static_cast<int64_t>(DType::kC64)) {
+    if (code < 0 || code > 255 || !IsValidDType(static_cast<uint8_t>(code)) || IsTableOnly(static_cast<DType>(code))) {
       return InvalidArgument("region dtype code " + std::to_string(code));
     }
     return static_cast<DType>(code);

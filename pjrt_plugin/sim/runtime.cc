@@ -19,6 +19,7 @@ TensorInfo InfoOf(const Tensor& t) {
   if (t.complex_pairs) {  // bound to the caller's c64 [d...] buffer
     return {t.name, DType::kC64, {t.shape.begin(), t.shape.end() - 1}, t.byte_size};
   }
+  if (t.nibbles) return {t.name, t.dtype == DType::kS8 ? DType::kS4 : DType::kU4, t.shape, t.byte_size};
   return {t.name, t.dtype, t.shape, t.byte_size};
 }
 

@@ -71,6 +71,8 @@ void LoadRow(DType dtype, const uint8_t* p, int64_t stride, int64_t n, D* out) {
       return LoadLoop<uint8_t>(p, stride, n, out, [table](uint8_t b) { return Convert<D>(table[b]); });
     }
     case DType::kC64:  // loaded as f32 pairs: no access pattern is c64
+    case DType::kS4:   // loaded as s8 / u8: no access pattern is s4 or u4
+    case DType::kU4:
     case DType::kInvalid: return;
   }
 }
@@ -101,6 +103,8 @@ void StoreRow(DType dtype, uint8_t* p, int64_t stride, int64_t n, const D* in) {
     case DType::kF8E4M3FN:
       return StoreLoop<uint8_t>(p, stride, n, in, [dtype](D v) { return uint8_t(EncodeNarrowFloat(double(v), dtype)); });
     case DType::kC64:  // loaded as f32 pairs: no access pattern is c64
+    case DType::kS4:   // loaded as s8 / u8: no access pattern is s4 or u4
+    case DType::kU4:
     case DType::kInvalid: return;
   }
 }
