@@ -114,6 +114,30 @@ class ResidentRhsMatmul(MatmulTiling):
     self.panel_blocks = self._fit_panel()
     self.batch_loop = self.panel_blocks > 0 and self._batch_loop_pays()
 
+  def estimate_ns(self) -> float:
+    """The longer of its TensorE time (matmuls and transposes) and its DMA time (operands
+    loaded, the lhs once per N panel, and the result stored), without start-up or overlap:
+    what choosing between two core splits compares."""
+    spec = self.ctx.target_spec
+    panels = math.ceil(self.n / (self.panel_blocks * self.n_block))
+    lhs_size, rhs_size = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
+    rate = (1 / float(spec["matmul_fp32_slowdown"]) if DType.F32 in (self.lhs.dtype,
+                                                                      self.rhs.dtype)
+            else float(spec["matmul_fp8_speedup"]) if lhs_size == rhs_size == 1 else 1.0)
+    cycles = self.batch * len(self.m_tiles) * len(self.k_tiles) * max(self.n, 64) / rate
+    # A transpose of a 128 x 128 tile costs 128 cycles: a cycle per row of 128 elements (fp8
+    # rows go as bf16 pairs, half as many).
+    if not self.lhs_direct:
+      cycles += (self.batch * self.m * self.k * panels / self.partitions
+                 / (2 if self.pair_tiles else 1))
+    if self._rhs_transposed():
+      cycles += self.batch * self.n * self.k / self.partitions
+    loaded = (self.batch * self.m * self.k * lhs_size * panels
+              + self.batch * self.k * self.n * rhs_size
+              + self.batch * self.m * self.n * self.out.dtype.itemsize)
+    dma_rate = float(spec["dma_engines_per_core"]) * float(spec["dma_bytes_per_ns_per_engine"])
+    return max(cycles / float(spec["tensor_clock_ghz"]), loaded / dma_rate)
+
   # --- buffers ------------------------------------------------------------------------------
 
   def _sizes(self, blocks: int) -> list[int]:
