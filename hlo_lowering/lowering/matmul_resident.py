@@ -538,7 +538,9 @@ class ResidentRhsMatmul(MatmulTiling):
       dsts = {(t, q): TileAP(Memory.PSUM, DType.F32, 0, self.m_tiles[t].count,
                              self._banks[base + t * width + q], ((1, block.count),))
               for t in (0, 1) for q, block in enumerate(group)}
-      for i, kt in enumerate(self.k_tiles):
+
+      def k_tile(i: int, steps=None, dsts=dsts, first=first, group=group) -> None:
+        kt = self.k_tiles[i]
         for t in (0, 1):
           stationary = self._stationary(t, i, self.m_tiles[t].count)
           for q, block in enumerate(group):
@@ -546,7 +548,17 @@ class ResidentRhsMatmul(MatmulTiling):
                                 self.rhs_panel + (i * pitch + (first + q) * self.n_block) * rsize,
                                 ((1, block.count),))
             builder.matmul(dsts[t, q], stationary, moving, start=i == 0, stop=i == last,
-                           debug=debug)
+                           debug=debug, steps=steps)
+
+      # The middle K tiles as a loop over groups of PANEL_QUEUES (K tile i waits on the panel
+      # rows of the (i mod PANEL_QUEUES)-th queue, as in _multiply's first m-tile).
+      k_tile(0)
+      self._k_tile_loop(range(1, last), PANEL_QUEUES, k_tile, {
+          ("stationary", "byte_offset"): PANEL_QUEUES * self.m_tile * self.lhs.dtype.itemsize,
+          ("moving", "byte_offset"): PANEL_QUEUES * pitch * rsize},
+          loop=self.pair_tiles is None)
+      if last:
+        k_tile(last)
       for t in (0, 1):
         for q, block in enumerate(group):
           self._evict(t, first + q, block, dsts[t, q], targets[t][first + q], 0)
