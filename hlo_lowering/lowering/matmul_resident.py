@@ -17,6 +17,8 @@ The NKI matmul tutorial's blocking with the moving operand held: per batch and N
    (An lhs stored with M contiguous, `x.T @ w`, or of ≤ DMA_TRANSPOSE_MAX_ROWS rows is DMA-ed as
    lhs^T directly, a step ahead, with no transposes. An fp8 lhs is transposed as bf16 pairs:
    half the transposes, at the price of K tiles holding the even and the odd k of 256.)
+   A panel's first two m-tiles are one step (`_pair_step`): both multiply each K tile of the
+   panel as it arrives, in groups of n-blocks that fit PSUM, the panel loaded group by group.
 
 Every buffer, PSUM bank and DMA queue of step s is chosen by the parity of s (queues here, not by
 the back end's round robin), so two steps are one period of everything: the steps run as a
