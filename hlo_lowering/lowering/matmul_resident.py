@@ -17,6 +17,8 @@ The NKI matmul tutorial's blocking with the moving operand held: per batch and N
    (An lhs stored with M contiguous, `x.T @ w`, or of ≤ DMA_TRANSPOSE_MAX_ROWS rows is DMA-ed as
    lhs^T directly, a step ahead, with no transposes. An fp8 lhs is transposed as bf16 pairs:
    half the transposes, at the price of K tiles holding the even and the odd k of 256.)
+   A panel's first two m-tiles are one step (`_pair_step`): both multiply each K tile of the
+   panel as it arrives, in groups of n-blocks that fit PSUM, the panel loaded group by group.
 
 Every buffer, PSUM bank and DMA queue of step s is chosen by the parity of s (queues here, not by
 the back end's round robin), so two steps are one period of everything: the steps run as a
@@ -114,6 +116,30 @@ class ResidentRhsMatmul(MatmulTiling):
     self.panel_blocks = self._fit_panel()
     self.batch_loop = self.panel_blocks > 0 and self._batch_loop_pays()
 
+  def estimate_ns(self) -> float:
+    """The longer of its TensorE time (matmuls and transposes) and its DMA time (operands
+    loaded, the lhs once per N panel, and the result stored), without start-up or overlap:
+    what choosing between two core splits compares."""
+    spec = self.ctx.target_spec
+    panels = math.ceil(self.n / (self.panel_blocks * self.n_block))
+    lhs_size, rhs_size = self.lhs.dtype.itemsize, self.rhs.dtype.itemsize
+    rate = (1 / float(spec["matmul_fp32_slowdown"]) if DType.F32 in (self.lhs.dtype,
+                                                                      self.rhs.dtype)
+            else float(spec["matmul_fp8_speedup"]) if lhs_size == rhs_size == 1 else 1.0)
+    cycles = self.batch * len(self.m_tiles) * len(self.k_tiles) * max(self.n, 64) / rate
+    # A transpose of a 128 x 128 tile costs 128 cycles: a cycle per row of 128 elements (fp8
+    # rows go as bf16 pairs, half as many).
+    if not self.lhs_direct:
+      cycles += (self.batch * self.m * self.k * panels / self.partitions
+                 / (2 if self.pair_tiles else 1))
+    if self._rhs_transposed():
+      cycles += self.batch * self.n * self.k / self.partitions
+    loaded = (self.batch * self.m * self.k * lhs_size * panels
+              + self.batch * self.k * self.n * rhs_size
+              + self.batch * self.m * self.n * self.out.dtype.itemsize)
+    dma_rate = float(spec["dma_engines_per_core"]) * float(spec["dma_bytes_per_ns_per_engine"])
+    return max(cycles / float(spec["tensor_clock_ghz"]), loaded / dma_rate)
+
   # --- buffers ------------------------------------------------------------------------------
 
   def _sizes(self, blocks: int) -> list[int]:
@@ -179,6 +205,7 @@ class ResidentRhsMatmul(MatmulTiling):
     start += 2 * stage
     self.output_ring = [start + i * output for i in range(2 * blocks)]
     banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
+    self._banks = banks
     self.accumulators = banks[:max(blocks, 2)]
     # The other banks take transposes in rotation, as many as keep a loop body's fills (two
     # steps', or two batches') a whole number of rotations, so a fill rarely waits on a copy.
@@ -230,19 +257,27 @@ class ResidentRhsMatmul(MatmulTiling):
     # PANEL_QUEUES queues in K order: the first m-tile's early K tiles arrive first, and a
     # panel of short runs (a weight gradient's) is not held to one queue's rate; one row needs
     # no order, and the round robin spreads the panels of small matmuls.
-    def load(i: int, k_steps=None) -> None:
-      kt = self.k_tiles[i]
-      first, apart = self._k_rows(i)
-      self._dma(self.queues - 1 - i % PANEL_QUEUES,
-                self._sbuf(rhs.dtype, kt.count, self.rhs_panel + i * pitch * size,
-                           ((1, cols.count),)),
-                HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + cols.start * sn,
-                      ((apart * sk, kt.count), (sn, cols.count))), "src", 0, "rhs",
-                fixed=len(self.k_tiles) > 1, k_steps=k_steps)
+    # Column group by column group when the first two m-tiles multiply the panel in groups
+    # (_multiply_pair): a group's K tiles arrive together, so its matmuls start on them.
+    for group in self._pair_groups(spans(cols.count, self.n_block)):
+      first_block, last_block = group[0], group[-1]
+      part = Span(cols.start + first_block.start,
+                  last_block.start + last_block.count - first_block.start)
 
-    self._k_tile_loop(range(len(self.k_tiles)), PANEL_QUEUES, load, {
-        "src": PANEL_QUEUES * self.partitions * sk,
-        ("dst", "byte_offset"): PANEL_QUEUES * pitch * size})
+      def load(i: int, k_steps=None, part=part) -> None:
+        kt = self.k_tiles[i]
+        first, apart = self._k_rows(i)
+        self._dma(self.queues - 1 - i % PANEL_QUEUES,
+                  self._sbuf(rhs.dtype, kt.count,
+                             self.rhs_panel + (i * pitch + part.start - cols.start) * size,
+                             ((1, part.count),)),
+                  HbmAP(rhs.tensor, rhs.offset + b * sb + first * sk + part.start * sn,
+                        ((apart * sk, kt.count), (sn, part.count))), "src", 0, "rhs",
+                  fixed=len(self.k_tiles) > 1, k_steps=k_steps)
+
+      self._k_tile_loop(range(len(self.k_tiles)), PANEL_QUEUES, load, {
+          "src": PANEL_QUEUES * self.partitions * sk,
+          ("dst", "byte_offset"): PANEL_QUEUES * pitch * size})
 
   def _k_rows(self, i: int) -> tuple[int, int]:
     """(first k, k apart) of the K elements on the partitions of K tile i."""
@@ -454,6 +489,83 @@ class ResidentRhsMatmul(MatmulTiling):
         products(tiles, [j])
       self._evict(s, j, blocks[j], dsts[j], targets[j], next(steps))
 
+  def _pair_applies(self) -> bool:
+    """Whether each panel's first two m-tiles multiply it together (_pair_step): a panel of
+    one batch's m-tiles (not the loop over pairs of batches) with two of them at least, loaded
+    by DMA (a transposed rhs keeps TensorE busy on its own transposes while it arrives)."""
+    return len(self.m_tiles) >= 2 and not self.batch_loop and not self._rhs_transposed()
+
+  def _pair_groups(self, blocks: list[Span]) -> list[list[Span]]:
+    """The panel's n-blocks in the groups the first two m-tiles multiply together: two
+    accumulations per n-block of a group at once, in at most the banks transposes leave."""
+    if not self._pair_applies():
+      return [blocks]
+    widest = (self.ctx.psum.count - TRANSPOSE_BANKS) // 2
+    count = math.ceil(len(blocks) / widest)
+    width = math.ceil(len(blocks) / count)
+    return [blocks[g:g + width] for g in range(0, len(blocks), width)]
+
+  def _pair_step(self, b: int, blocks: list[Span]) -> None:
+    """Steps 0 and 1 together: while the panel streams in, TensorE has both m-tiles' matmuls
+    for each K tile that arrived (one m-tile's alone ran at the rate of the panel's load,
+    and left TensorE waiting on it). The loads and transposes are steps 0 and 1's."""
+    steps = _moves(None)
+    ahead, tiles = self._ahead(), len(self.m_tiles)
+    if ahead < tiles:
+      self._stage_lhs(ahead, self._lhs_sources(b, ahead), steps)
+    if not self.lhs_direct:
+      self._transpose_lhs(1)
+    self._multiply_pair(b, blocks)
+    if 1 + ahead < tiles:
+      self._stage_lhs(1 + ahead, self._lhs_sources(b, 1 + ahead), steps)
+    if not self.lhs_direct and 2 < tiles:
+      self._transpose_lhs(2)
+
+  def _multiply_pair(self, b: int, blocks: list[Span]) -> None:
+    """m-tiles 0 and 1 times the panel, group by group of n-blocks (_pair_groups): K tile by
+    K tile, both m-tiles and every n-block of the group (each its own bank accumulating its K
+    tiles in order), then the group's evictions. Groups alternate two sets of banks where
+    PSUM has them, so a group's first matmuls do not wait on the last group's evictions."""
+    builder, debug = self.ctx.builder, self.ctx.debug_id
+    rsize = self.rhs.dtype.itemsize
+    pitch = self.panel_blocks * self.n_block
+    last = len(self.k_tiles) - 1
+    groups = self._pair_groups(blocks)
+    width = max(len(group) for group in groups)
+    sets = 2 if 4 * width <= len(self._banks) else 1
+    targets = [self._store_targets(b, t, blocks) for t in (0, 1)]
+    first = 0  # the panel's index of the group's first n-block
+    for g, group in enumerate(groups):
+      base = g % sets * 2 * width
+      dsts = {(t, q): TileAP(Memory.PSUM, DType.F32, 0, self.m_tiles[t].count,
+                             self._banks[base + t * width + q], ((1, block.count),))
+              for t in (0, 1) for q, block in enumerate(group)}
+
+      def k_tile(i: int, steps=None, dsts=dsts, first=first, group=group) -> None:
+        kt = self.k_tiles[i]
+        for t in (0, 1):
+          stationary = self._stationary(t, i, self.m_tiles[t].count)
+          for q, block in enumerate(group):
+            moving = self._sbuf(self.rhs.dtype, kt.count,
+                                self.rhs_panel + (i * pitch + (first + q) * self.n_block) * rsize,
+                                ((1, block.count),))
+            builder.matmul(dsts[t, q], stationary, moving, start=i == 0, stop=i == last,
+                           debug=debug, steps=steps)
+
+      # The middle K tiles as a loop over groups of PANEL_QUEUES (K tile i waits on the panel
+      # rows of the (i mod PANEL_QUEUES)-th queue, as in _multiply's first m-tile).
+      k_tile(0)
+      self._k_tile_loop(range(1, last), PANEL_QUEUES, k_tile, {
+          ("stationary", "byte_offset"): PANEL_QUEUES * self.m_tile * self.lhs.dtype.itemsize,
+          ("moving", "byte_offset"): PANEL_QUEUES * pitch * rsize},
+          loop=self.pair_tiles is None)
+      if last:
+        k_tile(last)
+      for t in (0, 1):
+        for q, block in enumerate(group):
+          self._evict(t, first + q, block, dsts[t, q], targets[t][first + q], 0)
+      first += len(group)
+
   def _stationary(self, s: int, i: int, rows: int) -> TileAP:
     """K tile i of m-tile s's lhs^T: [K_t, rows] (pairs: every other element of a bf16 pair
     transpose's [K_t, rows · 2])."""
@@ -564,21 +676,27 @@ class ResidentRhsMatmul(MatmulTiling):
       blocks = [Span(cols.start + blk.start, blk.count) for blk in blocks]
       self._blocks = len(blocks)
       self._prologue(b)
-      self._step(b, 0, blocks)  # the first m-tile's matmul order is its own (_multiply)
-      # Steps 1 … 1 + periodic − 1 repeat with period 2: the loop's body is steps 1 and 2.
-      keys = [self._step_key(b, s, blocks) for s in range(1, len(self.m_tiles))]
+      # The first steps' matmul order is their own (_pair_step, or _multiply's first m-tile).
+      if self._pair_applies():
+        self._pair_step(b, blocks)
+        start = 2
+      else:
+        self._step(b, 0, blocks)
+        start = 1
+      # Steps start … repeat with period 2: the loop's body is steps start and start + 1.
+      keys = [self._step_key(b, s, blocks) for s in range(start, len(self.m_tiles))]
       periods = periodic_prefix(keys, STEPS_PER_PERIOD) if loop_m_tiles else 0
       repeated = periods * STEPS_PER_PERIOD if periods >= MIN_PERIODS else 0
-      first = 1
+      first = start
       if repeated and loops_enabled():
         self._periodic, self._in_m_loop = True, True
         with self.ctx.builder.loop(periods):
-          for s, steps in enumerate(offset_steps(keys, STEPS_PER_PERIOD), start=1):
+          for s, steps in enumerate(offset_steps(keys, STEPS_PER_PERIOD), start=start):
             self._step(b, s, blocks, steps)
         self._in_m_loop = False
         first += repeated
       for s in range(first, len(self.m_tiles)):
-        self._periodic = periodic or s <= repeated
+        self._periodic = periodic or s < start + repeated
         self._step(b, s, blocks)
       self._periodic = False
       self._steps_before += len(self.m_tiles)
