@@ -41,6 +41,15 @@ def compile_code(code: bytes, fmt: str = "mlir", target: str = "trn2", lnc: int 
   return compilation.compile_for_pjrt(code, fmt, options, target_spec)
 
 
+def compile_without(f, args, skipped: tuple[str, ...], lnc: int = 1) -> bytes:
+  """The program of jit(f)(*args) compiled by the pipeline without the passes named `skipped`
+  (none: the whole pipeline): a reference for what a pass must not change."""
+  text = jax.jit(f).lower(*args).as_text()
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(pipeline, "PASSES", tuple(p for p in pipeline.PASSES if p.name not in skipped))
+    return compilation.compile_text(text, lnc=lnc)
+
+
 def compile_fn(f, *args, target: str = "trn2", lnc: int | None = None) -> bytes:
   """The program, validated by the C++ loader (as the plugin's compile path does)."""
   program = compile_code(artifact(f, *args), target=target, lnc=lnc)

@@ -13,7 +13,6 @@ from hlo_lowering import importer, pipeline
 from hlo_lowering.ir import walk_ops
 from hlo_lowering.passes.fuse_rows import ROW_FUSION
 from hlo_lowering.program import read_program
-from jax_trn import compilation
 from test_attention_fusion import _BF16, _F32, _MASKS, _attention, _bits, _gradients
 
 _DOT = "stablehlo.dot_general"
@@ -24,22 +23,11 @@ def _inputs(batch, heads, seq, dtype, head_dim=64):
   return [np.random.default_rng(i).standard_normal(shape).astype(dtype) for i in range(3)]
 
 
-def _compile(f, args, monkeypatch, fused):
-  text = jax.jit(f).lower(*args).as_text()
-  if not fused:
-    monkeypatch.setattr(pipeline, "PASSES",
-                        tuple(p for p in pipeline.PASSES if p.name != "fuse-attention"))
-  try:
-    return compilation.compile_text(text, lnc=2)
-  finally:
-    monkeypatch.undo()
-
-
-def _run_both(f, args, monkeypatch):
+def _run_both(f, args):
   """(fused outputs, fused profile, fused program), the same unfused; the outputs' bits equal."""
   runs = []
   for fused in (True, False):
-    program = _compile(f, args, monkeypatch, fused)
+    program = harness.compile_without(f, args, () if fused else ("fuse-attention",), lnc=2)
     outputs, profile = harness.native().run_program(program, [np.asarray(a) for a in args])
     runs.append((outputs, profile, program))
   (fused, _, _), (unfused, _, _) = runs
@@ -72,12 +60,11 @@ _IDS = [f"{m}-{b}x{h}x{s}-{np.dtype(d).name}" for m, b, h, s, d in CASES]
 
 
 @pytest.mark.parametrize("mask,batch,heads,seq,dtype", CASES, ids=_IDS)
-def test_forward_scores_stay_on_chip_with_the_unfused_bits(mask, batch, heads, seq, dtype,
-                                                           monkeypatch):
+def test_forward_scores_stay_on_chip_with_the_unfused_bits(mask, batch, heads, seq, dtype):
   f, args = _attention(_MASKS[mask]), _inputs(batch, heads, seq, dtype)
   if seq <= 640:
     harness.check(f, *args, scale=8)
-  (_, fused, program), (_, unfused, unfused_program) = _run_both(f, args, monkeypatch)
+  (_, fused, program), (_, unfused, unfused_program) = _run_both(f, args)
   rows = max(batch, 1) * heads
   # Unfused, the scores and the probabilities cross HBM; fused, only the probabilities.
   assert _square_tensors(unfused_program, rows, seq) == 2
@@ -86,10 +73,10 @@ def test_forward_scores_stay_on_chip_with_the_unfused_bits(mask, batch, heads, s
 
 
 @pytest.mark.parametrize("mask,batch,heads,seq,dtype", CASES[:5], ids=_IDS[:5])
-def test_gradients_keep_the_unfused_bits(mask, batch, heads, seq, dtype, monkeypatch):
+def test_gradients_keep_the_unfused_bits(mask, batch, heads, seq, dtype):
   f, args = _gradients(_MASKS[mask]), _inputs(batch, heads, seq, dtype)
   harness.check(f, *args, scale=16)
-  (_, fused, _), (_, unfused, _) = _run_both(f, args, monkeypatch)
+  (_, fused, _), (_, unfused, _) = _run_both(f, args)
   assert fused["hbm_bytes"] < unfused["hbm_bytes"]
 
 
@@ -102,11 +89,11 @@ def test_the_forward_and_the_vjp_each_take_their_matmul():
   assert _fused_matmuls(jax.grad(loss, argnums=(0, 1, 2)), args) == 2
 
 
-def test_probabilities_returned_too_keep_the_unfused_bits(monkeypatch):
+def test_probabilities_returned_too_keep_the_unfused_bits():
   f, args = _attention(_MASKS["causal_where"], return_probabilities=True), _inputs(0, 2, 384,
                                                                                    _BF16)
   harness.check(f, *args, scale=8)
-  _run_both(f, args, monkeypatch)
+  _run_both(f, args)
   assert _fused_matmuls(f, args) == 1
 
 
@@ -119,7 +106,7 @@ def test_scores_also_returned_keep_the_matmul_outside():
   harness.check(f, *args, scale=8)
 
 
-def test_a_contraction_beyond_one_tile_keeps_the_matmul_outside(monkeypatch):
+def test_a_contraction_beyond_one_tile_keeps_the_matmul_outside():
   f, args = _attention(_MASKS["causal_where"]), _inputs(0, 1, 256, _BF16, head_dim=192)
   assert _fused_matmuls(f, args) == 0
   harness.check(f, *args, scale=8)

@@ -15,7 +15,6 @@ import compiler_harness as harness
 from hlo_lowering import importer, pipeline
 from hlo_lowering.passes.fuse_rows import ROW_FUSION
 from hlo_lowering.program import disassemble, read_program
-from jax_trn import compilation
 
 _F32, _BF16 = np.float32, ml_dtypes.bfloat16
 
@@ -73,15 +72,8 @@ def _inputs(heads, seq, dtype):
   return [_data((heads, seq, 64), dtype, i) for i in range(3)]
 
 
-def _run(f, args, monkeypatch, fused):
-  text = jax.jit(f).lower(*args).as_text()
-  if not fused:
-    monkeypatch.setattr(pipeline, "PASSES",
-                        tuple(p for p in pipeline.PASSES if p.name != "fuse-rows"))
-  try:
-    program = compilation.compile_text(text, lnc=2)
-  finally:
-    monkeypatch.undo()
+def _run(f, args, fused):
+  program = harness.compile_without(f, args, () if fused else ("fuse-rows",), lnc=2)
   outputs, profile = harness.native().run_program(program, [np.asarray(a) for a in args])
   return program, outputs, profile
 
@@ -91,10 +83,10 @@ def _bits(a):
   return a.dtype, a.reshape(-1).view(np.uint8).tobytes()
 
 
-def _assert_bit_identical(f, args, monkeypatch):
+def _assert_bit_identical(f, args):
   harness.native()
-  fused_program, fused, fused_profile = _run(f, args, monkeypatch, fused=True)
-  _, unfused, unfused_profile = _run(f, args, monkeypatch, fused=False)
+  fused_program, fused, fused_profile = _run(f, args, fused=True)
+  _, unfused, unfused_profile = _run(f, args, fused=False)
   assert len(fused) == len(unfused)
   for a, b in zip(fused, unfused):
     assert _bits(a) == _bits(b)
@@ -107,29 +99,27 @@ def _score_rows_in_hbm(program: bytes, heads: int, seq: int) -> list:
 
 
 @pytest.mark.parametrize("mask,heads,seq,dtype", CASES, ids=_IDS)
-def test_attention_forward_matches_cpu_and_the_unfused_bits(mask, heads, seq, dtype,
-                                                            monkeypatch):
+def test_attention_forward_matches_cpu_and_the_unfused_bits(mask, heads, seq, dtype):
   f, args = _attention(_MASKS[mask]), _inputs(heads, seq, dtype)
   harness.check(f, *args, scale=8)
-  program, _, _ = _assert_bit_identical(f, args, monkeypatch)
+  program, _, _ = _assert_bit_identical(f, args)
   # Only the probabilities (P·V's operand) cross HBM: not the masked scores, nor their fp32
   # copy, nor the scores themselves (q·kᵀ runs inside the row fusion: fuse-attention).
   assert len(_score_rows_in_hbm(program, heads, seq)) == 1
 
 
 @pytest.mark.parametrize("mask,heads,seq,dtype", CASES, ids=_IDS)
-def test_attention_gradients_match_cpu_and_the_unfused_bits(mask, heads, seq, dtype,
-                                                            monkeypatch):
+def test_attention_gradients_match_cpu_and_the_unfused_bits(mask, heads, seq, dtype):
   f, args = _gradients(_MASKS[mask]), _inputs(heads, seq, dtype)
   harness.check(f, *args, scale=16)
-  _, fused, unfused = _assert_bit_identical(f, args, monkeypatch)
+  _, fused, unfused = _assert_bit_identical(f, args)
   assert fused["hbm_bytes"] < unfused["hbm_bytes"]
 
 
-def test_probabilities_returned_with_the_output_are_the_same_bits(monkeypatch):
+def test_probabilities_returned_with_the_output_are_the_same_bits():
   f, args = _attention(_causal_where, return_probabilities=True), _inputs(2, 384, _BF16)
   harness.check(f, *args, scale=8)
-  _assert_bit_identical(f, args, monkeypatch)
+  _assert_bit_identical(f, args)
 
 
 def _row_fusions(f, args):
@@ -179,7 +169,7 @@ def test_a_mask_read_from_data_is_not_an_on_chip_member():
 
 
 @pytest.mark.parametrize("dtype", [_BF16, _F32])
-def test_signed_zero_nan_inf_and_extreme_scores_keep_the_unfused_bits(dtype, monkeypatch):
+def test_signed_zero_nan_inf_and_extreme_scores_keep_the_unfused_bits(dtype):
   """The fused rows read narrow scores widened by the engines and round on ScalarE: rows of -0
   scores, of scores near the dtype's range, and rows holding NaN or ±inf (from q, k or v) keep
   the unfused program's bits, NaN signs included."""
@@ -192,13 +182,12 @@ def test_signed_zero_nan_inf_and_extreme_scores_keep_the_unfused_bits(dtype, mon
   q[1, 40, 0] = np.inf
   v[0, 3, 1] = np.nan
   v[1, 60, 1] = -np.inf
-  _assert_bit_identical(_gradients(_causal_where), [q, k, v], monkeypatch)
-  _assert_bit_identical(_gradients(_causal_additive(-np.inf)), [q, k, v], monkeypatch)
-  _assert_bit_identical(_attention(_causal_where, return_probabilities=True), [q, k, v],
-                        monkeypatch)
+  _assert_bit_identical(_gradients(_causal_where), [q, k, v])
+  _assert_bit_identical(_gradients(_causal_additive(-np.inf)), [q, k, v])
+  _assert_bit_identical(_attention(_causal_where, return_probabilities=True), [q, k, v])
 
 
-def test_the_vjp_sum_and_the_bf16_rounding_share_scalar_engine(monkeypatch):
+def test_the_vjp_sum_and_the_bf16_rounding_share_scalar_engine():
   """In the bf16 gradient the engines' balance moves the vjp's row sum (a ScalarE copy whose
   dst_sum is the sum) and fp32 -> bf16 roundings (copy(x · 1)) to ScalarE; the bits stay those
   of the unfused program (the parametrized test above covers this case too)."""
@@ -210,7 +199,7 @@ def test_the_vjp_sum_and_the_bf16_rounding_share_scalar_engine(monkeypatch):
              for line, op in zip(lines, ops))
   assert any(re.search(r"activation .*func=copy", line) and "convert_element_type" in op
              for line, op in zip(lines, ops))
-  _assert_bit_identical(f, args, monkeypatch)
+  _assert_bit_identical(f, args)
 
 
 @pytest.mark.parametrize("target,lnc", [("trn1", None), ("trn2", 1), ("trn3", None)])

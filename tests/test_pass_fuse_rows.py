@@ -124,16 +124,8 @@ def test_row_fusions_match_cpu(name, f, shapes, dtype, scale):
   assert ROW_FUSION in _summary(), name
 
 
-def _run(f, args, monkeypatch=None, fused=True):
-  text = jax.jit(f).lower(*args).as_text()
-  if not fused:
-    monkeypatch.setattr(pipeline, "PASSES",
-                        tuple(p for p in pipeline.PASSES if p.name != "fuse-rows"))
-  try:
-    program = compilation.compile_text(text)
-  finally:
-    if monkeypatch is not None:
-      monkeypatch.undo()
+def _run(f, args, fused=True):
+  program = harness.compile_without(f, args, () if fused else ("fuse-rows",))
   summary = _summary()
   outputs, profile = harness.native().run_program(program, [np.array(a) for a in args])
   return outputs, profile, summary
@@ -148,11 +140,11 @@ def _bits_equal(a, b):
 @pytest.mark.parametrize("name,f,shapes,dtype,scale", CASES,
                          ids=[f"{c[0]}-{'x'.join(map(str, c[2][0]))}-{np.dtype(c[3]).name}"
                               for c in CASES])
-def test_row_fusions_are_bit_identical_to_unfused(name, f, shapes, dtype, scale, monkeypatch):
+def test_row_fusions_are_bit_identical_to_unfused(name, f, shapes, dtype, scale):
   harness.native()
   args = _args(shapes, dtype)
   fused, _, fused_summary = _run(f, args)
-  unfused, _, unfused_summary = _run(f, args, monkeypatch, fused=False)
+  unfused, _, unfused_summary = _run(f, args, fused=False)
   assert ROW_FUSION in fused_summary and ROW_FUSION not in unfused_summary
   assert len(fused) == len(unfused)
   for a, b in zip(fused, unfused):
@@ -183,11 +175,11 @@ def test_softmax_is_one_row_fusion_in_the_ir():
   assert inner.count("stablehlo.reduce") == 2 and "stablehlo.divide" in inner
 
 
-def test_each_tensor_crosses_hbm_once_and_time_drops(monkeypatch):
+def test_each_tensor_crosses_hbm_once_and_time_drops():
   harness.native()
   args = _args([(1024, 512), (512,), (512,)], np.float32)
   _, fused, _ = _run(_layer_norm, args)
-  _, unfused, _ = _run(_layer_norm, args, monkeypatch, fused=False)
+  _, unfused, _ = _run(_layer_norm, args, fused=False)
   # x in, the result out, and the scale and offset rows once, broadcast to 128 partitions.
   necessary = 2 * args[0].nbytes + 128 * (args[1].nbytes + args[2].nbytes)
   assert fused["hbm_bytes"] <= necessary < unfused["hbm_bytes"]
@@ -224,7 +216,7 @@ def test_softmax_exp_reads_the_row_minus_max_on_scalar_engine(dtype, folded):
 
 
 @pytest.mark.parametrize("eps,folded", [(1e-5, True), (0.0, False)])
-def test_rsqrt_of_variance_plus_eps_is_one_scalar_engine_activation(eps, folded, monkeypatch):
+def test_rsqrt_of_variance_plus_eps_is_one_scalar_engine_activation(eps, folded):
   """fp32 rsqrt(var + eps) is ScalarE's rsqrt with eps as its immediate bias (the same fp32
   sum), bit-identical to the unfused program; + 0.0 is not folded (ScalarE skips a +0 bias, so
   −0 would stay −0 where VectorE's add gives +0)."""
@@ -238,7 +230,7 @@ def test_rsqrt_of_variance_plus_eps_is_one_scalar_engine_activation(eps, folded,
   assert rsqrts and all(("bias=f32(9.99" in line) == folded for line in rsqrts), rsqrts
   assert (not adds) == folded, adds
   fused, _, _ = _run(norm, args)
-  unfused, _, _ = _run(norm, args, monkeypatch, fused=False)
+  unfused, _, _ = _run(norm, args, fused=False)
   assert all(_bits_equal(a, b) for a, b in zip(fused, unfused))
 
 

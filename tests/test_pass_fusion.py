@@ -13,7 +13,7 @@ import optax
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import importer, ir_printer, pipeline, verifier
+from hlo_lowering import importer, ir_printer, verifier
 from hlo_lowering.passes import fuse_elementwise
 from hlo_lowering.program import disassemble
 from jax_trn import compilation
@@ -230,21 +230,13 @@ def test_bf16_and_integer_mixes_match_cpu():
 
 # --- bit-identical to the unfused program, and the modeled time -------------------------------
 
-def _unfused():
-  """The pipeline without fusion: fuse-rows (which also takes elementwise ops) goes too."""
-  return tuple(p for p in pipeline.PASSES if p.name not in ("fuse-elementwise", "fuse-rows"))
+# The pipeline without fusion: fuse-rows (which also takes elementwise ops) goes too.
+_UNFUSED = ("fuse-elementwise", "fuse-rows")
 
 
-def _run(f, args, monkeypatch=None, fused=True):
-  text = jax.jit(f).lower(*args).as_text()
+def _run(f, args, fused=True):
   leaves = [np.array(a) for a in jax.tree_util.tree_leaves(args)]
-  if not fused:
-    monkeypatch.setattr(pipeline, "PASSES", _unfused())
-  try:
-    program = compilation.compile_text(text)
-  finally:
-    if monkeypatch is not None:
-      monkeypatch.undo()
+  program = harness.compile_without(f, args, () if fused else _UNFUSED)
   outputs, profile = harness.native().run_program(program, leaves)
   return outputs, profile, program
 
@@ -255,7 +247,7 @@ def _bits_equal(a, b):
 
 
 @pytest.mark.parametrize("case", ["adamw", "layer_norm", "mixed"])
-def test_fused_results_are_bit_identical_to_unfused(case, monkeypatch):
+def test_fused_results_are_bit_identical_to_unfused(case):
   if case == "adamw":
     f, args = _adamw_update(ADAM_SHAPES[:3])
   elif case == "layer_norm":
@@ -268,7 +260,7 @@ def test_fused_results_are_bit_identical_to_unfused(case, monkeypatch):
   harness.native()
   fused, _, _ = _run(f, args)
   assert "trn.fusion" in compilation.last_report().summary()
-  unfused, _, _ = _run(f, args, monkeypatch, fused=False)
+  unfused, _, _ = _run(f, args, fused=False)
   assert "trn.fusion" not in compilation.last_report().summary()
   assert len(fused) == len(unfused)
   for a, b in zip(fused, unfused):
@@ -329,11 +321,11 @@ _FUSED_TIME_BOUND = {"adamw update": 0.7, "flax_mlp train_step": 0.8}
 
 @pytest.mark.parametrize("case", ["adamw update",
                                   pytest.param("flax_mlp train_step", marks=pytest.mark.slow)])
-def test_modeled_device_time_drops(case, monkeypatch):
+def test_modeled_device_time_drops(case):
   f, args = _adamw_update([(256, 300), (300,)]) if case == "adamw update" else _flax_mlp_step()
   harness.native()
   fused, fused_profile, _ = _run(f, args)
-  unfused, unfused_profile, _ = _run(f, args, monkeypatch, fused=False)
+  unfused, unfused_profile, _ = _run(f, args, fused=False)
   before, after = unfused_profile["device_time_ns"], fused_profile["device_time_ns"]
   print(f"{case}: modeled device time {before / 1e3:.1f} us unfused, {after / 1e3:.1f} us fused")
   assert after < _FUSED_TIME_BOUND[case] * before
