@@ -16,7 +16,7 @@ struct CompileOptions {
   // executable_build_options.device_assignment, flattened replica-major; empty when absent.
   std::vector<int64_t> assigned_devices;
   // executable_build_options.num_replicas / num_partitions, 0 when absent. The compiler checks
-  // them (it refuses more than one partition, and cross-replica ops in a replicated program).
+  // them (it refuses programs both replicated and partitioned).
   int64_t num_replicas = 0;
   int64_t num_partitions = 0;
 };
