@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from hlo_lowering import codegen, importer, pipeline
+from hlo_lowering import codegen, importer, option_overrides, pipeline
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.passes import narrow_float64
 from hlo_lowering.passes.partition import signature
@@ -31,9 +31,12 @@ logger = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class CompileOptions:
   """The compile options the compiler reads, as the C++ bridge parsed them from the
-  CompileOptionsProto (executable_build_options.num_replicas / num_partitions; 0 when absent)."""
+  CompileOptionsProto (executable_build_options.num_replicas / num_partitions, 0 when absent;
+  env_option_overrides)."""
   num_replicas: int = 1
   num_partitions: int = 1
+  # XLA option overrides (jit's compiler_options=): checked, then without effect here.
+  option_overrides: tuple = ()
 
 
 def _multi_device_error(replicas: int, partitions: int) -> CompileError:
@@ -46,11 +49,13 @@ def _multi_device_error(replicas: int, partitions: int) -> CompileError:
 
 def check_options(options: CompileOptions) -> CompileOptions:
   """The options as the compile reads them (at least one replica and one partition); refuses
-  programs both replicated and partitioned. Callers that key a cache on the options check them
-  first, so a refused program is never served."""
+  programs both replicated and partitioned, and XLA option overrides XLA would refuse
+  (option_overrides.py). Callers that key a cache on the options check them first, so a refused
+  program is never served."""
   replicas, partitions = max(options.num_replicas, 1), max(options.num_partitions, 1)
   if partitions > 1 and replicas > 1:
     raise _multi_device_error(replicas, partitions)
+  option_overrides.check(options.option_overrides)
   return CompileOptions(num_replicas=replicas, num_partitions=partitions)
 
 

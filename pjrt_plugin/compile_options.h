@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "sim/status.h"
@@ -19,6 +21,10 @@ struct CompileOptions {
   // them (it refuses programs both replicated and partitioned).
   int64_t num_replicas = 0;
   int64_t num_partitions = 0;
+  // env_option_overrides (JAX's `compiler_options=`): XLA option names and their values, which
+  // the compiler checks with XLA's own option parser (hlo_lowering/option_overrides.py).
+  std::vector<std::pair<std::string, std::variant<std::string, bool, int64_t, double>>>
+      option_overrides;
 };
 
 StatusOr<CompileOptions> ParseCompileOptions(std::string_view serialized);
