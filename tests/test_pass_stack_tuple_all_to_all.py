@@ -5,7 +5,7 @@ between cores against the CPU."""
 import pytest
 
 import compiler_harness as harness
-from hlo_lowering import importer
+from hlo_lowering import importer, verifier
 from hlo_lowering.errors import CompileError
 from hlo_lowering.ir import Block, Function, Module, Op, TensorType, Value, walk_ops
 from hlo_lowering.passes.collectives import stack_tuple_all_to_all
@@ -29,6 +29,7 @@ def _proto() -> bytes:
 def test_tuple_all_to_all_becomes_one_array_all_to_all_over_the_stacked_operands():
   module = importer.import_program(_proto(), "hlo")
   stack_tuple_all_to_all.run(module)
+  verifier.verify_module(module, "stack-tuple-all-to-all")
   ops = list(walk_ops(module.main.body))
   assert not [op for op in ops if op.name == "mhlo.all_to_all"]
   (exchange,) = [op for op in ops if op.name == "stablehlo.all_to_all"]
