@@ -20,7 +20,7 @@ _EMPTY_MODULE = "module { func.func @main() { return } }"
 
 @functools.cache
 def _cpu_client():
-  from jax._src.lib import xla_client
+  from jaxlib import xla_client
   return xla_client.make_cpu_client()
 
 
@@ -28,7 +28,7 @@ def check(overrides: tuple[tuple[str, bool | int | float | str], ...]) -> None:
   """CompileError (INVALID_ARGUMENT, XLA's message) unless XLA accepts every (name, value)."""
   if not overrides:
     return
-  from jax._src.lib import xla_client
+  from jaxlib import xla_client
   options = xla_client.CompileOptions()
   options.env_option_overrides = list(overrides)
   client = _cpu_client()
