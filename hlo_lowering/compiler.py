@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from hlo_lowering import codegen, importer, ir, pipeline
+from hlo_lowering import codegen, importer, option_overrides, pipeline
 from hlo_lowering.errors import CompileError, UNIMPLEMENTED
 from hlo_lowering.passes import narrow_float64
 from hlo_lowering.passes.partition import signature
@@ -31,46 +31,32 @@ logger = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class CompileOptions:
   """The compile options the compiler reads, as the C++ bridge parsed them from the
-  CompileOptionsProto (executable_build_options.num_replicas / num_partitions; 0 when absent)."""
+  CompileOptionsProto (executable_build_options.num_replicas / num_partitions, 0 when absent;
+  env_option_overrides)."""
   num_replicas: int = 1
   num_partitions: int = 1
+  # XLA option overrides (jit's compiler_options=): checked, then without effect here.
+  option_overrides: tuple = ()
 
 
-# Ops that talk to other replicas or whose result depends on which replica runs them.
-_CROSS_REPLICA_OPS = frozenset({
-    "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all",
-    "stablehlo.reduce_scatter", "stablehlo.collective_permute", "stablehlo.collective_broadcast",
-    "stablehlo.replica_id", "stablehlo.partition_id", "stablehlo.send", "stablehlo.recv"})
-
-
-def _multi_device_error(replicas: int, partitions: int, why: str = "") -> CompileError:
+def _multi_device_error(replicas: int, partitions: int) -> CompileError:
   return CompileError(
-      f"{'replicated' if partitions == 1 else 'replicated and partitioned'} multi-device "
-      f"programs{why} are not supported yet (num_replicas={replicas}, "
-      f"num_partitions={partitions}); pmap, shard_map and sharded jit (num_partitions > 1, one "
-      "replica) are", UNIMPLEMENTED)
+      f"replicated and partitioned multi-device programs are not supported yet "
+      f"(num_replicas={replicas}, num_partitions={partitions}); replicated programs "
+      "(torch_xla, num_replicas > 1) and partitioned ones (pmap, shard_map and sharded jit, "
+      "num_partitions > 1) are", UNIMPLEMENTED)
 
 
 def check_options(options: CompileOptions) -> CompileOptions:
   """The options as the compile reads them (at least one replica and one partition); refuses
-  programs both replicated and partitioned. Callers that key a cache on the options check them
-  first, so a refused program is never served."""
+  programs both replicated and partitioned, and XLA option overrides XLA would refuse
+  (option_overrides.py). Callers that key a cache on the options check them first, so a refused
+  program is never served."""
   replicas, partitions = max(options.num_replicas, 1), max(options.num_partitions, 1)
   if partitions > 1 and replicas > 1:
     raise _multi_device_error(replicas, partitions)
+  option_overrides.check(options.option_overrides)
   return CompileOptions(num_replicas=replicas, num_partitions=partitions)
-
-
-def _check_replicated(module, replicas: int) -> None:
-  """A program compiled for several replicas (torch_xla compiles every program with
-  num_replicas = device count) is the same single-device program on each of them, and runs on
-  whichever device Execute names, unless it communicates between replicas."""
-  if replicas == 1:
-    return
-  for function in module.functions.values():
-    for op in ir.walk_ops(function.body):
-      if op.name in _CROSS_REPLICA_OPS:
-        raise _multi_device_error(replicas, 1, f", {op.name} at {op.loc}")
 
 
 def _partitioned_signature(module, partitions: int) -> str:
@@ -88,7 +74,6 @@ def compile_program(code: bytes, fmt: str, options: CompileOptions, target: Mapp
   options = check_options(options)
   started = time.perf_counter()
   module = importer.import_program(code, fmt)
-  _check_replicated(module, options.num_replicas)
   # The options are authoritative for the core count the partitioner and collectives see.
   module.attrs["mhlo.num_partitions"] = options.num_partitions
   module.attrs["mhlo.num_replicas"] = options.num_replicas

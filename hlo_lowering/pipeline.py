@@ -20,7 +20,7 @@ from hlo_lowering import backend, ir_printer, verifier
 from hlo_lowering.backend import verifier as backend_verifier
 from hlo_lowering.ir import Module
 from hlo_lowering.passes.collectives import (choose_algorithm, combine_all_reduces,
-                                             decompose_all_reduce)
+                                             decompose_all_reduce, stack_tuple_all_to_all)
 from hlo_lowering.passes.partition import collective_groups, spmd
 from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_scatter,
                                  check_supported, decompose_approx_top_k,
@@ -52,6 +52,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("narrow-float64", narrow_float64.run),
     Pass("widen-int4", widen_int4.run),
     Pass("expand-truth-reduce", expand_truth_reduce.run),
+    Pass("stack-tuple-all-to-all", stack_tuple_all_to_all.run),
     Pass("partition-spmd", spmd.run),
     Pass("resolve-collective-groups", collective_groups.run),
     Pass("combine-all-reduces", combine_all_reduces.run),

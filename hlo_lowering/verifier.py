@@ -173,6 +173,7 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
             o.result for o in _all_ops(module) if o.name == "stablehlo.constant"
             and o.attrs["value"].size == 1 and o.attrs["value"].flat[0] in (0, 1)},
         "is a truth reduce with a constant init"),
+    "stack-tuple-all-to-all": _none_left(frozenset({"mhlo.all_to_all"}), "is not stacked"),
     "strip-single-device-sharding": _none_left(
         frozenset({"sdy.sharding_constraint", "sdy.reshard"}), "is not stripped"),
     "decompose-complex-triangular-solve": lambda module: _first(

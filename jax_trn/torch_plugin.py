@@ -2,8 +2,10 @@
 
 With jax-trn and torch_xla installed, `PJRT_DEVICE=TRN` makes torch_xla load libpjrt_trn.so
 through this `DevicePlugin`; `xm.xla_device()` / `torch_xla.device()` is then the first
-NeuronCore. The configuration is jax_trn.config's (TRN_TARGET, TRN_CHIPS, TRN_LNC,
-TRN_HBM_BYTES, or `jax_trn.configure(...)` before the first device use).
+NeuronCore, and `xla:0..N-1` are all the simulated NeuronCores, driven by one process
+(`xmp.spawn` starts one, with a thread per device). The configuration is jax_trn.config's
+(TRN_TARGET, TRN_CHIPS, TRN_LNC, TRN_HBM_BYTES, or `jax_trn.configure(...)` before the first
+device use).
 
 Importing this module imports neither torch nor JAX beyond the `DevicePlugin` base class: the
 compiler (hlo_lowering, which imports JAX lazily) runs in-process when torch_xla first compiles.
@@ -34,7 +36,10 @@ class TrnPlugin(plugins.DevicePlugin):
     return str(_jax_plugin.library_path())
 
   def physical_chip_count(self) -> int:
-    return config.current().chips
+    # torch_xla reads this as how many processes `xmp.spawn` starts, each then running one thread
+    # per device it sees. Every simulated chip lives in one client, so one process drives them
+    # all: its threads' replicated programs meet at their collectives (docs/multi-device.md).
+    return 1
 
   def client_create_options(self) -> dict[str, str | int]:
     # torch_xla uploads each Python number as an f64[] array; its programs narrow them to f32

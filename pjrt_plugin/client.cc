@@ -45,17 +45,20 @@ StatusOr<Device*> Client::LookupDevice(int id) const {
   return devices_[id].get();
 }
 
-StatusOr<std::vector<Device*>> Client::AssignedDevices(const CompileOptions& options) const {
+StatusOr<Client::Placement> Client::AssignedDevices(const CompileOptions& options) const {
   const int64_t partitions = std::max<int64_t>(options.num_partitions, 1);
+  const int64_t replicas = partitions == 1 ? std::max<int64_t>(options.num_replicas, 1) : 1;
+  const int64_t computations = partitions > 1 ? partitions : replicas;
   std::vector<int64_t> ids = options.assigned_devices;
   if (ids.empty()) {
-    for (int64_t i = 0; i < partitions; ++i) ids.push_back(i);
+    for (int64_t i = 0; i < computations; ++i) ids.push_back(i);
   }
-  if (partitions > 1 && static_cast<int64_t>(ids.size()) != partitions) {
+  if (computations > 1 && static_cast<int64_t>(ids.size()) != computations) {
     return InvalidArgument("compile options assign " + std::to_string(ids.size()) + " devices to " +
-                           std::to_string(partitions) + " partitions");
+                           std::to_string(computations) +
+                           (partitions > 1 ? " partitions" : " replicas"));
   }
-  if (partitions == 1) ids.resize(1);
+  if (computations == 1) ids.resize(1);
   std::vector<Device*> devices;
   for (int64_t id : ids) {
     StatusOr<Device*> device = LookupDevice(static_cast<int>(id));
@@ -65,11 +68,12 @@ StatusOr<std::vector<Device*>> Client::AssignedDevices(const CompileOptions& opt
     }
     devices.push_back(*device);
   }
-  return devices;
+  if (replicas > 1) return Placement{{devices.front()}, std::move(devices)};
+  return Placement{std::move(devices), {}};
 }
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::LoadProgram(std::string_view program,
-                                                                std::vector<Device*> devices) const {
+                                                                Placement placement) const {
   StatusOr<std::shared_ptr<const sim::LoadedProgram>> loaded =
       sim::LoadedProgram::Load(program.data(), program.size());
   if (!loaded.ok()) return loaded.status();
@@ -83,7 +87,8 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::LoadProgram(std::string_view
     return InvalidArgument("the program runs on " + std::to_string((*loaded)->program().cores) +
                            " physical cores but this client's devices are LNC=" + std::to_string(options_.lnc));
   }
-  return LoadedExecutable::Load(std::move(*loaded), std::move(devices));
+  return LoadedExecutable::Load(std::move(*loaded), std::move(placement.devices),
+                                std::move(placement.replicas));
 }
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view code,
@@ -91,11 +96,11 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(std::string_view cod
                                                             std::string_view compile_options) {
   StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
   if (!options.ok()) return options.status();
-  StatusOr<std::vector<Device*>> devices = AssignedDevices(*options);
-  if (!devices.ok()) return devices.status();
+  StatusOr<Placement> placement = AssignedDevices(*options);
+  if (!placement.ok()) return placement.status();
   StatusOr<std::string> program = CompileInPython(code, format, *options, options_);
   if (!program.ok()) return program.status();
-  StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, std::move(*devices));
+  StatusOr<std::unique_ptr<LoadedExecutable>> executable = LoadProgram(*program, std::move(*placement));
   if (!executable.ok() && executable.status().code() == StatusCode::kInvalidArgument) {
     // The compiler produced a program the runtime rejects: a compiler bug, not a user error.
     return Internal("the trn compiler produced an invalid program: " +
@@ -108,9 +113,9 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::DeserializeAndLoad(
     std::string_view program, std::string_view compile_options) {
   StatusOr<CompileOptions> options = ParseCompileOptions(compile_options);
   if (!options.ok()) return options.status();
-  StatusOr<std::vector<Device*>> devices = AssignedDevices(*options);
-  if (!devices.ok()) return devices.status();
-  return LoadProgram(program, std::move(*devices));
+  StatusOr<Placement> placement = AssignedDevices(*options);
+  if (!placement.ok()) return placement.status();
+  return LoadProgram(program, std::move(*placement));
 }
 
 namespace {

@@ -63,11 +63,16 @@ class Client : public PJRT_Client {
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) const;
 
  private:
-  // The devices an executable runs on: one, or for num_partitions > 1 one per partition in
-  // partition order (the compile options' assignment, else the first devices).
-  StatusOr<std::vector<Device*>> AssignedDevices(const CompileOptions& options) const;
+  // Where an executable runs (the compile options' assignment, else the first devices).
+  struct Placement {
+    // One device, or for num_partitions > 1 one per partition in partition order.
+    std::vector<Device*> devices;
+    // For num_replicas > 1: one per replica in replica order (torch_xla's replicated programs).
+    std::vector<Device*> replicas;
+  };
+  StatusOr<Placement> AssignedDevices(const CompileOptions& options) const;
   StatusOr<std::unique_ptr<LoadedExecutable>> LoadProgram(std::string_view program,
-                                                          std::vector<Device*> devices) const;
+                                                          Placement placement) const;
 
   ClientOptions options_;
   std::string platform_name_ = "trn";

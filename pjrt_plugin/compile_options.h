@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "sim/status.h"
@@ -16,9 +18,13 @@ struct CompileOptions {
   // executable_build_options.device_assignment, flattened replica-major; empty when absent.
   std::vector<int64_t> assigned_devices;
   // executable_build_options.num_replicas / num_partitions, 0 when absent. The compiler checks
-  // them (it refuses more than one partition, and cross-replica ops in a replicated program).
+  // them (it refuses programs both replicated and partitioned).
   int64_t num_replicas = 0;
   int64_t num_partitions = 0;
+  // env_option_overrides (JAX's `compiler_options=`): XLA option names and their values, which
+  // the compiler checks with XLA's own option parser (hlo_lowering/option_overrides.py).
+  std::vector<std::pair<std::string, std::variant<std::string, bool, int64_t, double>>>
+      option_overrides;
 };
 
 StatusOr<CompileOptions> ParseCompileOptions(std::string_view serialized);

@@ -54,12 +54,40 @@ bool SetItem(PyObject* dict, const char* name, PyObject* value) {
   return owned && PyDict_SetItemString(dict, name, owned.get()) == 0;
 }
 
-// {"num_replicas": ..., "num_partitions": ...}, or nullptr with an exception pending.
+// A new reference to an option override's value as Python's bool, int, float or str.
+PyObject* OverrideValue(const std::variant<std::string, bool, int64_t, double>& value) {
+  if (const bool* b = std::get_if<bool>(&value)) return PyBool_FromLong(*b);
+  if (const int64_t* i = std::get_if<int64_t>(&value)) return PyLong_FromLongLong(*i);
+  if (const double* d = std::get_if<double>(&value)) return PyFloat_FromDouble(*d);
+  const std::string& text = std::get<std::string>(value);
+  return PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
+}
+
+// ((name, value), ...) of the option overrides, or nullptr with an exception pending.
+PyObject* OverridesTuple(const CompileOptions& options) {
+  PyObject* overrides = PyTuple_New(static_cast<Py_ssize_t>(options.option_overrides.size()));
+  for (size_t i = 0; overrides != nullptr && i < options.option_overrides.size(); ++i) {
+    const auto& [name, value] = options.option_overrides[i];
+    PyObject* pair = Py_BuildValue("(s#N)", name.data(), static_cast<Py_ssize_t>(name.size()),
+                                   OverrideValue(value));
+    if (pair == nullptr) {
+      Py_DECREF(overrides);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(overrides, static_cast<Py_ssize_t>(i), pair);
+  }
+  return overrides;
+}
+
+// {"num_replicas": ..., "num_partitions": ...} and, when there are any, "option_overrides",
+// or nullptr with an exception pending.
 PyObject* OptionsDict(const CompileOptions& options) {
   PyObject* dict = PyDict_New();
   if (dict == nullptr ||
       !SetItem(dict, "num_replicas", PyLong_FromLongLong(options.num_replicas)) ||
-      !SetItem(dict, "num_partitions", PyLong_FromLongLong(options.num_partitions))) {
+      !SetItem(dict, "num_partitions", PyLong_FromLongLong(options.num_partitions)) ||
+      (!options.option_overrides.empty() &&
+       !SetItem(dict, "option_overrides", OverridesTuple(options)))) {
     Py_XDECREF(dict);
     return nullptr;
   }

@@ -13,6 +13,7 @@
 #include "element_type.h"
 #include "host_callback_bridge.h"
 #include "interrupt.h"
+#include "replica_rendezvous.h"
 #include "sim/collectives.h"
 #include "trace_capture.h"
 
@@ -132,18 +133,68 @@ Status RunQueued(const QueuedExecution& run) {
   return status;
 }
 
+// Whether the program meets other cores: a collective, or a partition_id (its rank).
+bool Communicates(const sim::Program& program) {
+  for (const sim::Block& block : program.blocks) {
+    for (const std::vector<sim::Instruction>& stream : block.streams) {
+      for (const sim::Instruction& inst : stream) {
+        if (inst.opcode == sim::Opcode::kCollective || inst.opcode == sim::Opcode::kPartitionId) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+// The chips `devices` (in rank order) sit on and how they are wired.
+StatusOr<sim::Interconnect> InterconnectOf(const std::vector<Device*>& devices,
+                                           const sim::TargetSpec& target) {
+  sim::Interconnect net;
+  for (const Device* device : devices) net.chip_of_rank.push_back(device->chip());
+  const int chips = 1 + *std::max_element(net.chip_of_rank.begin(), net.chip_of_rank.end());
+  StatusOr<sim::ChipTopology> topology = sim::TopologyOf(target, chips);
+  if (!topology.ok()) return topology.status();
+  net.topology = *topology;
+  return net;
+}
+
+std::string DeviceNames(const std::vector<Device*>& devices) {
+  std::string names;
+  for (const Device* device : devices) names += (names.empty() ? "" : ", ") + device->name();
+  return names;
+}
+
 }  // namespace
 
 LoadedExecutable::LoadedExecutable(std::shared_ptr<const sim::LoadedProgram> program,
-                                   std::vector<Device*> devices, std::vector<Reservation> constants)
+                                   std::vector<Device*> devices, std::vector<Device*> replicas,
+                                   sim::Interconnect replica_net,
+                                   std::vector<Reservation> constants)
     : host_callbacks_(HostCallbackLease::ForProgram(*program)),
       executable_(std::move(program), static_cast<int>(devices.size())),
       devices_(std::move(devices)),
       addressable_devices_(devices_.begin(), devices_.end()),
+      replicas_(std::move(replicas)),
+      replica_net_(std::move(replica_net)),
+      replica_key_([this] {
+        std::string key;
+        for (const Device* device : replicas_) key += std::to_string(device->id()) + ",";
+        return key;
+      }()),
       constants_(std::move(constants)) {}
 
 StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Load(
-    std::shared_ptr<const sim::LoadedProgram> program, std::vector<Device*> devices) {
+    std::shared_ptr<const sim::LoadedProgram> program, std::vector<Device*> devices,
+    std::vector<Device*> replicas) {
+  // Replicas matter only to a program that communicates; any device runs the others.
+  if (replicas.size() < 2 || !Communicates(program->program())) replicas.clear();
+  sim::Interconnect replica_net;
+  if (!replicas.empty()) {
+    StatusOr<sim::Interconnect> net = InterconnectOf(replicas, program->target());
+    if (!net.ok()) return net.status();
+    replica_net = std::move(*net);
+  }
   std::vector<Reservation> reservations;
   for (Device* device : devices) {
     StatusOr<Reservation> constants = device->hbm()->Reserve(program->constant_bytes());
@@ -154,7 +205,26 @@ StatusOr<std::unique_ptr<LoadedExecutable>> LoadedExecutable::Load(
     reservations.push_back(std::move(*constants));
   }
   return std::unique_ptr<LoadedExecutable>(
-      new LoadedExecutable(std::move(program), std::move(devices), std::move(reservations)));
+      new LoadedExecutable(std::move(program), std::move(devices), std::move(replicas),
+                           std::move(replica_net), std::move(reservations)));
+}
+
+StatusOr<std::pair<std::shared_ptr<sim::CollectiveSession>, int>> LoadedExecutable::ReplicaSession(
+    const Device* device) const {
+  if (replicas_.empty()) return std::make_pair(std::shared_ptr<sim::CollectiveSession>(), 0);
+  const auto at = std::find(replicas_.begin(), replicas_.end(), device);
+  if (at == replicas_.end()) {
+    return InvalidArgument("the program communicates between its " +
+                           std::to_string(replicas_.size()) + " replicas (" +
+                           DeviceNames(replicas_) + "), and " + device->name() +
+                           " is not one of them");
+  }
+  const int rank = static_cast<int>(at - replicas_.begin());
+  std::shared_ptr<sim::CollectiveSession> session = ReplicaRendezvous::Global().Join(
+      replica_key_, rank, static_cast<int>(replicas_.size()), [this] {
+        return std::make_shared<sim::CollectiveSession>(replica_net_, executable_.program().target());
+      });
+  return std::make_pair(std::move(session), rank);
 }
 
 std::string LoadedExecutable::SerializedDeviceAssignment() const {
@@ -271,6 +341,10 @@ StatusOr<LoadedExecutable::Execution> LoadedExecutable::Execute(
   if (is_deleted()) return FailedPrecondition("the executable has been deleted");
   auto prepared = PrepareRun(executable_, host_callbacks_, device, arguments, num_arguments, may_donate);
   if (!prepared.ok()) return prepared.status();
+  StatusOr<std::pair<std::shared_ptr<sim::CollectiveSession>, int>> replica = ReplicaSession(device);
+  if (!replica.ok()) return replica.status();
+  prepared->run.collectives = std::move(replica->first);
+  prepared->run.rank = replica->second;
   TakeOver(prepared->donated);
   Submit(std::move(prepared->run));
   return std::move(prepared->execution);
@@ -280,13 +354,9 @@ StatusOr<std::vector<LoadedExecutable::Execution>> LoadedExecutable::ExecuteOnAl
     PJRT_Buffer* const* const* argument_lists, size_t num_arguments,
     const std::function<bool(size_t)>& may_donate) const {
   if (is_deleted()) return FailedPrecondition("the executable has been deleted");
-  sim::Interconnect net;
-  for (const Device* device : devices_) net.chip_of_rank.push_back(device->chip());
-  const int chips = 1 + *std::max_element(net.chip_of_rank.begin(), net.chip_of_rank.end());
-  StatusOr<sim::ChipTopology> topology = sim::TopologyOf(executable_.program().target(), chips);
-  if (!topology.ok()) return topology.status();
-  net.topology = *topology;
-  auto session = std::make_shared<sim::CollectiveSession>(std::move(net), executable_.program().target());
+  StatusOr<sim::Interconnect> net = InterconnectOf(devices_, executable_.program().target());
+  if (!net.ok()) return net.status();
+  auto session = std::make_shared<sim::CollectiveSession>(std::move(*net), executable_.program().target());
   std::vector<QueuedExecution> runs;
   std::vector<Execution> executions;
   std::vector<Buffer*> donated;

@@ -340,11 +340,14 @@ def test_replicated_program_without_collectives_compiles():
   assert program == harness.compile_code(_ADD.encode())
 
 
-def test_replicated_program_with_cross_replica_ops_is_refused():
-  with pytest.raises(CompileError, match="multi-device .*stablehlo.replica_id") as info:
-    harness.compile_code(_REPLICA_ID.encode(), num_replicas=4)
-  assert info.value.code == "UNIMPLEMENTED"
-  with pytest.raises(CompileError, match="multi-device") as info:
+def test_replicated_program_reads_its_replica_as_the_core_rank():
+  """torch_xla's replicated programs may communicate (tests/test_torch_xla_multi_device.py):
+  replica_id is the core's rank, not the constant 0 of a one-replica program."""
+  replicated = harness.compile_code(_REPLICA_ID.encode(), num_replicas=4)
+  assert replicated != harness.compile_code(_REPLICA_ID.encode())
+  alone = harness.run_program(harness.compile_code(_REPLICA_ID.encode()), [np.zeros(4, np.float32)])
+  assert int(alone[0]) == 0
+  with pytest.raises(CompileError, match="replicated and partitioned") as info:
     harness.compile_code(_ADD.encode(), num_replicas=2, num_partitions=2)
   assert info.value.code == "UNIMPLEMENTED"
 
