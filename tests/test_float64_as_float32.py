@@ -215,6 +215,33 @@ def test_every_float64_narrowed_in_the_ir():
   assert module.attrs[narrow_float64.NARROWED_ATTR]
 
 
+def test_a_chain_of_converts_through_float64_narrows_to_its_first_value():
+  """f32 → f64 → f32 inside a loop body: both converts become identities and go; the compare
+  reads the loop's own f32 value (optax's zoom linesearch with x64 failed here with an
+  internal error: the second convert's readers kept the first, dropped, convert)."""
+  module = module_from_text("""
+  func.func public @main(%x: tensor<f32>, %y: tensor<f64>) -> tensor<f64> {
+    %r:2 = stablehlo.while(%a = %x, %b = %y) : tensor<f32>, tensor<f64>
+    cond {
+      %w = stablehlo.convert %a : (tensor<f32>) -> tensor<f64>
+      %n = stablehlo.convert %w : (tensor<f64>) -> tensor<f32>
+      %c = stablehlo.compare LT, %n, %a : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    } do {
+      stablehlo.return %a, %b : tensor<f32>, tensor<f64>
+    }
+    return %r#1 : tensor<f64>
+  }""")
+  module.attrs[narrow_float64.FLOAT64_ATTR] = "float32"
+  narrow_float64.run(module)
+  verifier.verify_module(module, "narrow-float64")
+  (loop,) = [op for op in module.main.body.ops if op.name == "stablehlo.while"]
+  cond = loop.regions[0].block
+  (compare,) = [op for op in cond.ops if op.name == "stablehlo.compare"]
+  assert compare.operands == [cond.args[0], cond.args[0]]
+  assert not [op for op in cond.ops if op.name == "stablehlo.convert"]
+
+
 def test_float64_from_jax_without_the_policy_is_refused_by_check_supported():
   module = module_from_text(_REDUCE_F64)
   narrow_float64.run(module)

@@ -108,6 +108,10 @@ def _drop_identity_converts(module: Module) -> None:
   for block in [body] + [r.block for op in walk_ops(body) for r in op.regions]:
     identity = {op.result: op.operands[0] for op in block.ops
                 if op.name == "stablehlo.convert" and op.result.dtype == op.operands[0].dtype}
+    for result, source in identity.items():  # a chain (f32 → f64 → f32) ends at its first value
+      while source in identity:
+        source = identity[source]
+      identity[result] = source
     if identity:
       block.ops = [op for op in block.ops
                    if op.name != "stablehlo.convert" or op.result not in identity]
