@@ -26,7 +26,9 @@ are viewed with stride 0). Merging follows fuse-elementwise's rule (no cycles th
 ops, side-effecting ops keep their order) and stops where the rows no longer fit SBUF
 (`row_fusion.rows_fit`: whole rows of every row value of a block, ≤ one SBUF slot per row): then
 the ops stay as they are and are lowered as before. A group needs a reduce and at least one
-other compute member.
+other compute member. A broadcast of a statistic over the rows read only outside the group
+(where such a stop cut a softmax between its row sum and the divide) is not a member: it stays
+after the fused op, which returns the statistic, so no row of one repeated value is stored.
 
 The fused op is built as fuse-elementwise builds trn.fusion (`fuse_elementwise.fused_op`): one
 region whose block arguments are the operands, the members in program order and a
@@ -34,7 +36,8 @@ region whose block arguments are the operands, the members in program order and 
 (`row_shape`, `reduced_dims`).
 
 Requires: fuse-elementwise ran (its trn.fusion ops are members as a whole).
-Ensures: the above; other ops unchanged; ops reordered only as fuse-elementwise may.
+Ensures: the above; other ops unchanged; ops reordered only as fuse-elementwise may (and such
+broadcasts moved after their group).
 Runs after: fuse-elementwise.
 """
 
@@ -159,6 +162,21 @@ def _computes(graph: ClusterGraph, members: list[int]) -> int:
   return sum(graph.ops[m].name not in _VIEWS for m in members)
 
 
+def _row_broadcasts_read_outside(graph: ClusterGraph, c: int, space: RowSpace) -> list[int]:
+  """Members of cluster `c` broadcasting a statistic over the rows whose readers all lie outside
+  it: stored from the fusion they would be a row tile written with element-sized runs (the
+  statistic's cell read with stride 0), so they stay outside, after it, and their readers read
+  the statistic."""
+  def read_outside(m: int) -> bool:
+    op = graph.ops[m]
+    if op.name != "stablehlo.broadcast_in_dim" or op.result.shape != space.shape:
+      return False
+    users = graph.users.get(op.result, ())
+    return ((op.result in graph.returned or bool(users))
+            and all(graph.cluster[u] != c for u in users))
+  return [m for m in graph.members[c] if read_outside(m)]
+
+
 def _fuse_block(block: Block) -> None:
   body, terminator = block.ops[:-1], block.ops[-1:]
   graph = ClusterGraph(body, block.terminator.operands)
@@ -176,11 +194,13 @@ def _fuse_block(block: Block) -> None:
     if c is None:
       continue
     if c in fused:
-      op, results = fused_op(graph, graph.members[c], ROW_FUSION)
       space = fused[c]
+      after = _row_broadcasts_read_outside(graph, c, space)
+      op, results = fused_op(graph, [m for m in graph.members[c] if m not in after], ROW_FUSION)
       op.attrs["row_shape"] = list(space.shape)
       op.attrs["reduced_dims"] = space.reduced
       new_ops.append(op)
+      new_ops.extend(graph.ops[m] for m in after)
       mapping.update(results)
     else:
       new_ops.extend(graph.ops[m] for m in graph.members[c])
