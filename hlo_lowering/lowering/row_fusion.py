@@ -412,7 +412,8 @@ class _RowFusion:
     fused = {}
     for b, _ in self.steps:
       if (b.name in ("stablehlo.reduce", "stablehlo.convert") or b in self.skipped
-          or b in self.on_chip or b in self.matmuls or self.kind[b.result] != ROW or len(b.operands) != 2
+          or b in self.on_chip or b in self.matmuls or self.kind[b.result] != ROW
+          or len(b.operands) != 2
           or alu_of(b).arity != 2
           or self._immediate_index(b) is not None):
         continue

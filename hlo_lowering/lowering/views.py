@@ -6,8 +6,8 @@ a stride-0 DMA; the matmul loads a transposed operand row-major and transposes o
 A reshape is a view whenever its elements are evenly strided in the new shape, and copies the
 operand once (`ctx.dense_place`, one DMA) otherwise. A transpose is a view when every consumer,
 seen through the reshapes and transposes that stay views, is lowered by a rule declared with
-`reads_views` (a dot_general, a reduce, a row fusion's matmul member); otherwise it is a real copy (the GpSimd rule in
-gpsimd/data_movement.py), so consumers that want dense data get it as before.
+`reads_views` (a dot_general, a reduce, a row fusion's matmul member); otherwise it is a real
+copy (the GpSimd rule in gpsimd/data_movement.py), so consumers that want dense data get it as before.
 """
 
 from __future__ import annotations
