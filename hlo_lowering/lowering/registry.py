@@ -10,8 +10,8 @@ can stay a view. `reads_views=True` declares that the rule reads its operands th
 access patterns whatever their strides, so a producer may hand it a strided view instead of
 dense data (lowering/views.py); a callable `reads_views(op, value)` says so per operand value
 (a row fusion reads only its matmul member's operands that way). `describe=` says in a few
-words when the rule applies (the condition its `when`/`when_placed` tests); the coverage report (hlo_lowering/coverage.py) prints
-it, falling back to the first line of the predicate's docstring; a description starting with
+words when the rule applies (the condition its `when`/`when_placed` tests); the coverage report
+(hlo_lowering/coverage.py) prints it, falling back to the first line of the predicate's docstring; a description starting with
 "always" says the predicate accepts every op of the name (it only picks among equivalent paths).
 """
 
