@@ -11,8 +11,9 @@ access patterns whatever their strides, so a producer may hand it a strided view
 dense data (lowering/views.py); a callable `reads_views(op, value)` says so per operand value
 (a row fusion reads only its matmul member's operands that way). `describe=` says in a few
 words when the rule applies (the condition its `when`/`when_placed` tests); the coverage report
-(hlo_lowering/coverage.py) prints it, falling back to the first line of the predicate's docstring; a description starting with
-"always" says the predicate accepts every op of the name (it only picks among equivalent paths).
+(hlo_lowering/coverage.py) prints it, falling back to the first line of the predicate's
+docstring; a description starting with "always" says the predicate accepts every op of the name
+(it only picks among equivalent paths).
 """
 
 from __future__ import annotations
