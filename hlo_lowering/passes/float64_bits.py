@@ -38,7 +38,7 @@ class _Lanes:
     return self.e.splat(value, U64, self.shape)
 
   def op(self, name: str, a: Value, b: Value | int) -> Value:
-    return self.e.binary(name, a, self.k(b) if isinstance(b, int) else b)
+    return self.e.binary_splat(name, a, b) if isinstance(b, int) else self.e.binary(name, a, b)
 
   def shr(self, a: Value, b: Value | int) -> Value:
     return self.op("shift_right_logical", a, b)
@@ -59,11 +59,14 @@ def _round_up(u: _Lanes, value: Value, shift: Value | int) -> Value:
   dropped = u.op("and", value, u.op("subtract", u.shl(one, shift), one))
   half = u.shl(one, u.op("subtract", shift, one) if isinstance(shift, Value) else shift - 1)
   odd = u.cmp("NE", u.op("and", u.shr(value, shift), 1), 0)
-  tie_to_odd = u.e.emit("stablehlo.and", [u.cmp("EQ", dropped, half), odd], value.shape,
-                        DType.PRED)
-  up = u.e.emit("stablehlo.or", [u.cmp("GT", dropped, half), tie_to_odd], value.shape,
-                DType.PRED)
+  tie_to_odd = u.e.binary("and", u.cmp("EQ", dropped, half), odd)
+  up = u.e.binary("or", u.cmp("GT", dropped, half), tie_to_odd)
   return u.e.select(up, one, u.k(0))
+
+
+def _is_nan(u: _Lanes, exponent: Value, mantissa: Value) -> Value:
+  """Whether float64 fields (biased exponent, mantissa bits anywhere below it) make a NaN."""
+  return u.e.binary("and", u.cmp("EQ", exponent, 0x7FF), u.cmp("NE", mantissa, 0))
 
 
 def float32_of_float64_bits(e: Emitter, bits: Value) -> Value:
@@ -87,9 +90,7 @@ def float32_of_float64_bits(e: Emitter, bits: Value) -> Value:
   subnormal = u.op("add", u.shr(significand, shift), _round_up(u, significand, shift))
   small = e.select(u.cmp("LT", exponent, _F32_FIRST_NORMAL), subnormal, normal)
   nan = u.op("or", u.shr(mantissa, 29), _F32_QUIET_NAN)
-  is_nan = e.emit("stablehlo.and", [u.cmp("EQ", exponent, 0x7FF), u.cmp("NE", mantissa, 0)],
-                  bits.shape, DType.PRED)
-  magnitude = e.select(is_nan, nan, small)
+  magnitude = e.select(_is_nan(u, exponent, mantissa), nan, small)
   return e.bitcast(u.convert(u.op("or", magnitude, sign), U32), F32)
 
 
@@ -101,16 +102,14 @@ def float64_bits_of_float32(e: Emitter, value: Value, dtype: DType) -> Value:
   mantissa = u.op("and", x, 0x7FFFFF)
   # An f32 subnormal m·2**-149 is normalised by converting m exactly to f32: its bits give the
   # exponent (biased as f32's, 747 below f64's bias after the 2**-149) and the mantissa.
-  subnormal = e.emit("stablehlo.and", [u.cmp("EQ", exponent, 0), u.cmp("NE", mantissa, 0)],
-                     value.shape, DType.PRED)
+  subnormal = e.binary("and", u.cmp("EQ", exponent, 0), u.cmp("NE", mantissa, 0))
   m_bits = u.convert(e.bitcast(u.convert(u.convert(mantissa, U32), F32), U32), U64)
   exponent = e.select(subnormal, u.op("add", u.op("and", u.shr(m_bits, 23), 0xFF), 747),
                       e.select(u.cmp("EQ", exponent, 0), exponent,
                                e.select(u.cmp("EQ", exponent, 0xFF), u.k(0x7FF),
                                         u.op("add", exponent, 1023 - 127))))
   mantissa = u.shl(e.select(subnormal, u.op("and", m_bits, 0x7FFFFF), mantissa), 29)
-  is_nan = e.emit("stablehlo.and", [u.cmp("EQ", exponent, 0x7FF), u.cmp("NE", mantissa, 0)],
-                  value.shape, DType.PRED)
-  mantissa = e.select(is_nan, u.op("or", mantissa, _F64_QUIET_BIT), mantissa)
+  mantissa = e.select(_is_nan(u, exponent, mantissa), u.op("or", mantissa, _F64_QUIET_BIT),
+                      mantissa)
   bits = u.op("or", u.op("or", u.shl(u.shr(x, 31), 63), u.shl(exponent, 52)), mantissa)
   return bits if dtype == U64 else e.bitcast(bits, dtype)
