@@ -168,6 +168,18 @@ def test_coverage_doc_section_renders_the_results(tmp_path):
   assert suite_results.render(tmp_path / "absent") == []
 
 
+def _rendered(tmp_path, name: str, *, file: str, passed: int = 2, **fields) -> str:
+  """coverage.md's section for a results file `name`.json of one file whose `passed` tests pass
+  on both devices, with the record's other `fields`."""
+  counts = {"passed": passed, "failed": 0, "skipped": 0}
+  record = {"sample_one_in": 1, "new_failures": [], "not_measured": [], "fixed": [],
+            "categories": {}, **fields,
+            "files": {file: {"trn": counts, "cpu": counts, "both_passed": passed,
+                             "trn_failed": 0, "trn_skipped": 0, "trn_absent": 0}}}
+  (tmp_path / f"{name}.json").write_text(json.dumps(record))
+  return "\n".join(suite_results.render(tmp_path))
+
+
 def test_a_part_of_a_suite_runs_and_publishes_apart(tmp_path):
   for name in ("tests/linen/a_test.py", "tests/nnx/b_test.py", "tests/nnx/nn/c_test.py"):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -175,26 +187,14 @@ def test_a_part_of_a_suite_runs_and_publishes_apart(tmp_path):
   nnx = runner.PARTS["flax"]["nnx"]
   assert runner.Suite("flax", "0.12.8", "trn,cpu", nnx).files(tmp_path) == [
       "tests/nnx/b_test.py", "tests/nnx/nn/c_test.py"]
-  record = {"suite": "flax", "version": "0.12.8", "part": "nnx", "sample_one_in": 1,
-            "new_failures": [], "not_measured": [], "fixed": [], "categories": {},
-            "files": {"tests/nnx/b_test.py": {"trn": {"passed": 3, "failed": 0, "skipped": 0},
-                                              "cpu": {"passed": 3, "failed": 0, "skipped": 0},
-                                              "both_passed": 3, "trn_failed": 0,
-                                              "trn_skipped": 0, "trn_absent": 0}}}
-  (tmp_path / "flax-nnx.json").write_text(json.dumps(record))
-  text = "\n".join(suite_results.render(tmp_path))
+  text = _rendered(tmp_path, "flax-nnx", suite="flax", version="0.12.8", part="nnx",
+                   file="tests/nnx/b_test.py")
   assert "### flax 0.12.8 (nnx)" in text
   assert "`python tests/suites/jax_library_suite.py flax --part nnx --results`, every test" in text
 
 
 def test_a_run_with_float64_as_float32_says_so(tmp_path):
-  record = {"suite": "optax", "version": "0.2.8", "sample_one_in": 1, "float64": "float32",
-            "new_failures": [], "not_measured": [], "fixed": [], "categories": {},
-            "files": {"optax/a_test.py": {"trn": {"passed": 2, "failed": 0, "skipped": 0},
-                                          "cpu": {"passed": 2, "failed": 0, "skipped": 0},
-                                          "both_passed": 2, "trn_failed": 0,
-                                          "trn_skipped": 0, "trn_absent": 0}}}
-  (tmp_path / "optax.json").write_text(json.dumps(record))
-  text = "\n".join(suite_results.render(tmp_path))
+  text = _rendered(tmp_path, "optax", suite="optax", version="0.2.8", float64="float32",
+                   file="optax/a_test.py")
   assert ("`python tests/suites/jax_library_suite.py optax --float64 float32 --results`, every "
           "test, float64 computed as float32 on trn (TRN_FLOAT64=float32): **trn passes 2") in text
