@@ -1,6 +1,7 @@
 """The plugin's compile service: what PJRT_Client_Compile calls (pjrt_plugin/compiler_bridge.cc).
 
     compile_for_pjrt(code, fmt, options, target) -> program bytes
+    cost_analysis_for_pjrt(source) -> {"flops", "transcendentals", "bytes accessed"}
 
 The C++ bridge passes the program, the compile options it parsed (a dict of
 `hlo_lowering.compiler.CompileOptions` fields) and the client's target description. This module
@@ -25,7 +26,7 @@ import time
 import warnings
 from collections.abc import Mapping
 
-from hlo_lowering import compiler, module_identity, pipeline
+from hlo_lowering import compiler, cost_analysis, importer, module_identity, pipeline
 from hlo_lowering.errors import FAILED_PRECONDITION, CompileError
 from hlo_lowering.report import FLOAT64_AS_FLOAT32, CompileReport
 from jax_trn import compile_cache, config, gc_pause, host_callbacks, source_locations
@@ -139,6 +140,12 @@ def _cacheable(code: bytes) -> bool:
 
 def _options_key(options: compiler.CompileOptions) -> bytes:
   return f"num_replicas={options.num_replicas},num_partitions={options.num_partitions}".encode()
+
+
+def cost_analysis_for_pjrt(source: bytes) -> dict[str, float]:
+  """PJRT_Executable_GetCostAnalysis: the static cost of the StableHLO text an executable was
+  compiled from (`source`), by XLA's rules (hlo_lowering/cost_analysis.py)."""
+  return cost_analysis.program_cost(importer.import_program(source, "mlir"))
 
 
 def compile_for_pjrt(code: bytes, fmt: str, options: Mapping[str, int],

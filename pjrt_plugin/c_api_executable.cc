@@ -79,11 +79,13 @@ PJRT_Error* PJRT_Executable_SizeOfGeneratedCodeInBytes(
   });
 }
 
-// No static cost model is published yet: the timing model reports per execution instead.
+// The source program's static cost as XLA counts it; the timing model reports per execution.
 PJRT_Error* PJRT_Executable_GetCostAnalysis(PJRT_Executable_GetCostAnalysis_Args* args) {
   return TRN_HANDLE(PJRT_Executable_GetCostAnalysis, properties) {
-    args->num_properties = 0;
-    args->properties = nullptr;
+    TRN_UNWRAP(Executable, executable, args->executable);
+    TRN_ASSIGN_OR_RETURN(properties, executable->cost_analysis());
+    args->num_properties = properties->size();
+    args->properties = properties->data();
     return Status::Ok();
   });
 }

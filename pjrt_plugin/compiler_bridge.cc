@@ -6,7 +6,9 @@
 #include <dlfcn.h>
 
 #include <string>
+#include <utility>
 #include <variant>
+#include <vector>
 
 namespace trn::pjrt {
 namespace {
@@ -144,20 +146,65 @@ StatusOr<std::string> CallCompiler(std::string_view code, std::string_view forma
   return std::string(data, size);
 }
 
-}  // namespace
+// {name: number} returned by cost_analysis_for_pjrt, as (name, value) pairs.
+StatusOr<std::vector<std::pair<std::string, double>>> CallCostAnalysis(std::string_view source) {
+  PyRef service(PyImport_ImportModule("jax_trn.compilation"));
+  if (!service) {
+    return FailedPrecondition(
+        "the trn compiler (jax_trn.compilation) could not be imported: " +
+        PythonError::Fetch().Summary());
+  }
+  PyRef result(PyObject_CallMethod(service.get(), "cost_analysis_for_pjrt", "y#", source.data(),
+                                   static_cast<Py_ssize_t>(source.size())));
+  if (!result) return StatusFromCompilerError();
+  if (!PyDict_Check(result.get())) {
+    return Internal("internal compiler error: cost_analysis_for_pjrt returned " +
+                    Attribute(reinterpret_cast<PyObject*>(Py_TYPE(result.get())), "__name__") +
+                    ", not dict");
+  }
+  std::vector<std::pair<std::string, double>> properties;
+  PyObject* key = nullptr;
+  PyObject* value = nullptr;
+  for (Py_ssize_t position = 0; PyDict_Next(result.get(), &position, &key, &value);) {
+    const double number = PyFloat_AsDouble(value);
+    if (number == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return Internal("internal compiler error: cost property " + PyString(key) +
+                      " is not a number");
+    }
+    properties.emplace_back(PyString(key), number);
+  }
+  return properties;
+}
 
-StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
-                                      const CompileOptions& options,
-                                      const ClientOptions& client) {
+// Runs `call` with the GIL held, or says why the compiler cannot be reached from this process.
+template <typename Call>
+auto InPython(std::string_view what, Call call) -> decltype(call()) {
   // Checked through the dynamic linker first: in a process without Python the API is absent.
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr || !Py_IsInitialized()) {
     return FailedPrecondition(
         "the trn compiler runs in-process in Python; load the plugin from a Python process");
   }
   const std::shared_ptr<sim::HostCallPermit> permit = sim::HostCallPermit::Acquire();
-  if (permit == nullptr) return Status(StatusCode::kCancelled, "the Python interpreter is exiting: the program was not compiled");
+  if (permit == nullptr) {
+    return Status(StatusCode::kCancelled,
+                  "the Python interpreter is exiting: the program was not " + std::string(what));
+  }
   GilLock gil;
-  return CallCompiler(code, format, options, client);
+  return call();
+}
+
+}  // namespace
+
+StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
+                                      const CompileOptions& options,
+                                      const ClientOptions& client) {
+  return InPython("compiled", [&] { return CallCompiler(code, format, options, client); });
+}
+
+StatusOr<std::vector<std::pair<std::string, double>>> CostAnalysisInPython(
+    std::string_view source) {
+  return InPython("analysed", [&] { return CallCostAnalysis(source); });
 }
 
 }  // namespace trn::pjrt

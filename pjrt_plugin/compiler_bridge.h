@@ -4,6 +4,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "client_options.h"
 #include "compile_options.h"
@@ -22,5 +24,10 @@ namespace trn::pjrt {
 StatusOr<std::string> CompileInPython(std::string_view code, std::string_view format,
                                       const CompileOptions& options,
                                       const ClientOptions& client);
+
+// jax_trn.compilation.cost_analysis_for_pjrt(source) -> {property: value}: the static cost of the
+// StableHLO program `source` (hlo_lowering/cost_analysis.py), errors as CompileInPython's.
+StatusOr<std::vector<std::pair<std::string, double>>> CostAnalysisInPython(
+    std::string_view source);
 
 }  // namespace trn::pjrt

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cstdio>
 
+#include "compiler_bridge.h"
+
 namespace trn::pjrt {
 namespace {
 
@@ -60,6 +62,37 @@ CompiledMemoryStats Executable::memory_stats() const {
   stats.peak_bytes = stats.argument_bytes + stats.output_bytes + stats.temp_bytes +
                      program_->constant_bytes();
   return stats;
+}
+
+StatusOr<const std::vector<PJRT_NamedValue>*> Executable::cost_analysis() const {
+  {
+    std::lock_guard<std::mutex> lock(cost_mutex_);
+    if (cost_ != nullptr) return &cost_->values;
+  }
+  if (num_partitions_ > 1) {
+    return Unimplemented("cost analysis of a program partitioned over " +
+                         std::to_string(num_partitions_) +
+                         " cores is not available: its stored source is only the signature");
+  }
+  // Computed without the lock: the compiler takes the GIL, which a waiting caller may hold.
+  StatusOr<std::vector<std::pair<std::string, double>>> computed =
+      CostAnalysisInPython(program_->source());
+  if (!computed.ok()) return computed.status();
+  auto cost = std::make_unique<CostProperties>();
+  for (auto& [name, value] : *computed) cost->names.push_back(std::move(name));
+  for (size_t i = 0; i < cost->names.size(); ++i) {
+    PJRT_NamedValue v{};
+    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    v.name = cost->names[i].c_str();
+    v.name_size = cost->names[i].size();
+    v.type = PJRT_NamedValue_kFloat;
+    v.float_value = static_cast<float>((*computed)[i].second);
+    v.value_size = 1;
+    cost->values.push_back(v);
+  }
+  std::lock_guard<std::mutex> lock(cost_mutex_);
+  if (cost_ == nullptr) cost_ = std::move(cost);  // a concurrent first request may have won
+  return &cost_->values;
 }
 
 }  // namespace trn::pjrt

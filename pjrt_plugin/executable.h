@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,16 @@ class Executable : public PJRT_Executable {
   // One per output, for the layouts extension.
   const std::vector<PJRT_Layouts_MemoryLayout*>& output_layouts() const { return output_layouts_; }
   CompiledMemoryStats memory_stats() const;
+  // The program's static cost (flops, transcendentals, bytes accessed: hlo_lowering/
+  // cost_analysis.py), computed from its source on the first request and owned by the
+  // executable. UNIMPLEMENTED for a partitioned program, whose source is only its signature.
+  StatusOr<const std::vector<PJRT_NamedValue>*> cost_analysis() const;
 
  private:
+  struct CostProperties {
+    std::vector<std::string> names;
+    std::vector<PJRT_NamedValue> values;  // point into `names`
+  };
   std::shared_ptr<const sim::LoadedProgram> program_;  // shared with loaded executables
   int num_partitions_;
   std::string name_;         // the module's name in its source, else "trn_program"
@@ -59,6 +68,8 @@ class Executable : public PJRT_Executable {
   std::vector<size_t> output_kind_sizes_;
   std::vector<PJRT_Layouts_MemoryLayout> output_layout_values_;
   std::vector<PJRT_Layouts_MemoryLayout*> output_layouts_;
+  mutable std::mutex cost_mutex_;
+  mutable std::unique_ptr<const CostProperties> cost_;  // set once, under cost_mutex_
 };
 
 }  // namespace trn::pjrt

@@ -1,0 +1,189 @@
+"""The static cost of a program as XLA's HloCostAnalysis counts it: what
+`jax.jit(f).lower(...).compile().cost_analysis()` and PJRT_Executable_GetCostAnalysis report.
+
+    program_cost(module) -> {"flops": ..., "transcendentals": ..., "bytes accessed": ...}
+
+The figures describe the program as the user wrote it (the imported StableHLO, before any trn pass),
+counted by XLA's published rules, so they equal what JAX's CPU backend reports for
+`jax.jit(f).lower(...).cost_analysis()` and what MFU calculators built on it expect:
+- an elementwise op costs one flop per result element, or one transcendental for exp, log,
+  logistic, power, sqrt, cbrt, rsqrt, tanh, sine, cosine, expm1, log1p and atan2;
+- dot_general costs 2 flops per multiply-add; a convolution 2 per multiply-add of the window
+  positions that fall inside the (dilated, padded) input;
+- reduce and reduce_window apply their body once per combined pair; sort n·⌈log2 n⌉;
+- bytes accessed is each op's operand and result bytes, except: parameters, constants and
+  get_tuple_element move none; slice, dynamic_slice and gather read only what they produce (plus
+  their indices); dynamic_update_slice writes only the update; scatter moves its updates three
+  times; a custom call's cost is unknown: it adds -1 flops and -1 bytes, as in XLA;
+- a call costs its callee; a while loop one iteration of its body and condition (the trip count
+  is not known statically); a case or if the largest branch, property by property.
+
+The trn compiler's own work (what the chip is modeled to move and compute) is reported per run by
+the profiler (jax_trn.profile), not here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from hlo_lowering import ir
+
+FLOPS = "flops"
+TRANSCENDENTALS = "transcendentals"
+BYTES = "bytes accessed"
+
+_TRANSCENDENTAL = frozenset(f"stablehlo.{name}" for name in (
+    "exponential", "log", "logistic", "power", "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine",
+    "exponential_minus_one", "log_plus_one", "atan2"))
+
+_ELEMENTWISE = frozenset(f"stablehlo.{name}" for name in (
+    "abs", "add", "and", "ceil", "clamp", "compare", "complex", "convert", "count_leading_zeros",
+    "divide", "floor", "imag", "is_finite", "maximum", "minimum", "multiply", "negate", "not",
+    "or", "popcnt", "real", "reduce_precision", "remainder", "round_nearest_afz",
+    "round_nearest_even", "select", "shift_left", "shift_right_arithmetic",
+    "shift_right_logical", "sign", "subtract", "tan", "xor", "erf"))
+
+# Ops that move no data of their own (XLA: parameters, constants, tuples' elements, ordering).
+_NO_TRAFFIC = frozenset({"stablehlo.constant", "stablehlo.get_tuple_element", "func.return",
+                         "stablehlo.return", "stablehlo.after_all"})
+
+# Properties a reduction's body contributes per application (its bytes stay in registers).
+_COMPUTE = (FLOPS, TRANSCENDENTALS)
+
+Cost = dict[str, float]
+
+
+def program_cost(module: ir.Module) -> Cost:
+  """flops, transcendentals and bytes accessed of `module`'s entry function."""
+  cost = _block_cost(module.main.body, module)
+  return {key: cost.get(key, 0.0) for key in (FLOPS, TRANSCENDENTALS, BYTES)}
+
+
+def _block_cost(block: ir.Block, module: ir.Module) -> Cost:
+  total: Cost = {}
+  for op in block.ops:
+    _add(total, _op_cost(op, module))
+  return total
+
+
+def _op_cost(op: ir.Op, module: ir.Module) -> Cost:
+  name = op.name
+  if name in _NO_TRAFFIC:
+    return {}
+  if name == "stablehlo.custom_call":
+    return {FLOPS: -1.0, BYTES: -1.0}
+  if name == "func.call":
+    return _block_cost(module.functions[op.attrs["callee"]].body, module)
+  if name == "stablehlo.while":
+    body = {}
+    for region in op.regions:
+      _add(body, _block_cost(region.block, module))
+    return body
+  if name in ("stablehlo.case", "stablehlo.if"):
+    return _largest([_block_cost(r.block, module) for r in op.regions])
+  cost = {BYTES: _bytes_accessed(op)}
+  out = _elements(op.results[0].type) if op.results else 0
+  if name in _TRANSCENDENTAL:
+    cost[TRANSCENDENTALS] = out
+  elif name in _ELEMENTWISE or name == "stablehlo.bitcast_convert":
+    cost[FLOPS] = out
+  elif name == "stablehlo.dot_general":
+    lhs = op.operands[0].shape
+    contracting = op.attrs["dot_dimension_numbers"].get("lhs_contracting_dimensions", [])
+    cost[FLOPS] = 2 * out * math.prod(lhs[d] for d in contracting)
+  elif name == "stablehlo.dot":
+    cost[FLOPS] = 2 * out * (op.operands[0].shape[-1] if op.operands[0].shape else 1)
+  elif name == "stablehlo.convolution":
+    cost[FLOPS] = _convolution_flops(op)
+  elif name in ("stablehlo.reduce", "stablehlo.reduce_window"):
+    applications = (_elements(op.operands[0].type) - out if name == "stablehlo.reduce" else
+                    (math.prod(op.attrs["window_dimensions"]) - 1) * out)
+    _add(cost, _scaled(_block_cost(op.regions[0].block, module), applications))
+  elif name == "stablehlo.sort":
+    n = _elements(op.operands[0].type)
+    cost[FLOPS] = n * math.ceil(math.log2(n)) if n > 1 else 0
+  elif name in ("stablehlo.rng", "stablehlo.rng_bit_generator"):
+    cost[TRANSCENDENTALS] = sum(_elements(r.type) for r in op.results)
+  elif name == "stablehlo.scatter":
+    updates = op.operands[len(op.operands) // 2 + 1]  # (inputs..., indices, updates...)
+    _add(cost, _scaled(_block_cost(op.regions[0].block, module), _elements(updates.type)))
+  return cost
+
+
+def _bytes_accessed(op: ir.Op) -> float:
+  """The op's memory traffic by XLA's rules (module docstring)."""
+  name = op.name
+  out = sum(r.type.nbytes for r in op.results)
+  if name in ("stablehlo.slice", "stablehlo.real_dynamic_slice"):
+    return 2 * out
+  if name == "stablehlo.dynamic_slice":
+    return 2 * out + sum(v.type.nbytes for v in op.operands[1:])
+  if name == "stablehlo.gather":
+    return 2 * out + op.operands[1].type.nbytes
+  if name == "stablehlo.dynamic_update_slice":
+    return 2 * op.operands[1].type.nbytes + sum(v.type.nbytes for v in op.operands[2:])
+  if name == "stablehlo.scatter":
+    n = len(op.operands) // 2
+    return 3 * sum(v.type.nbytes for v in op.operands[n + 1:]) + op.operands[n].type.nbytes
+  if name == "stablehlo.tuple":
+    return 8 * len(op.operands)  # the tuple's pointer table
+  return out + sum(v.type.nbytes for v in op.operands)
+
+
+def _convolution_flops(op: ir.Op) -> float:
+  """2 × input features per group × output features × batch per group × the (kernel, output)
+  position pairs whose input index is a real element, per spatial dimension."""
+  lhs, rhs = op.operands[0].shape, op.operands[1].shape
+  result = op.results[0].shape
+  dims = op.attrs["dimension_numbers"]
+  spatial = len(dims["input_spatial_dimensions"])
+  strides = op.attrs.get("window_strides") or [1] * spatial
+  padding = op.attrs.get("padding")
+  padding = [[0, 0]] * spatial if padding is None else [list(p) for p in padding]
+  lhs_dilation = op.attrs.get("lhs_dilation") or [1] * spatial
+  rhs_dilation = op.attrs.get("rhs_dilation") or [1] * spatial
+  positions = 1
+  for s in range(spatial):
+    size = lhs[dims["input_spatial_dimensions"][s]]
+    kernel = rhs[dims["kernel_spatial_dimensions"][s]]
+    output = result[dims["output_spatial_dimensions"][s]]
+    positions *= _valid_positions(size, kernel, output, strides[s], padding[s][0],
+                                  lhs_dilation[s], rhs_dilation[s])
+  features = lhs[dims["input_feature_dimension"]] // int(op.attrs.get("feature_group_count", 1))
+  batch = lhs[dims["input_batch_dimension"]] // int(op.attrs.get("batch_group_count", 1))
+  return 2 * features * result[dims["output_feature_dimension"]] * batch * positions
+
+
+def _valid_positions(size: int, kernel: int, output: int, stride: int, pad_low: int,
+                     base_dilation: int, window_dilation: int) -> int:
+  """How many (kernel index, output index) pairs of one spatial dimension read a real input
+  element (not padding, not a hole of the base dilation)."""
+  count = 0
+  for k in range(kernel):
+    for o in range(output):
+      index = o * stride - pad_low + k * window_dilation
+      if index % base_dilation == 0 and 0 <= index // base_dilation < size:
+        count += 1
+  return count
+
+
+def _elements(t: ir.TensorType) -> int:
+  return math.prod(t.shape)
+
+
+def _add(total: Cost, cost: Cost) -> None:
+  for key, value in cost.items():
+    total[key] = total.get(key, 0.0) + value
+
+
+def _scaled(cost: Cost, factor: int) -> Cost:
+  return {key: cost[key] * factor for key in _COMPUTE if key in cost}
+
+
+def _largest(costs: Iterable[Cost]) -> Cost:
+  largest: Cost = {}
+  for cost in costs:
+    for key, value in cost.items():
+      largest[key] = max(largest.get(key, value), value)
+  return largest

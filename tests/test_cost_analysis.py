@@ -1,0 +1,108 @@
+"""compile().cost_analysis() on trn reports the source program's static cost by XLA's rules: the
+figures JAX's CPU backend gives for the same program lowered (`lower().cost_analysis()`)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+KEYS = ("flops", "transcendentals", "bytes accessed")
+
+
+def _matmul_tanh_sum(a, b):
+  return jnp.tanh(a @ b).sum(0) + 1.0
+
+
+def _strided_dilated_conv(x, w):
+  return jax.lax.conv_general_dilated(x, w, (2, 2), "SAME", rhs_dilation=(2, 1))
+
+
+def _branches(p, x):
+  return jax.lax.cond(p, jnp.exp, lambda v: v * 3 + 1, x)
+
+
+def _pooling(x):
+  return jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 1, 2, 2), (1, 1, 1, 1), "VALID")
+
+
+def _loop(x):
+  return jax.lax.fori_loop(0, 5, lambda i, c: jnp.sin(c) * 2, x)
+
+
+def _softmax_gelu(x):
+  return jax.nn.softmax(x, -1), jax.nn.gelu(x)
+
+
+def _gather_scatter(x, i):
+  return x[i], x.at[i].add(1.0)
+
+
+def _sort(x):
+  return jnp.sort(x), jnp.argsort(x)
+
+
+def _mse_grad(w, x):
+  return jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+
+
+A = np.linspace(-1, 1, 64 * 32, dtype=np.float32).reshape(64, 32)
+B = np.linspace(-1, 1, 32 * 16, dtype=np.float32).reshape(32, 16)
+IMAGE = np.ones((2, 3, 9, 8), np.float32)
+
+# Programs whose every figure equals the CPU backend's.
+EXACT = {
+    "matmul_f32": (_matmul_tanh_sum, (A, B)),
+    "matmul_bf16": (_matmul_tanh_sum, (A.astype(jnp.bfloat16), B.astype(jnp.bfloat16))),
+    "convolution": (_strided_dilated_conv, (IMAGE, np.ones((4, 3, 3, 3), np.float32))),
+    "cond": (_branches, (True, A)),
+}
+# Programs whose flops and transcendentals are exact; bytes accessed differs by what XLA's
+# StableHLO-to-HLO conversion adds or removes (tuples of multi-result ops, index arithmetic).
+FLOPS_EXACT = {
+    "reduce_window": (_pooling, (IMAGE,)),
+    "while": (_loop, (A,)),
+    "softmax_gelu": (_softmax_gelu, (A,)),
+    "gather_scatter": (_gather_scatter, (A, np.array([1, 5, 7]))),
+    "sort": (_sort, (np.ones((7, 33), np.float32),)),
+}
+BYTES_TOLERANCE = 0.05
+
+
+def _costs(fn, args):
+  trn = jax.jit(fn).lower(*[jax.device_put(a, jax.devices("trn")[0]) for a in args]).compile()
+  cpu = jax.jit(fn).lower(*[jax.device_put(a, jax.devices("cpu")[0]) for a in args])
+  got = trn.cost_analysis()
+  want = cpu.cost_analysis()
+  return got, {key: want.get(key, 0.0) for key in KEYS}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_cost_analysis_equals_the_cpu_backends(name):
+  got, want = _costs(*EXACT[name])
+  assert set(got) == set(KEYS)
+  assert got == want
+
+
+@pytest.mark.parametrize("name", sorted(FLOPS_EXACT))
+def test_flops_and_transcendentals_equal_the_cpu_backends(name):
+  got, want = _costs(*FLOPS_EXACT[name])
+  assert (got["flops"], got["transcendentals"]) == (want["flops"], want["transcendentals"])
+  assert got["bytes accessed"] == pytest.approx(want["bytes accessed"], rel=BYTES_TOLERANCE)
+
+
+def test_a_training_step_counts_its_matmuls():
+  got, want = _costs(_mse_grad, (B, A))
+  matmul_flops = 2 * 2 * 64 * 32 * 16  # forward x·w and backward xᵀ·g
+  assert got["flops"] >= matmul_flops
+  assert got["flops"] == pytest.approx(want["flops"], abs=2)
+  assert got["bytes accessed"] == pytest.approx(want["bytes accessed"], rel=BYTES_TOLERANCE)
+
+
+def test_a_partitioned_program_says_its_cost_is_unavailable():
+  devices = jax.devices("trn")[:2]
+  sharding = NamedSharding(Mesh(np.array(devices), ("x",)), PartitionSpec("x"))
+  x = jax.device_put(np.ones((8, 4), np.float32), sharding)
+  compiled = jax.jit(lambda v: v * 2).lower(x).compile()
+  assert compiled.cost_analysis() is None  # JAX's answer to the plugin's UNIMPLEMENTED
+  np.testing.assert_array_equal(compiled(x), np.full((8, 4), 2, np.float32))  # still runs
