@@ -74,6 +74,10 @@ StatusOr<const std::vector<PJRT_NamedValue>*> Executable::cost_analysis() const 
                          std::to_string(num_partitions_) +
                          " cores is not available: its stored source is only the signature");
   }
+  if (program_->source().empty()) {
+    return Unimplemented("cost analysis needs the program's StableHLO source, and this program "
+                         "carries none (it was not built from StableHLO)");
+  }
   // Computed without the lock: the compiler takes the GIL, which a waiting caller may hold.
   StatusOr<std::vector<std::pair<std::string, double>>> computed =
       CostAnalysisInPython(program_->source());

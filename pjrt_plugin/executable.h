@@ -49,7 +49,8 @@ class Executable : public PJRT_Executable {
   CompiledMemoryStats memory_stats() const;
   // The program's static cost (flops, transcendentals, bytes accessed: hlo_lowering/
   // cost_analysis.py), computed from its source on the first request and owned by the
-  // executable. UNIMPLEMENTED for a partitioned program, whose source is only its signature.
+  // executable. UNIMPLEMENTED for a partitioned program, whose source is only its signature,
+  // and for a program built without StableHLO source.
   StatusOr<const std::vector<PJRT_NamedValue>*> cost_analysis() const;
 
  private:

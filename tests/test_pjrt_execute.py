@@ -25,9 +25,10 @@ LIBRARY = os.environ.get("TRN_PJRT_LIBRARY", str(plugin.library_path()))
 SOURCE = "module @my_add {\n  func.func public @main() {\n  }\n}\n"
 
 
-def add_program(shape=(2, 3), temporary_elements=0, constant=None, target="trn2") -> bytes:
+def add_program(shape=(2, 3), temporary_elements=0, constant=None, target="trn2",
+                source=SOURCE) -> bytes:
   """out = x + y (+ constant), optionally holding a temporary of `temporary_elements` f32."""
-  b = ProgramBuilder(target=target, source=SOURCE)
+  b = ProgramBuilder(target=target, source=source)
   x = b.tensor("parameter", DType.F32, shape, index=0, name="x")
   y = b.tensor("parameter", DType.F32, shape, index=1, name="y")
   out = b.tensor("output", DType.F32, shape, index=0, name="out")
@@ -39,6 +40,26 @@ def add_program(shape=(2, 3), temporary_elements=0, constant=None, target="trn2"
     c = b.constant(DType.F32, shape, np.asarray(constant, np.float32).tobytes(), name="c")
     b.gp_elementwise(Alu.ADD, HbmAP.dense(out, shape), [HbmAP.dense(out, shape), HbmAP.dense(c, shape)])
   return finish(b)
+
+
+ADD_SOURCE = """module @my_add {
+  func.func public @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {
+    %0 = stablehlo.add %x, %y : tensor<2x3xf32>
+    return %0 : tensor<2x3xf32>
+  }
+}
+"""
+
+
+def test_cost_analysis_counts_the_programs_source_and_needs_one(make_client):
+  client = make_client()
+  exe = client.deserialize_executable(add_program(source=ADD_SOURCE))
+  assert exe.cost_analysis() == {"flops": 6.0, "transcendentals": 0.0, "bytes accessed": 72.0}
+  with pytest.raises(errors.Unimplemented, match="carries none"):
+    client.deserialize_executable(add_program(source="")).cost_analysis()
+  with pytest.raises(errors.InvalidArgument, match="not valid StableHLO"):
+    client.deserialize_executable(add_program()).cost_analysis()  # SOURCE has no body
+  assert exe.cost_analysis()["flops"] == 6.0  # the client and executables stay usable
 
 
 @pytest.fixture
