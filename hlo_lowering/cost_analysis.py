@@ -12,9 +12,16 @@ counted by XLA's published rules, so they equal what JAX's CPU backend reports f
   positions that fall inside the (dilated, padded) input;
 - reduce and reduce_window apply their body once per combined pair; sort n·⌈log2 n⌉;
 - bytes accessed is each op's operand and result bytes, except: parameters, constants and
-  get_tuple_element move none; slice, dynamic_slice and gather read only what they produce (plus
-  their indices); dynamic_update_slice writes only the update; scatter moves its updates three
-  times; a custom call's cost is unknown: it adds -1 flops and -1 bytes, as in XLA;
+  get_tuple_element move none; slice, dynamic_slice and gather move what they produce twice (plus
+  the gather's indices or the dynamic_slice's first index); dynamic_update_slice its update twice
+  (plus its first index); scatter its updates three times (plus its indices); a custom call's cost
+  is unknown: it adds -1 flops and -1 bytes, as in XLA;
+- XLA counts the HLO that JAX's StableHLO converts to, so the count follows that conversion: a
+  convert, broadcast or reshape to the same type is dropped; elementwise ops of constants are
+  folded and equal broadcasts of one constant merged; a broadcast_in_dim stretching unit dims is
+  a broadcast, a reshape and a broadcast; an iota of rank > 1 is a 1-D iota and a broadcast; a
+  returned transpose is a bitcast (its result layout is free); several results of the entry, and
+  a while loop's state, are tuples of 8-byte pointers;
 - a call costs its callee; a while loop one iteration of its body and condition (the trip count
   is not known statically); a case or if the largest branch, property by property.
 
@@ -26,6 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
+import numpy as np
 
 from hlo_lowering import ir
 
@@ -56,20 +65,46 @@ Cost = dict[str, float]
 
 def program_cost(module: ir.Module) -> Cost:
   """flops, transcendentals and bytes accessed of `module`'s entry function."""
-  cost = _block_cost(module.main.body, module)
+  main = module.main
+  cost = _block_cost(main.body, module)
+  for op in main.body.ops:
+    if op.name == "stablehlo.transpose" and set(op.results) & set(main.returned):
+      # A returned transpose's layout is free: XLA lays the result out to make it a bitcast.
+      _add(cost, {BYTES: -_bytes_accessed(op)})
+  results = len(main.returned)
+  if results > 1:  # XLA returns them as one tuple: its pointer table counts
+    _add(cost, {BYTES: 8 * results})
   return {key: cost.get(key, 0.0) for key in (FLOPS, TRANSCENDENTALS, BYTES)}
 
 
 def _block_cost(block: ir.Block, module: ir.Module) -> Cost:
   total: Cost = {}
+  constants: dict[ir.Value, object] = {}  # constant value -> what identifies it
+  broadcasts: set = set()
   for op in block.ops:
+    if op.name == "stablehlo.constant":
+      value = np.asarray(op.attrs["value"])
+      constants[op.result] = (value.tobytes(), str(value.dtype), op.result.type)
+      continue
+    if _is_elementwise(op) and op.operands and all(v in constants for v in op.operands):
+      constants[op.result] = op  # the conversion to HLO folds elementwise ops of constants
+      continue
+    if op.name == "stablehlo.broadcast_in_dim" and op.operands[0] in constants:
+      key = (constants[op.operands[0]], op.result.type, tuple(op.attrs["broadcast_dimensions"]))
+      if key in broadcasts:  # ... and keeps one broadcast of each constant
+        continue
+      broadcasts.add(key)
     _add(total, _op_cost(op, module))
   return total
 
 
+def _is_elementwise(op: ir.Op) -> bool:
+  return op.name in _ELEMENTWISE or op.name in _TRANSCENDENTAL
+
+
 def _op_cost(op: ir.Op, module: ir.Module) -> Cost:
   name = op.name
-  if name in _NO_TRAFFIC:
+  if name in _NO_TRAFFIC or _is_identity(op):
     return {}
   if name == "stablehlo.custom_call":
     return {FLOPS: -1.0, BYTES: -1.0}
@@ -79,6 +114,8 @@ def _op_cost(op: ir.Op, module: ir.Module) -> Cost:
     body = {}
     for region in op.regions:
       _add(body, _block_cost(region.block, module))
+    if len(op.operands) > 1:  # the loop state is a tuple: built once, and by every iteration
+      _add(body, {BYTES: 2 * 8 * len(op.operands)})
     return body
   if name in ("stablehlo.case", "stablehlo.if"):
     return _largest([_block_cost(r.block, module) for r in op.regions])
@@ -118,17 +155,41 @@ def _bytes_accessed(op: ir.Op) -> float:
   if name in ("stablehlo.slice", "stablehlo.real_dynamic_slice"):
     return 2 * out
   if name == "stablehlo.dynamic_slice":
-    return 2 * out + sum(v.type.nbytes for v in op.operands[1:])
+    return 2 * out + op.operands[1].type.nbytes  # XLA counts the first index only
   if name == "stablehlo.gather":
     return 2 * out + op.operands[1].type.nbytes
   if name == "stablehlo.dynamic_update_slice":
-    return 2 * op.operands[1].type.nbytes + sum(v.type.nbytes for v in op.operands[2:])
+    return 2 * op.operands[1].type.nbytes + op.operands[2].type.nbytes
   if name == "stablehlo.scatter":
     n = len(op.operands) // 2
     return 3 * sum(v.type.nbytes for v in op.operands[n + 1:]) + op.operands[n].type.nbytes
   if name == "stablehlo.tuple":
     return 8 * len(op.operands)  # the tuple's pointer table
-  return out + sum(v.type.nbytes for v in op.operands)
+  if name == "stablehlo.iota" and len(op.results[0].shape) > 1:
+    # HLO makes it a 1-D iota broadcast along the other dims.
+    t = op.results[0].type
+    line = t.shape[op.attrs["iota_dimension"]] * t.dtype.itemsize
+    return 2 * line + out
+  moved = out + sum(v.type.nbytes for v in op.operands)
+  if name == "stablehlo.broadcast_in_dim" and _expands_unit_dims(op):
+    # HLO broadcasts only into new dims: the converter first drops the operand's unit dims (a
+    # broadcast to the same shape and a reshape, each reading and writing the operand).
+    moved += 4 * op.operands[0].type.nbytes
+  return moved
+
+
+def _is_identity(op: ir.Op) -> bool:
+  """A convert, broadcast or reshape to its operand's own type, which the conversion to HLO
+  removes."""
+  return (op.name in ("stablehlo.convert", "stablehlo.broadcast_in_dim", "stablehlo.reshape")
+          and op.operands[0].type == op.results[0].type)
+
+
+def _expands_unit_dims(op: ir.Op) -> bool:
+  """Whether broadcast_in_dim stretches a size-1 operand dim to a larger result dim."""
+  result = op.results[0].shape
+  return any(size == 1 and result[d] != 1
+             for size, d in zip(op.operands[0].shape, op.attrs["broadcast_dimensions"]))
 
 
 def _convolution_flops(op: ir.Op) -> float:

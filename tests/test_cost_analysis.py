@@ -42,6 +42,11 @@ def _sort(x):
   return jnp.sort(x), jnp.argsort(x)
 
 
+def _dynamic_slices(a, i):
+  return (jax.lax.dynamic_slice(a, (i, 0), (8, 32)),
+          jax.lax.dynamic_update_slice(a, jnp.zeros((4, 32)), (i, 0)), a[3:9])
+
+
 def _mse_grad(w, x):
   return jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
 
@@ -56,17 +61,14 @@ EXACT = {
     "matmul_bf16": (_matmul_tanh_sum, (A.astype(jnp.bfloat16), B.astype(jnp.bfloat16))),
     "convolution": (_strided_dilated_conv, (IMAGE, np.ones((4, 3, 3, 3), np.float32))),
     "cond": (_branches, (True, A)),
-}
-# Programs whose flops and transcendentals are exact; bytes accessed differs by what XLA's
-# StableHLO-to-HLO conversion adds or removes (tuples of multi-result ops, index arithmetic).
-FLOPS_EXACT = {
     "reduce_window": (_pooling, (IMAGE,)),
     "while": (_loop, (A,)),
     "softmax_gelu": (_softmax_gelu, (A,)),
     "gather_scatter": (_gather_scatter, (A, np.array([1, 5, 7]))),
     "sort": (_sort, (np.ones((7, 33), np.float32),)),
+    "dynamic_slices": (_dynamic_slices, (A, 1)),
+    "mse_grad": (_mse_grad, (B, A)),
 }
-BYTES_TOLERANCE = 0.05
 
 
 def _costs(fn, args):
@@ -84,19 +86,32 @@ def test_cost_analysis_equals_the_cpu_backends(name):
   assert got == want
 
 
-@pytest.mark.parametrize("name", sorted(FLOPS_EXACT))
-def test_flops_and_transcendentals_equal_the_cpu_backends(name):
-  got, want = _costs(*FLOPS_EXACT[name])
-  assert (got["flops"], got["transcendentals"]) == (want["flops"], want["transcendentals"])
-  assert got["bytes accessed"] == pytest.approx(want["bytes accessed"], rel=BYTES_TOLERANCE)
+def test_a_flax_training_steps_flops_within_a_percent_and_bytes_within_ten():
+  """Ops the StableHLO-to-HLO conversion rewrites in ways cost_analysis.py does not follow
+  (private functions' arithmetic) leave small differences on a whole model."""
+  import flax.linen as nn
+  import optax
 
+  class Block(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+      h = nn.MultiHeadDotProductAttention(num_heads=4)(nn.LayerNorm()(x))
+      x = x + h
+      return x + nn.Dense(64)(nn.gelu(nn.Dense(256)(nn.LayerNorm()(x))))
 
-def test_a_training_step_counts_its_matmuls():
-  got, want = _costs(_mse_grad, (B, A))
-  matmul_flops = 2 * 2 * 64 * 32 * 16  # forward x·w and backward xᵀ·g
-  assert got["flops"] >= matmul_flops
-  assert got["flops"] == pytest.approx(want["flops"], abs=2)
-  assert got["bytes accessed"] == pytest.approx(want["bytes accessed"], rel=BYTES_TOLERANCE)
+  x = np.ones((2, 16, 64), np.float32)
+  model, tx = Block(), optax.adamw(1e-3)
+  params = model.init(jax.random.PRNGKey(0), x)
+
+  def step(params, state, x):
+    grads = jax.grad(lambda p: jnp.mean(model.apply(p, x) ** 2))(params)
+    updates, state = tx.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+
+  got, want = _costs(step, (params, tx.init(params), x))
+  assert got["flops"] == pytest.approx(want["flops"], rel=0.01)
+  assert got["transcendentals"] == want["transcendentals"]
+  assert got["bytes accessed"] == pytest.approx(want["bytes accessed"], rel=0.1)
 
 
 def test_a_partitioned_program_says_its_cost_is_unavailable():
