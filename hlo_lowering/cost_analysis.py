@@ -17,8 +17,9 @@ counted by XLA's published rules, so they equal what JAX's CPU backend reports f
   (plus its first index); scatter its updates three times (plus its indices); a custom call's cost
   is unknown: it adds -1 flops and -1 bytes, as in XLA;
 - XLA counts the HLO that JAX's StableHLO converts to, so the count follows that conversion: a
-  convert, broadcast or reshape to the same type is dropped; elementwise ops of constants are
-  folded and equal broadcasts of one constant merged; a broadcast_in_dim stretching unit dims is
+  convert, broadcast or reshape to the same type is dropped, and so are x+0, x-0 and x·1;
+  elementwise ops of constants are folded and equal broadcasts of one constant merged; what then
+  no longer reaches a result is dead and costs nothing; a broadcast_in_dim stretching unit dims is
   a broadcast, a reshape and a broadcast; an iota of rank > 1 is a 1-D iota and a broadcast; a
   returned transpose is a bitcast (its result layout is free); several results of the entry, and
   a while loop's state, are tuples of 8-byte pointers;
@@ -79,23 +80,76 @@ def program_cost(module: ir.Module) -> Cost:
 
 def _block_cost(block: ir.Block, module: ir.Module) -> Cost:
   total: Cost = {}
-  constants: dict[ir.Value, object] = {}  # constant value -> what identifies it
-  broadcasts: set = set()
+  for op in _surviving_ops(block):
+    _add(total, _op_cost(op, module))
+  return total
+
+
+def _surviving_ops(block: ir.Block) -> list[ir.Op]:
+  """The ops of `block` that its conversion to HLO keeps, in order: identity converts,
+  broadcasts and reshapes, x+0, x-0 and x·1, elementwise ops of constants and repeated
+  broadcasts of one constant are folded away, then whatever no longer reaches the block's
+  results is dropped."""
+  alias: dict[ir.Value, ir.Value] = {}
+
+  def resolve(v: ir.Value) -> ir.Value:
+    while v in alias:
+      v = alias[v]
+    return v
+
+  constants: dict[ir.Value, tuple] = {}  # constant value -> what identifies it
+  splats: dict[ir.Value, float] = {}  # constants and their broadcasts whose elements are equal
+  broadcasts: dict[tuple, ir.Value] = {}
+  kept: list[tuple[ir.Op, list[ir.Value]]] = []
   for op in block.ops:
+    operands = [resolve(v) for v in op.operands]
     if op.name == "stablehlo.constant":
       value = np.asarray(op.attrs["value"])
       constants[op.result] = (value.tobytes(), str(value.dtype), op.result.type)
+      if value.size and (value == value.flat[0]).all():
+        splats[op.result] = value.flat[0]
       continue
-    if _is_elementwise(op) and op.operands and all(v in constants for v in op.operands):
-      constants[op.result] = op  # the conversion to HLO folds elementwise ops of constants
+    if _is_identity(op):
+      alias[op.result] = operands[0]
       continue
-    if op.name == "stablehlo.broadcast_in_dim" and op.operands[0] in constants:
-      key = (constants[op.operands[0]], op.result.type, tuple(op.attrs["broadcast_dimensions"]))
-      if key in broadcasts:  # ... and keeps one broadcast of each constant
+    if _is_elementwise(op) and operands and all(v in constants for v in operands):
+      constants[op.result] = (op.name, tuple(constants[v] for v in operands), op.result.type)
+      continue
+    neutral = _neutral_operand(op.name, operands, splats)
+    if neutral is not None:
+      alias[op.result] = neutral
+      continue
+    if op.name == "stablehlo.broadcast_in_dim" and operands[0] in constants:
+      key = (constants[operands[0]], op.result.type, tuple(op.attrs["broadcast_dimensions"]))
+      if key in broadcasts:
+        alias[op.result] = broadcasts[key]
         continue
-      broadcasts.add(key)
-    _add(total, _op_cost(op, module))
-  return total
+      broadcasts[key] = op.result
+      if operands[0] in splats:
+        splats[op.result] = splats[operands[0]]
+    kept.append((op, operands))
+  live = {resolve(v) for v in block.terminator.operands}
+  surviving = []
+  for op, operands in reversed(kept):
+    if (op is block.terminator or not op.results or op.name == "stablehlo.custom_call"
+        or live.intersection(op.results)):
+      surviving.append(op)
+      live.update(operands)
+  return surviving[::-1]
+
+
+def _neutral_operand(name: str, operands: list[ir.Value], splats: dict) -> ir.Value | None:
+  """x for x+0, 0+x, x-0, x·1 and 1·x (same type as the result), else None."""
+  if len(operands) != 2 or operands[0].type != operands[1].type:
+    return None
+  lhs, rhs = (splats.get(v) for v in operands)
+  if name == "stablehlo.add":
+    return operands[0] if rhs == 0 else operands[1] if lhs == 0 else None
+  if name == "stablehlo.subtract":
+    return operands[0] if rhs == 0 else None
+  if name == "stablehlo.multiply":
+    return operands[0] if rhs == 1 else operands[1] if lhs == 1 else None
+  return None
 
 
 def _is_elementwise(op: ir.Op) -> bool:
@@ -104,7 +158,7 @@ def _is_elementwise(op: ir.Op) -> bool:
 
 def _op_cost(op: ir.Op, module: ir.Module) -> Cost:
   name = op.name
-  if name in _NO_TRAFFIC or _is_identity(op):
+  if name in _NO_TRAFFIC:
     return {}
   if name == "stablehlo.custom_call":
     return {FLOPS: -1.0, BYTES: -1.0}

@@ -86,9 +86,9 @@ def test_cost_analysis_equals_the_cpu_backends(name):
   assert got == want
 
 
-def test_a_flax_training_steps_flops_within_a_percent_and_bytes_within_ten():
+def test_a_flax_training_steps_flops_are_equal_and_bytes_within_five_percent():
   """Ops the StableHLO-to-HLO conversion rewrites in ways cost_analysis.py does not follow
-  (private functions' arithmetic) leave small differences on a whole model."""
+  (private functions' arithmetic) leave a small difference in bytes on a whole model."""
   import flax.linen as nn
   import optax
 
@@ -109,9 +109,9 @@ def test_a_flax_training_steps_flops_within_a_percent_and_bytes_within_ten():
     return optax.apply_updates(params, updates), state
 
   got, want = _costs(step, (params, tx.init(params), x))
-  assert got["flops"] == pytest.approx(want["flops"], rel=0.01)
+  assert got["flops"] == want["flops"]
   assert got["transcendentals"] == want["transcendentals"]
-  assert got["bytes accessed"] == pytest.approx(want["bytes accessed"], rel=0.1)
+  assert got["bytes accessed"] == pytest.approx(want["bytes accessed"], rel=0.05)
 
 
 def test_a_partitioned_program_says_its_cost_is_unavailable():
