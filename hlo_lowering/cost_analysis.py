@@ -19,7 +19,8 @@ counted by XLA's published rules, so they equal what JAX's CPU backend reports f
 - XLA counts the HLO that JAX's StableHLO converts to, so the count follows that conversion: a
   convert, broadcast or reshape to the same type is dropped, and so are x+0, x-0 and x·1;
   elementwise ops of constants are folded and equal broadcasts of one constant merged; what then
-  no longer reaches a result is dead and costs nothing; a broadcast_in_dim stretching unit dims is
+  no longer reaches a result is dead and costs nothing; a splat constant of more than one
+  element is a broadcast of a scalar; a broadcast_in_dim stretching unit dims is
   a broadcast, a reshape and a broadcast; an iota of rank > 1 is a 1-D iota and a broadcast; a
   returned transpose is a bitcast (its result layout is free); several results of the entry, and
   a while loop's state, are tuples of 8-byte pointers;
@@ -80,16 +81,19 @@ def program_cost(module: ir.Module) -> Cost:
 
 def _block_cost(block: ir.Block, module: ir.Module) -> Cost:
   total: Cost = {}
-  for op in _surviving_ops(block):
+  ops, splat_constants = _surviving_ops(block)
+  for op in ops:
     _add(total, _op_cost(op, module))
+  for value in splat_constants:  # the conversion writes each as a broadcast of a scalar
+    _add(total, {BYTES: value.type.nbytes + value.type.nbytes / value.type.size})
   return total
 
 
-def _surviving_ops(block: ir.Block) -> list[ir.Op]:
-  """The ops of `block` that its conversion to HLO keeps, in order: identity converts,
-  broadcasts and reshapes, x+0, x-0 and x·1, elementwise ops of constants and repeated
-  broadcasts of one constant are folded away, then whatever no longer reaches the block's
-  results is dropped."""
+def _surviving_ops(block: ir.Block) -> tuple[list[ir.Op], list[ir.Value]]:
+  """The ops of `block` that its conversion to HLO keeps, in order, and the splat constants
+  of more than one element they read: identity converts, broadcasts and reshapes, x+0, x-0
+  and x·1, elementwise ops of constants and repeated broadcasts of one constant are folded
+  away, then whatever no longer reaches the block's results is dropped."""
   alias: dict[ir.Value, ir.Value] = {}
 
   def resolve(v: ir.Value) -> ir.Value:
@@ -98,7 +102,8 @@ def _surviving_ops(block: ir.Block) -> list[ir.Op]:
     return v
 
   constants: dict[ir.Value, tuple] = {}  # constant value -> what identifies it
-  splats: dict[ir.Value, float] = {}  # constants and their broadcasts whose elements are equal
+  # Constants and their broadcasts whose elements are equal (None: folded, value not known).
+  splats: dict[ir.Value, float | None] = {}
   broadcasts: dict[tuple, ir.Value] = {}
   kept: list[tuple[ir.Op, list[ir.Value]]] = []
   for op in block.ops:
@@ -114,6 +119,8 @@ def _surviving_ops(block: ir.Block) -> list[ir.Op]:
       continue
     if _is_elementwise(op) and operands and all(v in constants for v in operands):
       constants[op.result] = (op.name, tuple(constants[v] for v in operands), op.result.type)
+      if all(v in splats for v in operands):
+        splats[op.result] = None
       continue
     neutral = _neutral_operand(op.name, operands, splats)
     if neutral is not None:
@@ -135,7 +142,8 @@ def _surviving_ops(block: ir.Block) -> list[ir.Op]:
         or live.intersection(op.results)):
       surviving.append(op)
       live.update(operands)
-  return surviving[::-1]
+  splat_constants = [v for v in constants if v in live and v in splats and v.type.size > 1]
+  return surviving[::-1], splat_constants
 
 
 def _neutral_operand(name: str, operands: list[ir.Value], splats: dict) -> ir.Value | None:
