@@ -85,7 +85,7 @@ def _block_cost(block: ir.Block, module: ir.Module) -> Cost:
   for op in ops:
     _add(total, _op_cost(op, module))
   for value in splat_constants:  # the conversion writes each as a broadcast of a scalar
-    _add(total, {BYTES: value.type.nbytes + value.type.nbytes / value.type.size})
+    _add(total, {BYTES: value.type.nbytes + value.type.dtype.itemsize})
   return total
 
 
@@ -111,7 +111,7 @@ def _surviving_ops(block: ir.Block) -> tuple[list[ir.Op], list[ir.Value]]:
     if op.name == "stablehlo.constant":
       value = np.asarray(op.attrs["value"])
       constants[op.result] = (value.tobytes(), str(value.dtype), op.result.type)
-      if value.size and (value == value.flat[0]).all():
+      if value.size and value.tobytes() == value.flat[:1].tobytes() * value.size:  # NaNs too
         splats[op.result] = value.flat[0]
       continue
     if _is_identity(op):
