@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from compiler_harness import artifact, compile_code, finish, native, through_backend
-from hlo_lowering.program import (Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, TileAP,
-                                  disassemble, read_program)
+from hlo_lowering.program import (Alu, DType, HbmAP, Memory, Opcode, ProgramBuilder, Scalar,
+                                  TileAP, disassemble, read_program)
 from hlo_lowering.program.instructions import TileStep
 from hlo_lowering.program.writer import serialize
 
@@ -126,6 +126,15 @@ MATMULS = {
     "bf16 x.T @ w, K of 16 tiles over two N panels": (
         lambda x, w: x.T @ w, (_rng.randn(2048, 1024).astype(ml_dtypes.bfloat16),
                                _rng.randn(2048, 3584).astype(ml_dtypes.bfloat16))),
+    # K of 64 tiles: the first two m-tiles' lhs^T loads come by the back end's round robin, so
+    # they loop a load per queue at a time, and the matmuls of those m-tiles (multiplied
+    # together) loop over groups of as many K tiles; one m-tile alone does the same.
+    "bf16 x.T @ w, K of 64 tiles, two m-tiles": (
+        lambda x, w: x.T @ w, (_rng.randn(8192, 256).astype(ml_dtypes.bfloat16),
+                               _rng.randn(8192, 512).astype(ml_dtypes.bfloat16))),
+    "bf16 x.T @ w, K of 64 tiles, one m-tile": (
+        lambda x, w: x.T @ w, (_rng.randn(8192, 128).astype(ml_dtypes.bfloat16),
+                               _rng.randn(8192, 512).astype(ml_dtypes.bfloat16))),
 }
 
 
@@ -165,6 +174,21 @@ def _run(builder: ProgramBuilder, args):
 
 def _stored(program: bytes) -> int:
   return sum(len(block.instructions) for block in read_program(program).blocks)
+
+
+@pytest.mark.parametrize("name,m_tiles", [("bf16 x.T @ w, K of 64 tiles, two m-tiles", 2),
+                                          ("bf16 x.T @ w, K of 64 tiles, one m-tile", 1)])
+def test_long_k_first_steps_store_fewer_lhs_loads_and_matmuls_than_their_k_tiles(
+    name, m_tiles, monkeypatch):
+  """Each of the first steps loads all 64 K tiles of its m-tile's lhs^T and multiplies each
+  (one n-block of 512 columns): unrolled, 64 stored loads and 64 matmuls per m-tile."""
+  f, args = MATMULS[name]
+  program, _, _ = _compiled(f, args, monkeypatch, unroll=False)
+  insts = [i for block in read_program(program).blocks for i in block.instructions]
+  lhs_loads = [i for i in insts if i.opcode == Opcode.DMA_COPY
+               and isinstance(i.operands["src"], HbmAP) and i.operands["src"].tensor == 0]
+  matmuls = [i for i in insts if i.opcode == Opcode.MATMUL]
+  assert len(lhs_loads) < 64 * m_tiles and len(matmuls) < 64 * m_tiles
 
 
 def test_a_k_tile_loop_accumulates_what_the_unrolled_k_tiles_do_in_the_same_cycles():

@@ -392,10 +392,10 @@ class ResidentRhsMatmul(MatmulTiling):
                   "src", moves[i], "lhs", k_steps=k_steps)
 
       # One queue in the periodic steps; on the back end's round robin elsewhere, where a loop
-      # would keep one queue.
-      self._k_tile_loop(range(len(self.k_tiles)), 1, load, {
-          "src": self.partitions * sk, ("dst", "byte_offset"): self.m_tile * size},
-          loop=self._periodic)
+      # whose body takes every queue once gets the unrolled loads' queues.
+      group = 1 if self._periodic else self.queues
+      self._k_tile_loop(range(len(self.k_tiles)), group, load, {
+          "src": group * self.partitions * sk, ("dst", "byte_offset"): group * self.m_tile * size})
       return
     self._dma(queue, self._sbuf(lhs.dtype, rows, self.staging[self._parity(s)], ((1, self.k),)),
               HbmAP(lhs.tensor, offsets[0], ((sm, rows), (sk, self.k))), "src", next(steps),
@@ -420,7 +420,7 @@ class ResidentRhsMatmul(MatmulTiling):
     if k_steps is not None:
       steps.append(k_steps)
     if not (self._periodic or fixed):
-      self.ctx.dma(dst, src)
+      self.ctx.dma(dst, src, steps=steps or None)
       return
     self.ctx.builder.dma_copy(queue % self.queues, dst, src, debug=self.ctx.debug_id,
                               steps=steps or None)
@@ -479,10 +479,11 @@ class ResidentRhsMatmul(MatmulTiling):
     runs = [range(0, 1), middle] if last else []
     if follows_rows and last:
       products(range(0, 1), range(len(blocks)))
-      # K tile i waits on its panel rows' queue, the (i mod PANEL_QUEUES)-th: a group of that
-      # many K tiles waits one further on each queue than the group before, so groups loop.
-      self._k_tile_loop(middle, PANEL_QUEUES, every_block, {
-          key: PANEL_QUEUES * step for key, step in k_steps.items()},
+      # A group of _wait_period K tiles waits one further on each queue than the group before,
+      # so groups loop.
+      period = self._wait_period(len(middle))
+      self._k_tile_loop(middle, period, every_block, {
+          key: period * step for key, step in k_steps.items()},
           loop=self.pair_tiles is None and not self._rhs_transposed())
     for j in range(len(blocks)):
       for tiles in ([] if follows_rows else runs) + [range(last, last + 1)]:
@@ -552,12 +553,13 @@ class ResidentRhsMatmul(MatmulTiling):
             builder.matmul(dsts[t, q], stationary, moving, start=i == 0, stop=i == last,
                            debug=debug, steps=steps)
 
-      # The middle K tiles as a loop over groups of PANEL_QUEUES (K tile i waits on the panel
-      # rows of the (i mod PANEL_QUEUES)-th queue, as in _multiply's first m-tile).
+      # The middle K tiles as a loop over groups of K tiles whose waits repeat (_wait_period),
+      # as in _multiply's first m-tile.
+      period = self._wait_period(last - 1)
       k_tile(0)
-      self._k_tile_loop(range(1, last), PANEL_QUEUES, k_tile, {
-          ("stationary", "byte_offset"): PANEL_QUEUES * self.m_tile * self.lhs.dtype.itemsize,
-          ("moving", "byte_offset"): PANEL_QUEUES * pitch * rsize},
+      self._k_tile_loop(range(1, last), period, k_tile, {
+          ("stationary", "byte_offset"): period * self.m_tile * self.lhs.dtype.itemsize,
+          ("moving", "byte_offset"): period * pitch * rsize},
           loop=self.pair_tiles is None)
       if last:
         k_tile(last)
@@ -565,6 +567,19 @@ class ResidentRhsMatmul(MatmulTiling):
         for q, block in enumerate(group):
           self._evict(t, first + q, block, dsts[t, q], targets[t][first + q], 0)
       first += len(group)
+
+  def _wait_period(self, tiles: int) -> int:
+    """How many of `tiles` K tiles a loop over the matmuls that follow the panel's rows takes
+    per iteration: K tile i's panel rows come on the (i mod PANEL_QUEUES)-th panel queue, so
+    the waits of a group of PANEL_QUEUES repeat one further on each queue; outside the periodic
+    steps a direct lhs's K tiles come by the back end's round robin, K tile i on the
+    (i mod queues)-th queue after the first's, and the waits repeat only after both periods
+    (when that still leaves MIN_K_LOOP iterations; fewer K tiles keep PANEL_QUEUES, whose loop
+    the back end keeps where the lhs waits fall away)."""
+    both = math.lcm(PANEL_QUEUES, self.queues)
+    if self.lhs_direct and not self._periodic and tiles // both >= MIN_K_LOOP:
+      return both
+    return PANEL_QUEUES
 
   def _stationary(self, s: int, i: int, rows: int) -> TileAP:
     """K tile i of m-tile s's lhs^T: [K_t, rows] (pairs: every other element of a bf16 pair
