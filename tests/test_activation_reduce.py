@@ -1,12 +1,15 @@
 """ScalarE's activation_reduce in the simulator: a per-partition scale, and the row sum of the
 result in the same instruction, against NumPy; the sum has exactly the bits of tensor_reduce add
-over the activation's output; the loader's rules."""
+over the activation's output, or (sum_before_rounding, as the chip's reduce registers sum) over
+its fp32 values before their rounding to dst's dtype; the format and the loader's rules."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, ProgramBuilder, Scalar, TileAP
+from hlo_lowering.program.enums import RowSum
+from hlo_lowering.program.reader import read_program
 from compiler_harness import finish
 
 _native = pytest.importorskip("jax_trn._native")
@@ -17,7 +20,7 @@ def _tile(dtype, partitions, offset, free):
   return TileAP.dense(Memory.SBUF, dtype, 0, partitions, offset, free)
 
 
-def _run(x, scale, bias, func, out_dtype):
+def _run(x, scale, bias, func, out_dtype, sum_before_rounding=False):
   """activation_reduce(func, y, x, scale, bias, dst_sum=s) and tensor_reduce(add) of y: the
   outputs y, s and the tensor_reduce sum."""
   p, f = x.shape
@@ -36,7 +39,8 @@ def _run(x, scale, bias, func, out_dtype):
       operands.append(Scalar(DType.F32, value))
   dst = _tile(out_dtype, p, 16384, (f,))
   fused, reduced = _tile(DType.F32, p, 32768, (1,)), _tile(DType.F32, p, 32832, (1,))
-  b.activation_reduce(func, dst, src, scale=operands[0], bias=operands[1], dst_sum=fused)
+  b.activation_reduce(func, dst, src, scale=operands[0], bias=operands[1], dst_sum=fused,
+                      sum_before_rounding=sum_before_rounding)
   b.tensor_reduce(Alu.ADD, reduced, dst)
   outs = [(dst, out_dtype, (p, f)), (fused, DType.F32, (p, 1)), (reduced, DType.F32, (p, 1))]
   for k, (tile, dtype, shape) in enumerate(outs):
@@ -69,6 +73,17 @@ def test_sum_of_a_narrow_dst_is_over_the_rounded_values():
   np.testing.assert_allclose(y.astype(np.float32), expected.astype(np.float32), rtol=1e-2)
   np.testing.assert_array_equal(fused, reduced)
   np.testing.assert_array_equal(fused, _sequential_sum(y))
+
+
+def test_a_sum_before_rounding_is_over_the_fp32_values_and_dst_is_as_without_it():
+  x = rng.standard_normal((128, 333)).astype(np.float32)
+  written = _run(x, 1.0, -0.5, Alu.TANH, DType.BF16)
+  y, fused, reduced = _run(x, 1.0, -0.5, Alu.TANH, DType.BF16, sum_before_rounding=True)
+  np.testing.assert_array_equal(y, written[0])
+  np.testing.assert_array_equal(reduced, written[2])
+  activated = _run(x, 1.0, -0.5, Alu.TANH, DType.F32)[0]  # the same activation kept in fp32
+  np.testing.assert_array_equal(fused, _sequential_sum(activated))
+  assert not np.array_equal(fused, reduced)  # the rounding to bf16 changes the sums
 
 
 def test_square_is_the_exact_product():
@@ -118,13 +133,25 @@ def test_loader_rejects_bad_operands(operands, message):
 
 
 def test_the_format_round_trips_the_optional_sum():
-  from hlo_lowering.program.reader import read_program
   summed = _tile(DType.F32, 128, 512, (1,))
   b = ProgramBuilder()
   b.tensor("parameter", DType.F32, (128, 64), index=0, name="x")
   dst, src = _tile(DType.F32, 128, 0, (64,)), _tile(DType.F32, 128, 256, (64,))
   b.activation_reduce(Alu.SQUARE, dst, src, dst_sum=summed)
   b.activation_reduce(Alu.COPY, dst, src, scale=summed)
+  b.activation_reduce(Alu.EXP, dst, src, dst_sum=summed, sum_before_rounding=True)
   insts = read_program(b.serialize()).blocks[0].instructions
-  assert [i.operands["dst_sum"] for i in insts] == [summed, None]
+  assert [i.operands["dst_sum"] for i in insts] == [summed, None, summed]
+  assert [i.operands["sum_of"] for i in insts] == [RowSum.WRITTEN, RowSum.NONE, RowSum.ACTIVATED]
   assert insts[1].operands["scale"] == summed
+
+
+def test_loader_refuses_an_unknown_row_sum_by_name():
+  b = ProgramBuilder()
+  b.tensor("parameter", DType.F32, (128, 64), index=0, name="x")
+  b.activation_reduce(Alu.EXP, _tile(DType.F32, 128, 0, (64,)), _tile(DType.F32, 128, 256, (64,)),
+                      dst_sum=_tile(DType.F32, 128, 512, (1,)))
+  b.instructions[-1].operands["sum_of"] = 3  # a mode this loader does not know
+  with pytest.raises(ValueError, match=r"activation_reduce sum 3 \(expected 0: none, 1: of dst "
+                                       r"as written, 2: of the activated values\)"):
+    _native.program_info(b.serialize())

@@ -9,7 +9,7 @@ import pytest
 from hlo_lowering import gen_isa
 from hlo_lowering.program import enums, isa_table
 from hlo_lowering.program.enums import (Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
-                                        ScalarKind, Stream, TensorKind, stream_name)
+                                        RowSum, ScalarKind, Stream, TensorKind, stream_name)
 
 _native = pytest.importorskip("jax_trn._native")
 
@@ -28,7 +28,7 @@ def test_generated_table_is_current():
 @pytest.mark.parametrize("enum_type, table", [
     (DType, "dtypes"), (Alu, "alu_ops"), (Opcode, "opcodes"), (ControlOp, "control_ops"),
     (Memory, "memories"), (TensorKind, "tensor_kinds"), (EndpointKind, "endpoint_kinds"),
-    (ScalarKind, "scalar_kinds")])
+    (ScalarKind, "scalar_kinds"), (RowSum, "row_sums")])
 def test_python_enum_matches_the_compiled_table(enum_type, table):
   native = _native.isa_tables()[table]
   assert {m.name.lower(): int(m) for m in enum_type} == native

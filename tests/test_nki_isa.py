@@ -2,6 +2,7 @@
 documents, checked against NumPy on the simulator over odd tile shapes: one small kernel per
 instruction form, run on NumPy arrays."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -202,8 +203,16 @@ def test_a_scaled_and_summed_activation_is_one_scalar_engine_instruction():
     program = kernel.trace(X, COLUMN)
     return [inst.method for inst in program.instructions if inst.method != "dma_copy"]
   assert methods(scaled_activation_with_row_sums) == ["activation_reduce"]
-  # A bf16 dst: the sum is of the fp32 values, so through an fp32 tile, then a copy to bf16.
-  assert methods(scaled_activation_into_bf16) == ["activation_reduce", "tensor_copy"]
+  # A bf16 dst too: the sum is of the fp32 values before their rounding, in the same instruction.
+  assert methods(scaled_activation_into_bf16) == ["activation_reduce"]
+
+
+def test_a_summed_activation_into_bf16_sums_the_values_before_their_rounding():
+  # ScalarE's 32-bit reduce registers take the fp32 activated values; only dst is rounded.
+  wide, wide_total = scaled_activation_with_row_sums(X, COLUMN)
+  narrow, narrow_total = scaled_activation_into_bf16(X, COLUMN)
+  np.testing.assert_array_equal(narrow_total, wide_total)
+  np.testing.assert_array_equal(narrow, wide.astype(ml_dtypes.bfloat16))
 
 
 def test_scalar_tensor_tensor_is_one_vector_engine_instruction_on_floats():

@@ -15,8 +15,8 @@ import numpy as np
 
 from .buffers import Buffer
 from .enums import (ARG_REDUCE_COMPARATOR, COLLECTIVE_RING, MATMUL_START, MATMUL_STOP, NUM_STREAMS,
-                    SORT_FLOAT_CANONICAL, Alu, ControlOp, DType, Memory, Opcode, Stream, TensorKind,
-                    on_core)
+                    SORT_FLOAT_CANONICAL, Alu, ControlOp, DType, Memory, Opcode, RowSum, Stream,
+                    TensorKind, on_core)
 from .instructions import (TILE_FIELDS, Block, DebugEntry, Exit, Instruction, Loop, Tensor,
                            TileStep, stepped_values, tile_operand_keys)
 from .operands import HbmAP, Scalar, TileAP
@@ -321,13 +321,17 @@ class ProgramBuilder:
     self._set_steps(inst, steps)
 
   def activation_reduce(self, func, dst, src, scale=Scalar(DType.F32, 1.0),
-                        bias=Scalar(DType.F32, 0.0), dst_sum=None, debug=None):
+                        bias=Scalar(DType.F32, 0.0), dst_sum=None, sum_before_rounding=False,
+                        debug=None):
     """activation with a per-partition (or immediate) scale; with dst_sum, also each row's fp32
-    sum of dst as written, in tensor_reduce's order."""
+    sum in tensor_reduce's order: of dst as written, or with sum_before_rounding of the
+    activated fp32 values (what ScalarE's reduce registers sum on the chip)."""
     dst, src = _tile(dst, "activation_reduce"), _tile(src, "activation_reduce")
+    sum_of = (RowSum.NONE if dst_sum is None
+              else RowSum.ACTIVATED if sum_before_rounding else RowSum.WRITTEN)
     self._emit(Opcode.ACTIVATION_REDUCE, Stream.ACT, debug, func=Alu(func), dst=dst, src=src,
                scale=_scalar_operand(scale, "activation_reduce"),
-               bias=_scalar_operand(bias, "activation_reduce"),
+               bias=_scalar_operand(bias, "activation_reduce"), sum_of=sum_of,
                dst_sum=None if dst_sum is None else _tile(dst_sum, "activation_reduce"))
 
   # --- GpSimd general-purpose ops over HBM --------------------------------------------------

@@ -181,3 +181,5 @@ ControlOp = _make(enum.IntEnum, "ControlOp", isa_table.CONTROL_OPS)
 # Operand kind tags: a DMA endpoint is HBM or a tile; a scalar operand an immediate or a tile.
 EndpointKind = _make(enum.IntEnum, "EndpointKind", isa_table.ENDPOINT_KINDS)
 ScalarKind = _make(enum.IntEnum, "ScalarKind", isa_table.SCALAR_KINDS)
+# What activation_reduce sums into dst_sum: nothing, dst as written, or the activated fp32 values.
+RowSum = _make(enum.IntEnum, "RowSum", isa_table.ROW_SUMS)

@@ -86,10 +86,10 @@ class TileStep:
 
 def tile_operand_keys(inst: "Instruction") -> list:
   """The names of an instruction's tile operands in their encoding order (a tile endpoint, a
-  per-partition scalar tile and a present optional tile count; the format's tile operand
+  per-partition scalar tile and a present row-sum tile count; the format's tile operand
   numbering for step kind 3)."""
   return [name for name, kind in OPERAND_LAYOUT[inst.opcode]
-          if kind in ("tile", "endpoint", "scalar_operand", "optional_tile")
+          if kind in ("tile", "endpoint", "scalar_operand", "summed_tile")
           and isinstance(inst.operands[name], TileAP)]
 
 
@@ -284,8 +284,8 @@ def _executed(insts: list, depth: int, iterations: dict, selected):
 
 # Operand kinds: "u8", "u32", "u64", "i64", "f32" plain numbers; "tile" TileAP; "hbm" HbmAP; "hbm_list" a list of
 # HbmAPs; "endpoint" HbmAP | TileAP; "scalar" Scalar; "scalar_operand" Scalar | TileAP [P, 1];
-# "i64_list" a u32 count then that many i64; "optional_tile" a u8 flag, then a TileAP when it is 1
-# (None when 0).
+# "i64_list" a u32 count then that many i64; "row_sum" a RowSum as a u8; "summed_tile" a TileAP
+# when the instruction's row_sum operand is not RowSum.NONE, nothing (None) when it is.
 OPERAND_LAYOUT = {
     Opcode.DMA_COPY: (("dst", "endpoint"), ("src", "endpoint")),
     Opcode.MATMUL: (("dst", "tile"), ("stationary", "tile"), ("moving", "tile"), ("flags", "u8")),
@@ -305,10 +305,11 @@ OPERAND_LAYOUT = {
     Opcode.BN_AGGR: (("dst", "tile"), ("src", "tile")),
     Opcode.ACTIVATION: (("func", "u8"), ("dst", "tile"), ("src", "tile"), ("scale", "f32"),
                         ("bias", "scalar_operand")),
-    # scale per partition or immediate; dst_sum: each row's fp32 sum of dst as written, or None.
+    # scale per partition or immediate; dst_sum: each row's fp32 sum (sum_of: of dst as written,
+    # or of the activated values before their rounding to dst's dtype), None without a sum.
     Opcode.ACTIVATION_REDUCE: (("func", "u8"), ("dst", "tile"), ("src", "tile"),
                                ("scale", "scalar_operand"), ("bias", "scalar_operand"),
-                               ("dst_sum", "optional_tile")),
+                               ("sum_of", "row_sum"), ("dst_sum", "summed_tile")),
     Opcode.GP_ELEMENTWISE: (("op", "u8"), ("dst", "hbm"), ("srcs", "hbm_list")),
     Opcode.GP_COPY: (("dst", "hbm"), ("src", "hbm")),
     Opcode.GP_FILL: (("dst", "hbm"), ("value", "scalar")),

@@ -146,6 +146,12 @@ SCALAR_KINDS = {
     'TILE': {'code': 1},
 }
 
+ROW_SUMS = {
+    'NONE': {'code': 0},
+    'WRITTEN': {'code': 1},
+    'ACTIVATED': {'code': 2},
+}
+
 ENGINE_STREAMS = {
     'SP': {'code': 0},
     'ACT': {'code': 1},

@@ -31,8 +31,9 @@ from .enums import DType, Memory
 from .operands import HbmAP, Scalar, TileAP
 
 # 2: instructions carry their physical core; device_print snapshots. 3: and their epoch (the
-# core barriers their program passed before them); version 2 payloads read as epoch 0.
-FORMAT_VERSION = 3
+# core barriers their program passed before them); version 2 payloads read as epoch 0. 4:
+# activation_reduce may sum its activated values before their rounding (sum_before_rounding).
+FORMAT_VERSION = 4
 INPUT, OUTPUT, SCRATCH, CONSTANT = "input", "output", "scratch", "constant"
 
 # The ProgramBuilder methods a kernel may call (engine instructions; no control flow, no GpSimd
@@ -169,9 +170,9 @@ class KernelProgram:
       doc = json.loads(zlib.decompress(base64.b64decode(text)))
     except (ValueError, zlib.error) as e:
       raise ValueError(f"not a jax_trn kernel payload: {e}") from None
-    if doc.get("version") not in (2, FORMAT_VERSION):
+    if doc.get("version") not in range(2, FORMAT_VERSION + 1):
       raise ValueError(f"kernel payload version {doc.get('version')}; this compiler reads "
-                       f"2 and {FORMAT_VERSION} (retrace the kernel with this jax_trn)")
+                       f"2 to {FORMAT_VERSION} (retrace the kernel with this jax_trn)")
     tensors = [KernelTensor(kind, index, DType(dtype), tuple(shape), name, base64.b64decode(data))
                for kind, index, dtype, shape, name, data in doc["tensors"]]
     instructions = []

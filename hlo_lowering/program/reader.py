@@ -6,7 +6,7 @@ import dataclasses
 import struct
 
 from .enums import (MATMUL_START, MATMUL_STOP, Alu, ControlOp, DType, EndpointKind, Memory, Opcode,
-                    ScalarKind, TensorKind, core_of, stream_name)
+                    RowSum, ScalarKind, TensorKind, core_of, stream_name)
 from .instructions import (FIELD_SINCE, OPERAND_LAYOUT, TILE_FIELDS, WIDE_NIBBLE_TYPES, Block,
                            DebugEntry, Exit, Instruction, Loop, Tensor, TileStep, hbm_operand_keys,
                            operand_layout, tile_operand_keys)
@@ -95,8 +95,8 @@ class _Reader:
       return self.scalar()
     if kind == "scalar_operand":
       return self.scalar() if self.unpack("B") == ScalarKind.IMMEDIATE else self.tile()
-    if kind == "optional_tile":
-      return self.tile() if self.unpack("B") else None
+    if kind == "row_sum":
+      return RowSum(self.unpack("B"))
     raise ValueError(f"unknown operand kind {kind!r}")
 
 
@@ -149,8 +149,14 @@ def _read_streams(r: _Reader, version: int) -> list:
       opcode = Opcode(opcode)
       waits = [r.unpack("BI") for _ in range(r.unpack("I"))]
       stored = dict(operand_layout(opcode, version))
-      operands = {name: r.operand(kind) if name in stored else FIELD_SINCE[(opcode, name)][1]
-                  for name, kind in OPERAND_LAYOUT[opcode]}
+      operands = {}
+      for name, kind in OPERAND_LAYOUT[opcode]:
+        if name not in stored:
+          operands[name] = FIELD_SINCE[(opcode, name)][1]
+        elif kind == "summed_tile":
+          operands[name] = r.tile() if operands["sum_of"] != RowSum.NONE else None
+        else:
+          operands[name] = r.operand(kind)
       own.append(Instruction(opcode, stream, debug_id, operands, waits, core=core_of(stream)))
     open_loops = []  # (end, Loop) of the loops holding the current one (sorted, nested)
     for _ in range(r.unpack("I") if version >= 4 else 0):
@@ -220,6 +226,8 @@ def _format_value(name, value, tensors) -> str:
     return "[" + ", ".join(_format_value(name, v, tensors) for v in value) + "]"
   if name in ("op", "func"):
     return Alu(value).name.lower()
+  if name == "sum_of":
+    return RowSum(value).name.lower()
   if name == "flags":
     return "|".join(n for bit, n in ((MATMUL_START, "start"), (MATMUL_STOP, "stop"))
                     if value & bit) or "0"

@@ -92,8 +92,9 @@ class _Writer:
       else:
         self.pack("B", ScalarKind.TILE)
         self.tile(value)
-    elif kind == "optional_tile":
-      self.pack("B", value is not None)
+    elif kind == "row_sum":
+      self.pack("B", int(value))
+    elif kind == "summed_tile":  # present exactly when the row_sum operand before it says so
       if value is not None:
         self.tile(value)
     else:

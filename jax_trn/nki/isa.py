@@ -219,16 +219,15 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     trace.emit("activation", func=function.alu, dst=dst.tile_ap(), src=data.tile_ap(),
                scale=scale_operand.value, bias=bias_operand)
     return
-  # One ScalarE activation_reduce: a tensor scale and the row sum of the activated fp32 values
-  # in the same pass (through an fp32 tile when dst or reduce_res is narrower).
-  activated = dst if reduce_res is None or dst.dtype == np.float32 else _scratch(dst)
+  # One ScalarE activation_reduce: a tensor scale and, in the same pass, the row sum of the
+  # activated fp32 values before their rounding to dst's dtype, as the chip's 32-bit reduce
+  # registers take it (through an fp32 tile when reduce_res is narrower).
   total = (None if reduce_res is None else reduce_res if reduce_res.dtype == np.float32
            else _scratch(reduce_res))
-  trace.emit("activation_reduce", func=function.alu, dst=activated.tile_ap(), src=data.tile_ap(),
+  trace.emit("activation_reduce", func=function.alu, dst=dst.tile_ap(), src=data.tile_ap(),
              scale=scale_operand, bias=bias_operand,
-             dst_sum=None if total is None else total.tile_ap())
-  if activated is not dst:
-    trace.emit("tensor_copy", dst=dst.tile_ap(), src=activated.tile_ap())
+             dst_sum=None if total is None else total.tile_ap(),
+             sum_before_rounding=total is not None)
   if total is not None and total is not reduce_res:
     trace.emit("tensor_copy", dst=reduce_res.tile_ap(), src=total.tile_ap())
 

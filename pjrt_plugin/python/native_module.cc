@@ -194,7 +194,7 @@ double InterconnectNs(int kind, int algorithm, int64_t bytes, const std::vector<
 // AluOpName, OpcodeName, StreamName): tests/test_isa_table.py compares them with Python's enums.
 nb::dict IsaTables() {
   nb::dict dtypes, dtype_sizes, alu_ops, alu_arities, opcodes, control_ops, memories, tensor_kinds,
-      endpoint_kinds, scalar_kinds, streams, constants;
+      endpoint_kinds, scalar_kinds, row_sums, streams, constants;
 #define TRN_DTYPE(Camel, snake, code, size, cls)                       \
   dtypes[DTypeName(DType::k##Camel).c_str()] = static_cast<int>(DType::k##Camel); \
   dtype_sizes[#snake] = DTypeSize(DType::k##Camel);
@@ -208,6 +208,7 @@ nb::dict IsaTables() {
 #define TRN_TENSOR_KIND(Camel, snake, code) tensor_kinds[#snake] = static_cast<int>(TensorKind::k##Camel);
 #define TRN_ENDPOINT_KIND(Camel, snake, code) endpoint_kinds[#snake] = static_cast<int>(EndpointKind::k##Camel);
 #define TRN_SCALAR_KIND(Camel, snake, code) scalar_kinds[#snake] = static_cast<int>(ScalarKind::k##Camel);
+#define TRN_ROW_SUM(Camel, snake, code) row_sums[#snake] = static_cast<int>(RowSum::k##Camel);
 #define TRN_ISA_CONSTANT(Camel, SNAKE, value) constants[#SNAKE] = k##Camel;
 #include "sim/isa.def"
   for (int s = 0; s < kNumStreams; ++s) streams[StreamName(s).c_str()] = s;
@@ -222,6 +223,7 @@ nb::dict IsaTables() {
   tables["tensor_kinds"] = tensor_kinds;
   tables["endpoint_kinds"] = endpoint_kinds;
   tables["scalar_kinds"] = scalar_kinds;
+  tables["row_sums"] = row_sums;
   tables["streams"] = streams;
   tables["constants"] = constants;
   return tables;

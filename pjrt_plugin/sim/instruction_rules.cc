@@ -582,7 +582,7 @@ Status CheckInstruction(const Program& program, const Instruction& inst) {
       TRN_RETURN_IF_ERROR(SameTileShape(a.dst, a.src));
       TRN_RETURN_IF_ERROR(PerPartitionScalar(a.scale, a.src));
       TRN_RETURN_IF_ERROR(PerPartitionScalar(a.bias, a.src));
-      if (!a.has_sum) return Status::Ok();
+      if (!a.has_sum()) return Status::Ok();
       if (!IsFloat(a.dst.dtype) || a.dst.dtype == DType::kF64) return InvalidArgument("a summed activation needs a float dst, got " + DTypeName(a.dst.dtype));
       if (a.dst_sum.dtype != DType::kF32 || a.dst_sum.partition_count != a.dst.partition_count || a.dst_sum.free_size() != 1) {
         return InvalidArgument("dst_sum must be fp32 [" + std::to_string(a.dst.partition_count) + ", 1], got " + Shape(a.dst_sum));

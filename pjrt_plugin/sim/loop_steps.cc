@@ -80,7 +80,7 @@ void CollectTiles(std::vector<TileAP*>& out, T& x) {
   else if constexpr (std::is_same_v<T, Activation>) { AddTile(out, x.dst); AddTile(out, x.src); AddTile(out, x.bias); }
   else if constexpr (std::is_same_v<T, ActivationReduce>) {
     AddTile(out, x.dst); AddTile(out, x.src); AddTile(out, x.scale); AddTile(out, x.bias);
-    if (x.has_sum) AddTile(out, x.dst_sum);
+    if (x.has_sum()) AddTile(out, x.dst_sum);
   }
   else if constexpr (std::is_same_v<T, Iota>) { AddTile(out, x.dst); }
   // Every other opcode addresses HBM only.

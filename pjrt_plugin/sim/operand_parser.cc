@@ -172,8 +172,14 @@ Operands Parser::ParseOperands(Opcode opcode) {
       a.src = ReadTile();
       a.scale = ReadScalarOperand();
       a.bias = ReadScalarOperand();
-      a.has_sum = ReadFlag("activation_reduce sum flag") != 0;
-      if (a.has_sum) a.dst_sum = ReadTile();
+      const size_t at = in_.offset();
+      const uint8_t sum_of = in_.Read<uint8_t>("activation_reduce sum");
+      if (in_.ok() && sum_of > static_cast<uint8_t>(RowSum::kActivated)) {
+        in_.Fail(at, "activation_reduce sum " + std::to_string(sum_of) +
+                         " (expected 0: none, 1: of dst as written, 2: of the activated values)");
+      }
+      a.sum_of = static_cast<RowSum>(sum_of);
+      if (a.has_sum()) a.dst_sum = ReadTile();
       return a;
     }
     case Opcode::kGpElementwise: {

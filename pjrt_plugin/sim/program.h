@@ -40,6 +40,12 @@ enum class ScalarKind : uint8_t {
 #include "isa.def"
 };
 
+// What activation_reduce sums into dst_sum (isa.def).
+enum class RowSum : uint8_t {
+#define TRN_ROW_SUM(Camel, snake, code) k##Camel = code,
+#include "isa.def"
+};
+
 enum class Opcode : uint16_t {
 #define TRN_OPCODE(Camel, snake, code, engine) k##Camel = code,
 #include "isa.def"
@@ -147,9 +153,12 @@ struct BnStats { TileAP dst, src; };
 // dst[p] = (mean, variance) of the (count, mean, count · variance) tuples along src[p].
 struct BnAggr { TileAP dst, src; };
 struct Activation { AluOp func; TileAP dst, src; float scale; ScalarOperand bias; };
-// dst = func(src · scale + bias) with scale an immediate or [P, 1]; with has_sum, dst_sum[p] is
-// the fp32 sum of dst's row p as written (tensor_reduce add's order: element 0 first).
-struct ActivationReduce { AluOp func; TileAP dst, src; ScalarOperand scale, bias; bool has_sum; TileAP dst_sum; };
+// dst = func(src · scale + bias) with scale an immediate or [P, 1]; unless sum_of is kNone,
+// dst_sum[p] is the fp32 sum of row p's values (tensor_reduce add's order: element 0 first).
+struct ActivationReduce {
+  AluOp func; TileAP dst, src; ScalarOperand scale, bias; RowSum sum_of; TileAP dst_sum;
+  bool has_sum() const { return sum_of != RowSum::kNone; }
+};
 struct GpElementwise { AluOp op; HbmAP dst; std::vector<HbmAP> srcs; };
 struct GpCopy { HbmAP dst, src; };
 struct GpFill { HbmAP dst; Scalar value; };

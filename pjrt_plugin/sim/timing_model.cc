@@ -472,10 +472,10 @@ InstructionTiming ComputeTiming(const Program& program, const Instruction& inst)
     }
     case Opcode::kActivationReduce: {
       const auto& a = std::get<ActivationReduce>(inst.operands);
-      const double sum_cycles = a.has_sum ? kActivationReduceCycles : 0;
+      const double sum_cycles = a.has_sum() ? kActivationReduceCycles : 0;
       const double cycles = t.instruction_fixed_cycles + std::max(kMinCycles, static_cast<double>(a.src.free_size())) + sum_cycles;
       const double ns = cycles / t.scalar_clock_ghz;
-      return {ns, ns, TileBytes(a.src) + TileBytes(a.dst) + (a.has_sum ? TileBytes(a.dst_sum) : 0), 0};
+      return {ns, ns, TileBytes(a.src) + TileBytes(a.dst) + (a.has_sum() ? TileBytes(a.dst_sum) : 0), 0};
     }
     case Opcode::kTensorTensor: case Opcode::kTensorScalar: case Opcode::kTensorReduce:
     case Opcode::kTensorCopy: case Opcode::kTensorTernary: case Opcode::kTensorUnary:
