@@ -11,9 +11,11 @@ chip's HBM bandwidth, or its cores' DMA rate where lower; 1.0 is the bound, "x b
 inverse) and, for the matmul and attention (one head, head dim 128, causal and not), their
 TensorE utilization: the model's FLOPs (2MNK; attention 4 S^2 d, half of it causal; recomputed
 scores and mask matmuls not counted) over the modeled time and the bf16/fp32 peak of all the
-device's cores. Then attention forward + backward (jax.vjp of kernels.flash_attention
-applied to a given output cotangent: the forward kernel with its logsumexp and the backward
-kernel, 14 S^2 d FLOPs, half causal) against jax.vjp of the reference.
+device's cores. Then forward + backward of the differentiable kernels against jax.vjp of their
+references, applied to a given output cotangent: softmax (kernels.softmax_backward.softmax: the
+forward kernel, and the backward kernel reading its output) and attention
+(kernels.flash_attention: the forward kernel with its logsumexp and the backward kernel,
+14 S^2 d FLOPs, half causal).
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ def main() -> None:
   def normal(*shape):
     return rng.standard_normal(shape).astype(dtype)
 
+  def probabilities(*shape):  # a softmax output
+    return np.asarray(jax.nn.softmax(rng.standard_normal(shape), axis=-1)).astype(dtype)
+
   rows, hidden, n, seq = options.rows, options.hidden, options.gemm, options.seq
   qkv = (normal(1, seq, 128), normal(1, seq, 128), normal(1, seq, 128))
   attention_flops = 4 * seq * seq * 128
@@ -77,6 +82,8 @@ def main() -> None:
       "layernorm": ("layernorm", (normal(rows, hidden), normal(hidden), normal(hidden)), {},
                     rows * hidden, 0),
       "softmax": ("softmax", (normal(rows, hidden),), {}, rows * hidden, 0),
+      "softmax_backward": ("softmax_backward", (probabilities(rows, hidden), normal(rows, hidden)),
+                           {}, rows * hidden, 0),
       "matmul_bias_act": ("matmul_bias_act", (normal(n, n), normal(n, n), normal(n)),
                           {"act": "relu"}, n * n, 2 * n ** 3),
       "rotary": ("rotary", (normal(8, seq, 128), normal(seq, 64), normal(seq, 64)), {},
@@ -100,23 +107,26 @@ def main() -> None:
     tensor = f"{100 * flops / kernel_ns / peak:7.1f}%" if flops else ""
     print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
           f"{reference_ns / kernel_ns:8.2f}x {100 * mbu:5.1f}% {1 / mbu:7.2f}x {tensor:>8}")
-  d_out = normal(1, seq, 128)
-  for causal in (False, True):
-    def forward_and_backward(attention):
-      def run(q, k, v, cotangent):
-        out, pullback = jax.vjp(attention, q, k, v)
-        return out, pullback(cotangent)
-      return run
-    kernel_ns, _ = modeled_ns(forward_and_backward(
-        lambda q, k, v: kernels.flash_attention(q, k, v, causal)), qkv + (d_out,), device)
-    reference_ns, _ = modeled_ns(forward_and_backward(
-        lambda q, k, v: kernels.attention.reference(q, k, v, causal=causal)), qkv + (d_out,),
-        device)
-    flops = 14 * seq * seq * 128 // (2 if causal else 1)  # forward 4 S^2 d, backward 10 S^2 d
-    name = "attn fwd+bwd" + (" causal" if causal else "")
+  def forward_and_backward(f):
+    def run(*args):
+      out, pullback = jax.vjp(f, *args[:-1])
+      return out, pullback(args[-1])
+    return run
+
+  # name -> (differentiable kernel, its reference, args + output cotangent, model FLOPs)
+  differentiated = {"softmax fwd+bwd": (kernels.softmax_backward.softmax, kernels.softmax.reference,
+                                        (normal(rows, hidden), normal(rows, hidden)), 0)}
+  for causal in (False, True):  # attention: forward 4 S^2 d, backward 10 S^2 d
+    differentiated["attn fwd+bwd" + (" causal" if causal else "")] = (
+        lambda q, k, v, causal=causal: kernels.flash_attention(q, k, v, causal),
+        lambda q, k, v, causal=causal: kernels.attention.reference(q, k, v, causal=causal),
+        qkv + (normal(1, seq, 128),), 14 * seq * seq * 128 // (2 if causal else 1))
+  for name, (kernel, reference, args, flops) in differentiated.items():
+    kernel_ns, _ = modeled_ns(forward_and_backward(kernel), args, device)
+    reference_ns, _ = modeled_ns(forward_and_backward(reference), args, device)
+    tensor = f"{100 * flops / kernel_ns / peak:7.1f}%" if flops else ""
     print(f"{name:<19} {kernel_ns / 1e3:10.1f} {reference_ns / 1e3:12.1f} "
-          f"{reference_ns / kernel_ns:8.2f}x {'':>6} {'':>8} "
-          f"{100 * flops / kernel_ns / peak:7.1f}%")
+          f"{reference_ns / kernel_ns:8.2f}x {'':>6} {'':>8} {tensor:>8}")
 
 
 if __name__ == "__main__":

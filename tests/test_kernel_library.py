@@ -9,7 +9,7 @@ import pytest
 
 from cpu_reference import assert_close
 from jax_trn import kernels
-from jax_trn.kernels import attention_backward
+from jax_trn.kernels import attention_backward, softmax_backward
 
 pytest.importorskip("jax_trn._native", reason="jax_trn._native is not built", exc_type=ImportError)
 
@@ -28,7 +28,10 @@ def _args(name, dtype):
   if name == "layernorm":
     return (_normal((131, 96), dtype), _normal((96,), dtype), _normal((96,), dtype)), {}
   if name == "softmax":
-    return (_normal((2, 129, 301), dtype),), {}  # split between ScalarE and VectorE
+    return (_normal((2, 129, 301), dtype),), {}
+  if name == "softmax_backward":  # a softmax output and its cotangent
+    y = np.asarray(jax.nn.softmax(_normal((2, 129, 301), np.float32), axis=-1))
+    return (y.astype(dtype), _normal((2, 129, 301), dtype)), {}
   if name == "rotary":
     return (_normal((3, 130, 64), dtype), _normal((130, 32), dtype), _normal((130, 32), dtype)), {}
   if name == "flash_attention":  # 4 query heads over 2 kv heads (GQA), 600 keys, causal
@@ -112,6 +115,20 @@ def test_flash_attention_gradients_match_the_reference(causal, trn, cpu):
   actual = grads(lambda q, k, v: attention_backward.flash_attention(q, k, v, causal), trn)
   expected = grads(lambda q, k, v: attention_backward.reference(q, k, v, causal=causal), cpu)
   assert_close([np.asarray(a) for a in actual], [np.asarray(e) for e in expected], scale=8.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16], ids=["f32", "bf16"])
+def test_softmax_gradient_matches_the_reference(dtype, trn, cpu):
+  """jax.grad through the custom_vjp pair (forward kernel, backward kernel reading its output)
+  against jax.grad of the plain-JAX softmax, over partial row tiles."""
+  x, weights = _normal((3, 130, 200), dtype), _normal((3, 130, 200), np.float32)
+
+  def grad(softmax, device):
+    loss = lambda x: jnp.sum(softmax(x).astype(jnp.float32) * weights)  # noqa: E731
+    return np.asarray(jax.jit(jax.grad(loss))(jax.device_put(x, device)))
+
+  expected = grad(kernels.softmax.reference, cpu)
+  assert_close([grad(softmax_backward.softmax, trn)], [expected], scale=2.0)
 
 
 def test_layernorm_of_bf16_rows_far_from_zero_matches_its_reference():

@@ -42,7 +42,7 @@ _CHILD = _REGISTER + textwrap.dedent(f"""
 # Non-causal then causal in one process: the two kernels have the same shapes, so this also
 # proves torch_xla does not hand the second call the first one's compiled graph.
 _AUTOGRAD_CHILD = _REGISTER + textwrap.dedent("""
-    from jax_trn.kernels.torch_autograd import flash_attention
+    from jax_trn.kernels.torch_autograd import flash_attention, softmax
 
     def reference(q, k, v, causal):
       group = q.shape[0] // k.shape[0]
@@ -66,6 +66,14 @@ _AUTOGRAD_CHILD = _REGISTER + textwrap.dedent("""
         (out * w.to(device)).sum().backward()
         results.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
       errors[str(causal)] = [float((a - b).abs().max() / b.abs().max()) for a, b in zip(*results)]
+    x, w = torch.randn(130, 333, generator=g), torch.randn(130, 333, generator=g)
+    results = []
+    for function, device in ((softmax, dev), (lambda t: torch.softmax(t, -1), "cpu")):
+      leaf = x.to(device).requires_grad_()
+      y = function(leaf)
+      (y * w.to(device)).sum().backward()
+      results.append([y.detach().cpu(), leaf.grad.cpu()])
+    errors["softmax"] = [float((a - b).abs().max() / b.abs().max()) for a, b in zip(*results)]
     print(json.dumps(errors))
 """)
 
@@ -86,7 +94,8 @@ def test_kernel_on_torch_xla_tensors_matches_torch():
 
 
 @pytest.mark.slow  # a fresh torch_xla process: ~25 s alone
-def test_flash_attention_autograd_function_matches_torch_autograd():
+def test_autograd_functions_match_torch_autograd():
   errors = _run_child(_AUTOGRAD_CHILD)
+  assert max(errors.pop("softmax")) < 1e-5  # y and dx
   for causal, (out, dq, dk, dv) in errors.items():  # relative to each result's largest value
     assert max(out, dq, dk, dv) < 1e-5, (causal, out, dq, dk, dv)

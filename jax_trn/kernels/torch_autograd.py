@@ -7,12 +7,16 @@ This module imports torch; jax_trn.kernels does not import it, so JAX users need
     from jax_trn.kernels.torch_autograd import flash_attention
     out = flash_attention(q, k, v, causal=True)   # q [H, S, d], k, v [Hkv, S, d] on the device
     out.sum().backward()                          # q.grad, k.grad, v.grad from the backward kernel
+
+`softmax(x)` likewise pairs the softmax kernel with its backward kernel.
 """
 
 import torch
 
 from jax_trn.kernels.attention import flash_attention_kernel
 from jax_trn.kernels.attention_backward import flash_attention_backward_kernel
+from jax_trn.kernels.softmax import softmax_kernel
+from jax_trn.kernels.softmax_backward import softmax_backward_kernel
 
 
 class FlashAttention(torch.autograd.Function):
@@ -38,4 +42,24 @@ def flash_attention(q, k, v, causal: bool = False):
   return FlashAttention.apply(q, k, v, causal)
 
 
-__all__ = ["FlashAttention", "flash_attention"]
+class Softmax(torch.autograd.Function):
+  """Softmax over the last axis; the backward kernel, reading the output, is its backward."""
+
+  @staticmethod
+  def forward(ctx, x):
+    y = softmax_kernel(x)
+    ctx.save_for_backward(y)
+    return y
+
+  @staticmethod
+  def backward(ctx, d_y):
+    (y,) = ctx.saved_tensors
+    return softmax_backward_kernel(y, d_y.to(y.dtype).contiguous())
+
+
+def softmax(x):
+  """Differentiable softmax over the last axis on torch_xla tensors (Softmax.apply)."""
+  return Softmax.apply(x)
+
+
+__all__ = ["FlashAttention", "Softmax", "flash_attention", "softmax"]
