@@ -33,7 +33,8 @@ def _args(name, dtype):
     y = np.asarray(jax.nn.softmax(_normal((2, 129, 301), np.float32), axis=-1))
     return (y.astype(dtype), _normal((2, 129, 301), dtype)), {}
   if name == "rotary":
-    return (_normal((3, 130, 64), dtype), _normal((130, 32), dtype), _normal((130, 32), dtype)), {}
+    # 20 heads at d 64: a group of 16 heads (a PSUM bank of fp32), then one of 4.
+    return (_normal((20, 130, 64), dtype), _normal((130, 32), dtype), _normal((130, 32), dtype)), {}
   if name == "flash_attention":  # 4 query heads over 2 kv heads (GQA), 600 keys, causal
     return (_normal((4, 600, 64), dtype), _normal((2, 600, 64), dtype),
             _normal((2, 600, 64), dtype)), {"causal": True}
