@@ -29,7 +29,8 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  decompose_rng_bit_generator, decompose_triangular_solve,
                                  expand_index_broadcasts, expand_total_order_compare,
                                  expand_truth_reduce,
-                                 fold_transpose_into_dot, fuse_attention, fuse_elementwise,
+                                 fold_convert_into_reduce, fold_transpose_into_dot,
+                                 fuse_attention, fuse_elementwise,
                                  fuse_rows, inline_calls,
                                  narrow_float64, normalize_dot_general,
                                  simplify_unit_reduce, strip_single_device_sharding,
@@ -79,6 +80,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("fuse-elementwise", fuse_elementwise.run),
     Pass("fuse-rows", fuse_rows.run),
     Pass("fuse-attention", fuse_attention.run),
+    Pass("fold-convert-into-reduce", fold_convert_into_reduce.run),
     Pass("check-supported", check_supported.run),
 )
 

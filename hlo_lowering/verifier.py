@@ -24,6 +24,7 @@ from hlo_lowering.passes.cancel_transposes import cancellable
 from hlo_lowering.passes.check_supported import lowered_ops, uses_float64
 from hlo_lowering.passes.decompose_approx_top_k import TARGET as APPROX_TOP_K
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
+from hlo_lowering.passes.fold_convert_into_reduce import unfolded
 from hlo_lowering.passes.fuse_attention import matmul_placed
 from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
 from hlo_lowering.passes.narrow_float64 import float64_boundary, narrows_every_float64
@@ -197,6 +198,9 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "fuse-attention": lambda module: _first(
         _all_ops(module), lambda op: op.name == ROW_FUSION and not matmul_placed(op),
         "holds a matmul that is not its region's first op on block arguments"),
+    "fold-convert-into-reduce": lambda module: (
+        None if (op := unfolded(module)) is None
+        else f"{op.describe()} still reads a widening convert"),
     "check-supported": _supported,
 }
 

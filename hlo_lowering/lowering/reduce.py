@@ -133,7 +133,10 @@ class _Reduction:
     self.rows = math.prod(shape[d] for d in kept)
     self.columns = math.prod(shape[d] for d in reduced)
     self.init = init
-    self.max_free = ctx.sbuf.slot_bytes // operand.dtype.itemsize
+    # Tiles as wide as the wider of operand and result allow: a reduce that reads a folded
+    # widening convert (fold-convert-into-reduce) cuts its work as it did over the fp32 copy,
+    # so it adds in the same order.
+    self.max_free = ctx.sbuf.slot_bytes // max(operand.dtype.itemsize, op.result.dtype.itemsize)
     # All SBUF slots for this op: one for the spread layout's [128, rows] partials, one cut in
     # [P, 1] cells (half for accumulators, which outlive many tiles, half for scratch), the rest
     # for operand tiles.
