@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
-from jax_trn.kernels.tiles import as_rows, program_share, tiles
+from jax_trn.kernels.tiles import as_rows, program_share, three_stage_pipeline, tiles
 
 
 def reference(x):
@@ -51,16 +51,9 @@ class _Rows:
 def softmax_kernel(x):
   out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
   rows_in, rows_out = as_rows(x), as_rows(out)
-  share = program_share(tiles(rows_in.shape[0], nl.tile_size.pmax))
-  staged = [_Rows(rows_in, r0, rn) for r0, rn in share[0:2]]
-  if staged:
-    staged[0].exponentials()
-  for t in range(len(share)):
-    if t + 2 < len(share):
-      staged.append(_Rows(rows_in, *share[t + 2]))
-    if t + 1 < len(share):
-      staged[t + 1].exponentials()
-    staged[t].store(rows_out)
+  three_stage_pipeline(program_share(tiles(rows_in.shape[0], nl.tile_size.pmax)),
+                       lambda r0, rn: _Rows(rows_in, r0, rn), _Rows.exponentials,
+                       lambda staged: staged.store(rows_out))
   return out
 
 

@@ -18,7 +18,7 @@ from jax_trn import nki
 import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
 from jax_trn.kernels.softmax import softmax_kernel
-from jax_trn.kernels.tiles import as_rows, program_share, tiles
+from jax_trn.kernels.tiles import as_rows, program_share, three_stage_pipeline, tiles
 
 
 def reference(y, d_y):
@@ -61,16 +61,9 @@ def softmax_backward_kernel(y, d_y):
   """dx of softmax over the last axis, given its output y and the cotangent d_y (y's shape)."""
   d_x = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.shared_hbm)
   y_rows, d_rows, d_x_rows = as_rows(y), as_rows(d_y), as_rows(d_x)
-  share = program_share(tiles(y_rows.shape[0], nl.tile_size.pmax))
-  staged = [_Rows(y_rows, d_rows, r0, rn) for r0, rn in share[0:2]]
-  if staged:
-    staged[0].row_sums()
-  for t in range(len(share)):
-    if t + 2 < len(share):
-      staged.append(_Rows(y_rows, d_rows, *share[t + 2]))
-    if t + 1 < len(share):
-      staged[t + 1].row_sums()
-    staged[t].store(d_x_rows)
+  three_stage_pipeline(program_share(tiles(y_rows.shape[0], nl.tile_size.pmax)),
+                       lambda r0, rn: _Rows(y_rows, d_rows, r0, rn), _Rows.row_sums,
+                       lambda staged: staged.store(d_x_rows))
   return d_x
 
 

@@ -20,6 +20,21 @@ def program_share(items: list) -> list:
   return items[start:start + base + (me < extra)]
 
 
+def three_stage_pipeline(share: list, begin, second, third) -> None:
+  """Software-pipelines three stages over `share`'s tiles: at step t, tile t + 2's first stage
+  (`begin(*tile)`, which returns the tile's state), tile t + 1's `second(state)` and tile t's
+  `third(state)`, so each engine's stream holds work of three different tiles."""
+  staged = [begin(*tile) for tile in share[0:2]]
+  if staged:
+    second(staged[0])
+  for t in range(len(share)):
+    if t + 2 < len(share):
+      staged.append(begin(*share[t + 2]))
+    if t + 1 < len(share):
+      second(staged[t + 1])
+    third(staged[t])
+
+
 def as_rows(tensor):
   """A dense HBM tensor [..., C] viewed as [rows, C]."""
   cols = tensor.shape[-1]
