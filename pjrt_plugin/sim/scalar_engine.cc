@@ -18,8 +18,9 @@ Values OperandValues(Machine& machine, const ScalarOperand& s) {
 
 // func(src · scale + bias) into dst, views of equal element counts whose rows (partitions) hold
 // free_size elements each.
-void Activate(Machine& machine, AluOp func, const StridedView& dst, const StridedView& src, int64_t free_size,
-              const ScalarOperand& scale_operand, const ScalarOperand& bias_operand) {
+void Activate(Machine& machine, AluOp func, const StridedView& dst, const StridedView& src,
+              int64_t free_size, const ScalarOperand& scale_operand,
+              const ScalarOperand& bias_operand) {
   const int64_t total = dst.num_elements();
   // Per-partition operands are read whole before anything is written, so only src decides the
   // chunking.
@@ -69,7 +70,8 @@ void Activate(Machine& machine, AluOp func, const StridedView& dst, const Stride
 void RunActivation(Machine& machine, const Activation& a) {
   ScalarOperand scale{};
   scale.immediate = Scalar{DType::kF32, a.scale, 0};
-  Activate(machine, a.func, machine.View(a.dst), machine.View(a.src), a.src.free_size(), scale, a.bias);
+  Activate(machine, a.func, machine.View(a.dst), machine.View(a.src), a.src.free_size(), scale,
+           a.bias);
 }
 
 void RunActivationReduce(Machine& machine, const ActivationReduce& a) {
@@ -98,7 +100,8 @@ void RunActivationReduce(Machine& machine, const ActivationReduce& a) {
   // Summing dst as written (rounded to its dtype) folds it as tensor_reduce add does, so a fused
   // exp-and-sum has the bits of the activation followed by the reduce. An fp32 dst is the
   // activated values themselves.
-  Scatter(ReduceRows(AluOp::kAdd, Gather(dst, Domain::kF32), rows, row_length, nullptr), machine.View(a.dst_sum));
+  Scatter(ReduceRows(AluOp::kAdd, Gather(dst, Domain::kF32), rows, row_length, nullptr),
+          machine.View(a.dst_sum));
 }
 
 }  // namespace trn::sim
