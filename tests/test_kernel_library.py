@@ -132,6 +132,14 @@ def test_softmax_gradient_matches_the_reference(dtype, trn, cpu):
   assert_close([grad(softmax_backward.softmax, trn)], [expected], scale=2.0)
 
 
+def test_rotary_of_heads_wider_than_a_psum_bank_matches_its_reference():
+  """d / 2 = 550: one head's fp32 products in PSUM span more than one bank."""
+  x, cos, sin = _normal((2, 130, 1100), np.float32), _normal((130, 550), np.float32), _normal(
+      (130, 550), np.float32)
+  kernel = kernels.KERNELS["rotary"][0]
+  assert_close([kernel(x, cos, sin)], [_expected("rotary", (x, cos, sin), {})], scale=2.0)
+
+
 def test_layernorm_of_bf16_rows_far_from_zero_matches_its_reference():
   """bf16 rows whose mean is 30 standard deviations from zero, over two PSUM tiles of columns:
   the kernel centres before it rounds to bf16, so nothing cancels."""

@@ -12,8 +12,6 @@ import jax_trn.nki.isa as nisa
 import jax_trn.nki.language as nl
 from jax_trn.kernels.tiles import program_share, tiles
 
-PSUM_BANK_FP32 = 512  # fp32 elements per partition in one PSUM bank (2 KiB)
-
 
 def reference(x, cos, sin):
   half = x.shape[-1] // 2
@@ -26,7 +24,8 @@ def reference(x, cos, sin):
 def rotary_kernel(x, cos, sin):
   heads, seq, dim = x.shape
   half = dim // 2
-  group = max(1, min(heads, PSUM_BANK_FP32 // half))
+  bank = nl.tile_size.psum_fmax  # fp32 elements per partition in one PSUM bank
+  group = max(1, min(heads, bank // half))
   out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
   for s0, sn in program_share(tiles(seq, nl.tile_size.pmax)):
     c, s = (_repeated(table[s0:s0 + sn, :], group) for table in (cos, sin))
