@@ -12,7 +12,7 @@ import compiler_harness as harness
 from hlo_lowering import importer, pipeline
 from hlo_lowering.ir import walk_ops
 from hlo_lowering.passes.fuse_rows import ROW_FUSION
-from hlo_lowering.program import read_program
+from hlo_lowering.program import DType, read_program
 from test_attention_fusion import _BF16, _F32, _MASKS, _attention, _bits, _gradients
 
 _DOT = "stablehlo.dot_general"
@@ -115,3 +115,20 @@ def test_a_contraction_beyond_one_tile_keeps_the_matmul_outside():
 def test_rows_longer_than_four_psum_banks_keep_the_matmul_outside():
   f, args = _attention(_MASKS["none"]), _inputs(0, 1, 2304, _BF16)
   assert _fused_matmuls(f, args) == 0
+
+
+def test_the_whole_softmax_vjp_is_one_row_fusion_at_seq_2048():
+  """In the transformer block's shape at seq 2048, the vjp's rows (dP, dP / sum, the score
+  gradient and its mask) need more tiles than a block holds side by side; fuse-rows counts the
+  tiles live at once and the lowering reuses those of rows already read, so the vjp is one row
+  fusion with dO·Vᵀ inside: no fp32 row but the forward's exponentials crosses HBM, and the
+  bits stay those of the unfused program."""
+  def loss(q, k, v, w):
+    return jnp.sum((_attention(_MASKS["causal_where"])(q, k, v) @ w).astype(jnp.float32) ** 2)
+  f = jax.grad(loss, argnums=(0, 1, 2))
+  args = _inputs(0, 1, 2048, _BF16) + [np.ones((64, 64), _BF16)]
+  (_, fused, program), _ = _run_both(f, args)
+  assert _fused_matmuls(f, args) == 2
+  fp32_rows = [t for t in read_program(program).tensors
+               if int(np.prod(t.shape)) == 2048 * 2048 and t.dtype == DType.F32]
+  assert len(fp32_rows) == 1

@@ -188,18 +188,20 @@ def test_signed_zero_nan_inf_and_extreme_scores_keep_the_unfused_bits(dtype):
   _assert_bit_identical(_attention(_causal_where, return_probabilities=True), [q, k, v])
 
 
-def test_the_vjp_sum_and_the_bf16_rounding_share_scalar_engine():
-  """In the bf16 gradient the engines' balance moves the vjp's row sum (a ScalarE copy whose
-  dst_sum is the sum) and fp32 -> bf16 roundings (copy(x · 1)) to ScalarE; the bits stay those
-  of the unfused program (the parametrized test above covers this case too)."""
+def test_the_vjp_sum_runs_on_scalar_engine_and_the_bf16_roundings_are_narrow_writes():
+  """In the bf16 gradient the engines' balance moves the vjp's row sum to ScalarE (a copy whose
+  dst_sum is the sum), and the fp32 -> bf16 roundings of the probabilities and of the score
+  gradient are the bf16 writes of the ops that compute them: no convert pass is left. The bits
+  stay those of the unfused program (the parametrized test above covers this case too)."""
   f, args = _gradients(_causal_where), _inputs(2, 384, _BF16)
   lines = disassemble(harness.compile_fn(f, *args)).splitlines()
   ops = [line.split("#")[-1] for line in lines]
   # (an instruction's waits, if any, come between its name and its fields)
   assert any(re.search(r"activation_reduce .*func=copy", line) and "reduce_sum" in op
              for line, op in zip(lines, ops))
-  assert any(re.search(r"activation .*func=copy", line) and "convert_element_type" in op
-             for line, op in zip(lines, ops))
+  assert not [line for line, op in zip(lines, ops) if "convert_element_type" in op
+              and re.match(r"\s*\d+ (activation|tensor_copy) ", line)]
+  assert any(re.search(r"scalar_tensor_tensor .*dst=\S+:bf16", line) for line in lines)
   _assert_bit_identical(f, args)
 
 

@@ -130,3 +130,20 @@ def test_narrow_statistic_is_written_by_its_fp32_op_and_keeps_the_bits(dtype):
   # (The rows' loads carry the convert's label: it is their first reader.)
   assert not [line for line in text.splitlines()
               if "# stablehlo.convert" in line and "dma_copy" not in line]
+
+
+@pytest.mark.parametrize("dtype", [_BF16, np.float16])
+def test_narrow_rows_are_written_by_their_fp32_op_and_keep_the_bits(dtype):
+  """An fp32 softmax of narrow rows cast back (attention's probabilities): the divide writes the
+  narrow rows itself, fp32 arithmetic rounded once as the convert rounds, so no convert pass is
+  left; a row the convert does not read alone (here the fp32 exponentials, also summed) keeps
+  its fp32 tile."""
+  harness.native()
+  f = lambda x: jax.nn.softmax(x.astype(jnp.float32), axis=-1).astype(x.dtype)
+  x = _rows(dtype)
+  _assert_unfused_bits(f, [x], lambda line: "# stablehlo.divide" in line
+                       and re.search(r"dst=\S+:(bf16|f16)\[1x256\]", line))
+  text = disassemble(_compile(f, [x]))
+  assert not [line for line in text.splitlines()
+              if "# stablehlo.convert" in line and "dma_copy" not in line]
+  assert re.search(r"func=exp dst=\S+:f32\[1x256\]", text)

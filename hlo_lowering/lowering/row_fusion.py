@@ -20,8 +20,8 @@ per-partition bias (ScalarE sums x · ±1 + bias in fp32 as VectorE would); a fl
 convert read only by reduces and fp32 float arithmetic is its readers' own exact widening.
 Iota-derived members (attention's causal mask) are computed on GpSimd from each block's
 coordinates (row_affine.py): an `affine_select` per masked select, nothing for the indices.
-An fp32 statistic read only by its convert to bf16/fp16 is written narrow by the op that makes
-it (fp32 arithmetic rounded once, as the convert rounds).
+An fp32 statistic or row read only by its convert to bf16/fp16 is written narrow by the op that
+makes it (fp32 arithmetic rounded once, as the convert rounds).
 An fp32 (row op statistic-or-immediate) read only by a row-by-row op fuses into it: VectorE's
 scalar_tensor_tensor keeps the intermediate in fp32 (layernorm's ((x - mean) · rstd) · g in one
 tensor_tensor's time).
@@ -42,8 +42,15 @@ engine; up to MAX_BANKS) when they fit, and are emitted software-pipelined
 regular runs of blocks are a counted loop
 (tile_loops.py) whose body pipelines its own blocks, so the program does not grow with the rows.
 
-Rows must fit: fuse-rows only forms a group when `rows_fit` (≤ one SBUF slot per row and every
-row value of a block within ROW_SLOTS slots); longer rows keep the unfused lowering.
+A block's row tiles lie one after another in its bank (RowLayout); where the bank then holds
+fewer blocks in flight than the pipeline wants, a tile instead takes the place of a row whose
+last reader ran, so a long chain (the softmax vjp and the mask of its gradient) keeps its
+blocks in flight. The tiles of read rows leave the block's map, so a read after the span the
+layout gave fails the compile rather than reading another row's bytes.
+
+Rows must fit: fuse-rows only forms a group when `rows_fit` (≤ one SBUF slot per row and the
+row values a block holds at once within ROW_SLOTS slots); longer rows keep the unfused
+lowering.
 """
 
 from __future__ import annotations
@@ -158,21 +165,52 @@ class _View:
     return HbmAP(self.place.tensor, offset, ((partition_stride, partitions),) + self.columns)
 
 
-class _RowArena:
-  """A block's bank of row tiles: each row takes its dtype's width of the bank, in order."""
+# Layout keys besides row values: ScalarE's fp32 scratch row for copy sums; with a member, the
+# int32 differences of its affine compare.
+SCRATCH, DIFFERENCE = "scratch", "difference"
 
-  def __init__(self, base, size: int, columns: int, shape: tuple[int, ...]):
-    self._base, self._size, self._columns, self._shape = base, size, columns, shape
-    self._used = 0
 
-  def take(self, dtype: DType):
-    nbytes = _tile_bytes(self._columns, dtype.itemsize)
-    if self._used + nbytes > self._size:
-      raise CompileError(f"row fusion of rows {list(self._shape)}: a block's rows outgrow "
-                         f"their {self._size} bytes per partition")
-    address = self._base + self._used
-    self._used += nbytes
-    return address
+class RowLayout:
+  """Where a block's row tiles lie in its bank. `spans`: key -> (first step, last step, bytes):
+  a tile is its dtype's width, live from the step that writes it (a loaded row: the block's
+  start) to its last reader. Without `reuse` the tiles lie one after another in order of their
+  first step. With it, a tile may take the place of one whose last reader ran: each goes to
+  the lowest offset clear of the tiles placed before it that are live at the same time, placed
+  in order of their first step, or the widest first, or all as slots of the widest, whichever
+  makes the bank (`nbytes`) smallest. (Reuse costs waits: the new row's writer waits for the
+  old row's last reader.)"""
+
+  def __init__(self, spans: dict, reuse: bool):
+    self.spans = spans
+    by_start = sorted(spans, key=lambda k: spans[k][0])
+    if not reuse:
+      self.offsets, self.nbytes = self._place({k: (0, 0, n) for k, (_, _, n) in spans.items()},
+                                              by_start, None)
+      return
+    widest = max((n for _, _, n in spans.values()), default=0)
+    by_size = sorted(by_start, key=lambda k: -spans[k][2])
+    self.offsets, self.nbytes = min((self._place(spans, by_start, None),
+                                     self._place(spans, by_size, None),
+                                     self._place(spans, by_start, widest)),
+                                    key=lambda placed: placed[1])
+
+  @staticmethod
+  def _place(spans: dict, order: list, slot: int | None) -> tuple[dict, int]:
+    """(offsets, end) of the spans placed in `order` (all `slot` bytes wide, if given)."""
+    size = lambda key: slot or spans[key][2]
+    offsets, end = {}, 0
+    for key in order:
+      first, last, _ = spans[key]
+      clashes = sorted((offsets[k], offsets[k] + size(k)) for k in offsets
+                       if spans[k][0] <= last and first <= spans[k][1])
+      at = 0
+      for lo, hi in clashes:
+        if at + size(key) <= lo:
+          break
+        at = max(at, hi)
+      offsets[key] = at
+      end = max(end, at + size(key))
+    return offsets, end
 
 
 class _RowFusion:
@@ -215,6 +253,7 @@ class _RowFusion:
     self.skipped |= set(self.narrowed)
     self._written_dtype = {op.result: convert.result.dtype
                            for convert, op in self.narrowed.items()}
+    self._narrowed_rows = {convert.result: op.result for convert, op in self.narrowed.items()}
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
     self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
@@ -435,25 +474,29 @@ class _RowFusion:
     return fused
 
   def _narrowing_converts(self, uses: collections.Counter) -> dict[Op, Op]:
-    """{convert: op} of converts of an fp32 statistic to bf16 or fp16 (JAX's mean of bf16 rows)
-    that nothing else reads, made by an elementwise op of fp32 operands: that op writes the
-    narrow cell itself. Every engine computes it in fp32 and rounds once to the cell's dtype,
-    as the convert would (one [p, 1] instruction fewer per block)."""
+    """{convert: op} of converts of an fp32 statistic or row to bf16 or fp16 (JAX's mean of
+    bf16 rows; softmax's probabilities and their vjp cast back to bf16) that nothing else
+    reads, made by float arithmetic computed in fp32: that op writes the narrow cell or row
+    itself. Every engine computes it in fp32 and rounds once to the destination's dtype, as the
+    convert would (a pass fewer per block for a row). Not for ScalarE's row sums of what it
+    writes (the sum would then be of the narrow values) nor the opt-in reciprocal."""
     producer = {inner.result: inner for inner, _ in self.steps}
     stored = {v for v, _ in self.stored}
     narrowed = {}
     for convert, _ in self.steps:
       if (convert.name != "stablehlo.convert" or convert in self.skipped
-          or self.kind[convert.result] != STAT
           or convert.result.dtype not in (DType.BF16, DType.F16)):
         continue
       source = self._canon(convert.operands[0])
       op = producer.get(source)
       if (op is None or op in self.skipped or op in self.by_reciprocal or uses[source] != 1
-          or source in stored or source.dtype != DType.F32
+          or source in stored or source.dtype != DType.F32 or op in self.on_chip
+          or op in self.matmuls or self.kind[source] != self.kind[convert.result]
           or op.name in ("stablehlo.reduce", "stablehlo.convert") or op in narrowed.values()):
         continue
-      if all(v.dtype == DType.F32 for v in op.operands):
+      if self.kind[source] == STAT and all(v.dtype == DType.F32 for v in op.operands):
+        narrowed[convert] = op
+      elif self.kind[source] == ROW and self._computes_in_fp32(op):
         narrowed[convert] = op
     return narrowed
 
@@ -563,6 +606,46 @@ class _RowFusion:
 
   # --- the SBUF layout and the blocks --------------------------------------------------------
 
+  def _tile_owner(self, v: Value) -> Value:
+    """The value whose tile a read of `v` reads: a widened convert's readers read its narrow
+    source, a narrowed convert's readers the row its producer wrote narrow."""
+    v = self._canon(v)
+    while v in self.widened or v in self._narrowed_rows:
+      v = self.widened.get(v) or self._narrowed_rows[v]
+    return v
+
+  def _row_spans(self, per_block: list[Value], scratch: bool) -> dict:
+    """RowLayout's spans of a block (steps numbered as `self.steps`, -1 the loads, the stores
+    after the last): the rows loaded per block, the rows the emitted members write (in the
+    dtype they are written), an affine compare's int32 differences (during its step) and,
+    with `scratch`, ScalarE's fp32 scratch row (from the first copy sum to the last). A member computed inside a later one (a sum
+    folded into an activation, the first op of a scalar_tensor_tensor) reads its operands at
+    that later step."""
+    index = {inner: k for k, (inner, _) in enumerate(self.steps)}
+    reads_at = {add: index[act] for act, (add, _) in self.folded.items()}
+    reads_at.update({a: index[b] for b, a in self.fused.items()})
+    last: dict[Value, int] = {}
+    for k, (inner, _) in enumerate(self.steps):
+      for v in inner.operands:
+        owner = self._tile_owner(v)
+        last[owner] = max(last.get(owner, -1), reads_at.get(inner, k))
+    for v, _ in self.stored:
+      last[self._tile_owner(v)] = len(self.steps)
+    width = lambda dtype: _tile_bytes(self.columns, dtype.itemsize)
+    spans = {v: (-1, last.get(v, -1), width(v.dtype)) for v in per_block if self.kind[v] == ROW}
+    for k, (inner, _) in enumerate(self.steps):
+      v = inner.result
+      if inner in self.skipped or inner.name == "stablehlo.reduce" or self.kind[v] != ROW:
+        continue
+      spans[v] = (k, max(k, last.get(v, k)), width(self._written_dtype.get(v, v.dtype)))
+      special = self.on_chip.get(inner)
+      if special and special[0] == row_affine.IOTA and special[1].compare is not None:
+        spans[(inner, DIFFERENCE)] = (k, k, width(special[1].view.dtype))
+    if scratch:  # written (never read) by the copy sums
+      steps = [index[inner] for inner in self.copy_sums]
+      spans[SCRATCH] = (min(steps), max(steps), width(DType.F32))
+    return spans
+
   def emit(self) -> None:
     ctx = self.ctx
     saved_debug = ctx.debug_id
@@ -579,41 +662,43 @@ class _RowFusion:
                      if inner not in self.skipped and self.kind[inner.result] == ROW]
     widest = max([v.dtype.itemsize for v in computed_rows + self.loaded
                   if self.kind[v] == ROW] + [1])
-    # An affine compare (a causal mask's row - column) needs a row of its own.
-    differences = sum(self.on_chip[inner][0] == row_affine.IOTA
-                      and self.on_chip[inner][1].compare is not None
-                      for inner in self.gpsimd)
     tile = _tile_bytes(self.columns, widest)
-    # A block's rows, each as wide as its dtype: the rows it writes, its loaded rows, a row per
-    # affine compare (its int32 differences) and ScalarE's fp32 scratch row for copy sums.
-    row_bytes = sum(_tile_bytes(self.columns, itemsize) for itemsize in
-                    [self._written_dtype.get(v, v.dtype).itemsize for v in computed_rows]
-                    + [v.dtype.itemsize for v in per_block if self.kind[v] == ROW]
-                    + [4] * differences)
-    scratch_bytes = _tile_bytes(self.columns, 4)
     # A matmul member's operand panels stay resident beside the persistent rows.
     panel_bytes = sum(attention_rows.PANELS * plan.panel_bytes for plan in self.matmuls.values())
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile - panel_bytes
-    if self.copy_sums and row_bytes + scratch_bytes > budget:  # no room for their scratch row
-      self.on_scalar -= self.copy_sums
+    spans = self._row_spans(per_block, bool(self.copy_sums))
+    if self.copy_sums and RowLayout(spans, reuse=True).nbytes > budget:  # no room for their
+      self.on_scalar -= self.copy_sums                                   # scratch row
       self.copy_sums = set()
-    row_bytes += scratch_bytes if self.copy_sums else 0
-    if row_bytes > budget:
+      spans = self._row_spans(per_block, False)
+    _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
+
+    def banks_of(layout: RowLayout) -> int:
+      """The fewest banks that hold all the stages in flight (at least two), else as many as
+      fit; counts dividing 24 or 8, so the banks' ring keeps the loop period short
+      (tile_loops.tile_period)."""
+      fitting = [b for b in (1, 2, 4, 6, 8) if b * layout.nbytes <= budget]
+      return min([b for b in fitting if b >= max(2, wanted)] or [max(fitting, default=0)])
+
+    # Tiles are reused only where that puts more blocks in flight.
+    layout = max((RowLayout(spans, reuse) for reuse in (False, True)), key=banks_of)
+    row_bytes, banks = layout.nbytes, banks_of(layout)
+    if banks == 0:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_bytes} bytes of rows "
                          f"per partition do not fit SBUF on {ctx.builder.target}")
-    _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
-    # The fewest banks that hold all the stages in flight (at least two), else as many as fit;
-    # counts dividing 24 or 8, so the banks' ring keeps the loop period short
-    # (tile_loops.tile_period).
-    fitting = [b for b in (1, 2, 4, 6, 8) if b * row_bytes <= budget]
-    banks = min([b for b in fitting if b >= max(2, wanted)] or [max(fitting)])
     self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
     arena = ctx.sbuf.take_arena()
     self._cells_base = arena
     self._cells_per_bank = SBUF_SLOT_BYTES // banks // CELL_BYTES
     panels_base = arena + SBUF_SLOT_BYTES + len(persistent) * tile
     rows_base = panels_base + panel_bytes
-    self._bank_rows = [(rows_base + b * row_bytes, row_bytes) for b in range(banks)]
+    self._bank_rows = [rows_base + b * row_bytes for b in range(banks)]
+    self._layout = layout
+    # Before step k, the rows whose last reader ran (their tiles are reused from then on).
+    self._released = collections.defaultdict(list)
+    for key, (_, last, _) in layout.spans.items():
+      if isinstance(key, Value) and last < len(self.steps):
+        self._released[last + 1].append(key)
     blocks = self._blocks(block_views + affine_views + matmul_views)
     self._affine_at = {inner: len(block_views) + i for i, inner in enumerate(self.gpsimd)}
     self._matmul_at, self._panels, self._psum = {}, {}, {}
@@ -734,7 +819,7 @@ class _RowFusion:
     its stores with the last)."""
     ctx, b = self.ctx, self.ctx.builder
     tiles: dict[Value, TileAP] = {v: self._tile(v.dtype, p, a) for v, a in resident.items()}
-    rows = _RowArena(*self._bank_rows[bank], self.columns, self.shape)
+    base, placed = self._bank_rows[bank], self._layout.offsets
     cells = itertools.count()
 
     def cell(dtype: DType) -> TileAP:
@@ -747,8 +832,14 @@ class _RowFusion:
 
     def new(v: Value) -> TileAP:
       dtype = self._written_dtype.get(v, v.dtype)
-      tiles[v] = self._tile(dtype, p, rows.take(dtype)) if self.kind[v] == ROW else cell(dtype)
+      tiles[v] = self._tile(dtype, p, base + placed[v]) if self.kind[v] == ROW else cell(dtype)
       return tiles[v]
+
+    def release(v: Value) -> None:
+      """After its last reader: the tile goes back to the layout (a later read would fail)."""
+      dead = tiles[v]
+      for key in [key for key, t in tiles.items() if t is dead]:
+        del tiles[key]
 
     def as_row(v: Value) -> TileAP:
       """A row tile, or a statistic viewed over the row (stride 0)."""
@@ -771,7 +862,9 @@ class _RowFusion:
       return sums[reduce]
 
     stage = 0
-    for inner, debug in self.steps:
+    for k, (inner, debug) in enumerate(self.steps):
+      for v in self._released.get(k, ()):
+        release(v)
       if inner in self.narrowed:  # its producer wrote the narrow cell
         tiles[inner.result] = tiles[self.narrowed[inner].result]
       if inner in self.skipped:
@@ -783,7 +876,9 @@ class _RowFusion:
         stage += 1
       ctx.debug_id = debug
       if inner in self.on_chip:
-        self._on_chip(inner, new(inner.result), as_row, p, offsets, strides, steps, rows)
+        scratch_row = lambda dtype, inner=inner: self._tile(dtype, p,
+                                                             base + placed[(inner, DIFFERENCE)])
+        self._on_chip(inner, new(inner.result), as_row, p, offsets, strides, steps, scratch_row)
         continue
       if inner in self.matmuls:
         self._matmul(inner, new(inner.result), bank, p, offsets, strides, steps, debug)
@@ -797,7 +892,7 @@ class _RowFusion:
         src = as_row(self.widened.get(source, source))
         if inner in self.copy_sums:  # ScalarE copies the row (exactly, to fp32) and sums it
           if not scratch:
-            scratch.append(self._tile(DType.F32, p, rows.take(DType.F32)))
+            scratch.append(self._tile(DType.F32, p, base + placed[SCRATCH]))
           sums[inner] = cell(DType.F32)
           activate(ctx, Alu.COPY, scratch[0], src, ONE, ZERO, sums[inner])
         self._reduce(inner, src, cell, tiles, sums.get(inner))
@@ -840,7 +935,8 @@ class _RowFusion:
     for _ in range(stage_count - stage):
       yield
 
-  def _on_chip(self, inner: Op, dst: TileAP, as_row, p, offsets, strides, steps, rows) -> None:
+  def _on_chip(self, inner: Op, dst: TileAP, as_row, p, offsets, strides, steps,
+               scratch_row) -> None:
     """An iota-derived member on GpSimd (row_affine.py), its view's pattern in this block."""
     special, k = self.on_chip[inner], self._affine_at[inner]
     src = (as_row(self._canon(inner.operands[special[2]]))
@@ -848,8 +944,7 @@ class _RowFusion:
     ((column_step, _),) = _View(special[1].view, len(self.kept)).columns
     pattern = dict(base=offsets[k], partition_step=strides[k], free_steps=(column_step,),
                    steps={"base": steps[k]} if steps else None)
-    row_affine.emit(self.ctx, special, dst, src, pattern,
-                    lambda dtype: self._tile(dtype, p, rows.take(dtype)))
+    row_affine.emit(self.ctx, special, dst, src, pattern, scratch_row)
 
   def _matmul(self, inner: Op, dst: TileAP, bank: int, p, offsets, strides, steps,
               debug: int) -> None:

@@ -22,13 +22,9 @@ from __future__ import annotations
 from hlo_lowering.ir import (Block, Module, Op, TensorType, Value, control_flow_blocks,
                              use_counts, walk_ops)
 from hlo_lowering.lowering.elementwise import is_fusible
+from hlo_lowering.passes.fuse_elementwise import is_splat_constant
 
 _BROADCAST = "stablehlo.broadcast_in_dim"
-
-
-def _is_splat_constant(op: Op) -> bool:
-  value = op.attrs.get("value") if op.name == "stablehlo.constant" else None
-  return value is not None and (value.size == 1 or all(s == 0 for s in value.strides))
 
 
 class _Expressions:
@@ -47,7 +43,7 @@ class _Expressions:
       leaves = [v in self.index or v in self.constant for v in op.operands]
       if op.name == "stablehlo.iota" and is_fusible(op):
         self.index.add(r)
-      elif _is_splat_constant(op) or (op.name == _BROADCAST and op.operands[0] in self.constant):
+      elif is_splat_constant(op) or (op.name == _BROADCAST and op.operands[0] in self.constant):
         self.constant.add(r)
       elif op.name == _BROADCAST and op.operands[0] in self.index:
         self.index.add(r)

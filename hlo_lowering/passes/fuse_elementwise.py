@@ -44,7 +44,8 @@ def is_compute(op: Op) -> bool:
           and is_fusible(op))
 
 
-def _is_splat_constant(op: Op) -> bool:
+def is_splat_constant(op: Op) -> bool:
+  """A constant whose elements all hold one value."""
   if op.name != "stablehlo.constant":
     return False
   value = op.attrs["value"]
@@ -166,7 +167,7 @@ def _absorb_views(graph: ClusterGraph, c: int) -> None:
           continue
         view = (producer.name == "stablehlo.broadcast_in_dim" and producer.result.shape == shape
                 and graph.producer.get(producer.operands[0]) not in inside)
-        if view or _is_splat_constant(producer):
+        if view or is_splat_constant(producer):
           graph.absorb(c, j)
           inside.add(j)
           changed = True

@@ -24,8 +24,9 @@ edges:
 Other values are operands (loaded by the lowering; broadcast rows such as a layernorm's scale
 are viewed with stride 0). Merging follows fuse-elementwise's rule (no cycles through outside
 ops, side-effecting ops keep their order) and stops where the rows no longer fit SBUF
-(`row_fusion.rows_fit`: whole rows of every row value of a block, ≤ one SBUF slot per row): then
-the ops stay as they are and are lowered as before. A group needs a reduce and at least one
+(`row_fusion.rows_fit`: whole rows of the row values a block holds at once, ≤ one SBUF slot per
+row; `_row_values` counts them by their lifetimes in program order): then the ops stay as they
+are and are lowered as before. A group needs a reduce and at least one
 other compute member. A broadcast of a statistic over the rows read only outside the group
 (where such a stop cut a softmax between its row sum and the divide) is not a member: it stays
 after the fused op, which returns the statistic, so no row of one repeated value is stored.
@@ -45,12 +46,12 @@ from __future__ import annotations
 
 import math
 
-from hlo_lowering.ir import Block, Module, Op, control_flow_blocks
+from hlo_lowering.ir import Block, Module, Op, Value, control_flow_blocks
 from hlo_lowering.lowering import reduce as reduce_lowering
 from hlo_lowering.lowering.row_affine import is_row_iota
 from hlo_lowering.lowering.row_fusion import RowSpace, rows_fit
 from hlo_lowering.passes.fuse_elementwise import (FUSION, ClusterGraph, fused_op, is_compute,
-                                                  replace_uses)
+                                                  is_splat_constant, replace_uses)
 
 ROW_FUSION = "trn.row_fusion"
 _VIEWS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape"})
@@ -110,23 +111,70 @@ def holds_only_members(op: Op) -> bool:
   return all(is_member(inner, space) for inner in op.regions[0].block.ops[:-1])
 
 
-def _row_values(ops: list[Op], space: RowSpace) -> tuple[int, int]:
-  """(How many row values a block of `ops` holds in SBUF: row results of compute ops, row
-  operands read from outside, rows broadcast from outside values; their widest itemsize)."""
-  produced, loaded = set(), set()
-  for op in ops:
-    nested = op.regions[0].block.ops[:-1] if op.name == FUSION else [op]
-    for inner in nested:
-      rows = [r for r in inner.results if r.shape == space.shape]
-      if inner.name == "stablehlo.broadcast_in_dim" and op.name == FUSION:
-        if not space.is_stat(inner.operands[0].shape):
-          loaded.update(rows)
-      elif inner.name not in _VIEWS and inner.name != "stablehlo.constant":
-        produced.update(rows)
-    loaded.update(v for v in op.operands if v.shape == space.shape)
-  values = produced | (loaded - produced)
-  widest = max((v.dtype.itemsize for v in values), default=1)
-  return len(values), widest
+def _row_values(graph: ClusterGraph, members: list[int], space: RowSpace) -> tuple[int, int]:
+  """(The most row values a block of `members` holds in SBUF at once, their widest itemsize).
+
+  The members run in program order (nested trn.fusion ops inline). A row value takes a tile
+  from the op that makes it (a row read from outside, or broadcast from outside, from the
+  block's start) to its last reader, or to the block's end when it is used outside; views of a
+  row share its tile and splats take none. The lowering places tiles by the same lifetimes
+  (row_fusion.py), its fused forms only dropping or sharing tiles, so this bounds its rows."""
+  alias: dict[Value, Value] = {}
+  splats: set[Value] = set()
+
+  def canon(v: Value) -> Value:
+    while v in alias:
+      v = alias[v]
+    return v
+
+  def splat(v: Value) -> bool:
+    op = graph.ops[graph.producer[v]] if v in graph.producer else None
+    while op is not None and op.name in _VIEWS:
+      v = op.operands[0]
+      op = graph.ops[graph.producer[v]] if v in graph.producer else None
+    return v in splats or (op is not None and is_splat_constant(op))
+
+  sequence: list[Op] = []
+  for m in sorted(members):
+    op = graph.ops[m]
+    if op.name != FUSION:
+      sequence.append(op)
+      continue
+    block = op.regions[0].block
+    alias.update(zip(block.args, op.operands))
+    sequence.extend(block.ops[:-1])
+    alias.update(zip(op.results, block.terminator.operands))
+  inside = set(members)
+  rows, start, end = set(), {}, {}
+  for t, op in enumerate(sequence):
+    if op.name == "stablehlo.constant":
+      splats.add(op.result)
+      continue
+    source = canon(op.operands[0]) if op.operands else None
+    if op.name in _VIEWS and (source in splats or splat(source)):
+      splats.add(op.result)
+    elif op.name in _VIEWS and not space.is_stat(source.shape):
+      alias[op.result] = source  # the row it views (or an outside value read over the rows)
+      if op.result.shape == space.shape:
+        rows.add(source)
+    elif op.name not in _VIEWS:
+      for v in op.operands:
+        v = canon(v)
+        end[v] = t
+        if v.shape == space.shape and not splat(v):
+          rows.add(v)
+      for r in op.results:
+        start[r] = t
+        if r.shape == space.shape:
+          rows.add(r)
+  for m in members:
+    for r in graph.ops[m].results:
+      if r in graph.returned or any(u not in inside for u in graph.users.get(r, ())):
+        end[canon(r)] = len(sequence)
+  spans = [(start.get(v, 0), end.get(v, start.get(v, 0))) for v in rows]
+  count = max((sum(a <= t <= b for a, b in spans) for t in range(len(sequence))), default=0)
+  widest = max((v.dtype.itemsize for v in rows), default=1)
+  return count, widest
 
 
 def _grow(graph: ClusterGraph, seed: int, space: RowSpace, spaces: dict[int, RowSpace]) -> None:
@@ -144,8 +192,7 @@ def _grow(graph: ClusterGraph, seed: int, space: RowSpace, spaces: dict[int, Row
         continue
       if not all(is_member(graph.ops[i], space) for i in graph.members[other]):
         continue
-      members = [graph.ops[i] for i in graph.members[cluster] + graph.members[other]]
-      count, widest = _row_values(members, space)
+      count, widest = _row_values(graph, graph.members[cluster] + graph.members[other], space)
       if not rows_fit(space.columns, widest, count):
         continue
       first, last = sorted((cluster, other), key=lambda c: graph.pos[c])
