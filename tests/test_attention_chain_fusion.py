@@ -3,6 +3,8 @@ lowering/attention_rows.py), and dO·Vᵀ inside the softmax vjp's: the score ro
 TensorE per block and never cross HBM. Results match the CPU backend and are bit-identical to
 the program compiled without fuse-attention; what the pass does not match keeps today's path."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,7 +14,7 @@ import compiler_harness as harness
 from hlo_lowering import importer, pipeline
 from hlo_lowering.ir import walk_ops
 from hlo_lowering.passes.fuse_rows import ROW_FUSION
-from hlo_lowering.program import DType, read_program
+from hlo_lowering.program import DType, disassemble, read_program
 from test_attention_fusion import _BF16, _F32, _MASKS, _attention, _bits, _gradients
 
 _DOT = "stablehlo.dot_general"
@@ -132,3 +134,22 @@ def test_the_whole_softmax_vjp_is_one_row_fusion_at_seq_2048():
   fp32_rows = [t for t in read_program(program).tensors
                if int(np.prod(t.shape)) == 2048 * 2048 and t.dtype == DType.F32]
   assert len(fp32_rows) == 1
+
+
+def test_the_vjp_reads_dp_in_psum_with_the_unfused_bits():
+  """dO·Vᵀ's rows, read by the vjp's scalar_tensor_tensor (and its divide), stay in the PSUM
+  banks they were summed in, rounded to bf16 in place: that VectorE pass takes N cycles, not
+  2N. Rows holding NaN, ±inf and -0 keep the bits of the program that loads dP from HBM."""
+  def loss(q, k, v, w):
+    return jnp.sum((_attention(_MASKS["causal_where"])(q, k, v) @ w).astype(jnp.float32) ** 2)
+  f = jax.grad(loss, argnums=(0, 1, 2))
+  q, k, v = _inputs(0, 2, 384, _BF16)
+  q[1, 7, :] = -0.0
+  k[1, 30, 2] = np.nan
+  v[0, 3, 1] = np.nan
+  v[1, 60, 1] = -np.inf
+  w = np.random.default_rng(5).standard_normal((64, 64)).astype(_BF16)
+  (_, _, program), _ = _run_both(f, [q, k, v, w])
+  text = disassemble(program)
+  assert re.search(r"scalar_tensor_tensor .*data=PSUM\S*:bf16\[1x384\]", text)
+  assert re.search(r"activation .*dst=PSUM\S*:bf16\[1x\d+\] src=PSUM", text)

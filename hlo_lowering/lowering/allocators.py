@@ -48,3 +48,9 @@ class PsumBanks:
 
   def take(self) -> Address:
     return Address(self._builder.new_buffer(Memory.PSUM, self.bank_bytes, SLOT))
+
+  def take_all(self) -> list[Address]:
+    """Every bank, as one buffer from byte 0: bank i + 1 follows bank i, so a tile may span
+    consecutive banks."""
+    arena = Address(self._builder.new_buffer(Memory.PSUM, self.count * self.bank_bytes, ARENA))
+    return [arena + i * self.bank_bytes for i in range(self.count)]

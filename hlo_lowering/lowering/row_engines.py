@@ -89,9 +89,11 @@ def scalar_pass(ctx: LoweringContext, alu: Alu, dst: TileAP, row: TileAP, s, rev
     activate(ctx, Alu.COPY, dst, row, ONE, negated_s, dst_sum)
 
 
-def vector_cycles(kind: str, alu: Alu | None, columns: int, two_byte: bool, fast_modes: bool) -> float:
+def vector_cycles(kind: str, alu: Alu | None, columns: int, two_byte: bool, fast_modes: bool,
+                  psum_input: bool = False) -> float:
   """The timing model's VectorE cycles of one pass over a row of `columns` elements: kind
-  "reduce", "tensor_tensor", "ternary", or a one-input pass ("tensor_scalar", "copy", "unary")."""
+  "reduce", "tensor_tensor" (N, not 2N, with an input in PSUM), "ternary", or a one-input pass
+  ("tensor_scalar", "copy", "unary")."""
   n = float(columns)
   fast = fast_modes and two_byte
   if kind == "reduce":
@@ -101,7 +103,7 @@ def vector_cycles(kind: str, alu: Alu | None, columns: int, two_byte: bool, fast
   if kind == "ternary":
     return max(_MIN_CYCLES, 3 * n)
   if kind == "tensor_tensor":
-    return max(_MIN_CYCLES, n if fast else 2 * n)
+    return max(_MIN_CYCLES, n if fast or psum_input else 2 * n)
   return max(_MIN_CYCLES, n / 4 if fast and kind != "unary" else n)
 
 

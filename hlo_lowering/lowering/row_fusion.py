@@ -254,6 +254,7 @@ class _RowFusion:
     self._written_dtype = {op.result: convert.result.dtype
                            for convert, op in self.narrowed.items()}
     self._narrowed_rows = {convert.result: op.result for convert, op in self.narrowed.items()}
+    self.psum_rows = self._rows_left_in_psum()
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
     self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
@@ -500,6 +501,26 @@ class _RowFusion:
         narrowed[convert] = op
     return narrowed
 
+  def _rows_left_in_psum(self) -> set[Value]:
+    """The matmul member's row (the fusion's only matmul) when a scalar_tensor_tensor reads it
+    and only VectorE and ScalarE do (GpSimd and DMA do not reach PSUM): its eviction rounds it
+    into the PSUM banks it was accumulated in, in place (each bank's fp32 values are read
+    before the narrower ones land on them), and its readers read it there: VectorE's two-tensor
+    ops take N cycles, not 2N, with one input in PSUM (docs/neuroncore.md)."""
+    if len(self.matmuls) != 1:
+      return set()
+    (matmul,) = self.matmuls
+    row = matmul.result
+    reads = []
+    for inner, _ in self.steps:
+      if any(self._tile_owner(v) is row for v in inner.operands):
+        reads.append(inner)
+    if (row in {self._tile_owner(v) for v, _ in self.stored}
+        or any(inner in self.on_chip for inner in reads) or row.dtype.itemsize > 4):
+      return set()
+    stt_reads = set(self.fused) | set(self.fused.values())
+    return {row} if any(inner in stt_reads for inner in reads) else set()
+
   def _scalar_tensor_tensor(self, b: Op, dst: TileAP, tiles: dict[Value, TileAP]) -> None:
     """b(a(x, s), y) (`_scalar_tensor_tensors`) as one scalar_tensor_tensor."""
     a = self.fused[b]
@@ -592,7 +613,11 @@ class _RowFusion:
       value = None if immediate is None else self.ctx.splat_scalar(inner.operands[immediate])
       if alu is not None and row is not None:  # a row divided by an exact reciprocal's
         alu, value = vector_form(alu, value, immediate == 0)  # immediate: a multiply
-      cycles = vector_cycles(kind, alu, self.columns if row else 1, two_byte, fast_modes)
+      read = list(inner.operands) + (list(self.fused[inner].operands) if inner in self.fused
+                                     else [])
+      psum_input = any(self._tile_owner(v) in self.psum_rows for v in read)
+      cycles = vector_cycles(kind, alu, self.columns if row else 1, two_byte, fast_modes,
+                             psum_input)
       float_immediate = value is None or value.dtype.is_float
       scalar_form = (alu is not None and alu.arity == 2 and float_immediate
                      and not zero_bias(TileOp(inner, alu, srcs, value, immediate == 0))
@@ -635,7 +660,8 @@ class _RowFusion:
     spans = {v: (-1, last.get(v, -1), width(v.dtype)) for v in per_block if self.kind[v] == ROW}
     for k, (inner, _) in enumerate(self.steps):
       v = inner.result
-      if inner in self.skipped or inner.name == "stablehlo.reduce" or self.kind[v] != ROW:
+      if (inner in self.skipped or inner.name == "stablehlo.reduce" or self.kind[v] != ROW
+          or v in self.psum_rows):
         continue
       spans[v] = (k, max(k, last.get(v, k)), width(self._written_dtype.get(v, v.dtype)))
       special = self.on_chip.get(inner)
@@ -702,7 +728,8 @@ class _RowFusion:
     blocks = self._blocks(block_views + affine_views + matmul_views)
     self._affine_at = {inner: len(block_views) + i for i, inner in enumerate(self.gpsimd)}
     self._matmul_at, self._panels, self._psum = {}, {}, {}
-    banks_free = [ctx.psum.take() for _ in range(ctx.psum.count)] if self.matmuls else []
+    banks_free = ([] if not self.matmuls else ctx.psum.take_all() if self.psum_rows
+                  else [ctx.psum.take() for _ in range(ctx.psum.count)])
     for j, (inner, plan) in enumerate(self.matmuls.items()):
       self._matmul_at[inner] = len(block_views) + len(affine_views) + len(plan.views) * j
       self._panels[inner] = [panels_base + (attention_rows.PANELS * j + i) * plan.panel_bytes
@@ -881,7 +908,10 @@ class _RowFusion:
         self._on_chip(inner, new(inner.result), as_row, p, offsets, strides, steps, scratch_row)
         continue
       if inner in self.matmuls:
-        self._matmul(inner, new(inner.result), bank, p, offsets, strides, steps, debug)
+        if inner.result in self.psum_rows:
+          tiles[inner.result] = self._psum_row(inner, bank, p)
+        dst = tiles[inner.result] if inner.result in self.psum_rows else new(inner.result)
+        self._matmul(inner, dst, bank, p, offsets, strides, steps, debug)
         continue
       if inner in self.folded:
         dst = new(inner.result)
@@ -961,6 +991,11 @@ class _RowFusion:
     psum = self._psum[inner][bank % len(self._psum[inner])]
     plan.emit_block(dst, p, at, load, self._panels[inner][panel], psum, inner in self.on_scalar,
                     debug)
+
+  def _psum_row(self, inner: Op, bank: int, p: int) -> TileAP:
+    """A row left in PSUM (`_rows_left_in_psum`): the first bytes of this block's banks."""
+    psum = self._psum[inner][bank % len(self._psum[inner])]
+    return TileAP(Memory.PSUM, inner.result.dtype, 0, p, psum[0], ((1, self.columns),))
 
   def _activation_of_sum(self, inner: Op, dst: TileAP, tiles: dict[Value, TileAP], cell,
                          dst_sum: TileAP | None) -> None:
