@@ -42,6 +42,9 @@ engine; up to MAX_BANKS) when they fit, and are emitted software-pipelined
 regular runs of blocks are a counted loop
 (tile_loops.py) whose body pipelines its own blocks, so the program does not grow with the rows.
 
+A matmul member's row that a scalar_tensor_tensor reads, and only VectorE and ScalarE read,
+stays in the PSUM banks it was summed in, rounded there in place (`_rows_left_in_psum`): VectorE
+reads one input from PSUM at N cycles, not 2N.
 A block's row tiles lie one after another in its bank (RowLayout); where the bank then holds
 fewer blocks in flight than the pipeline wants, a tile instead takes the place of a row whose
 last reader ran, so a long chain (the softmax vjp and the mask of its gradient) keeps its
@@ -643,9 +646,9 @@ class _RowFusion:
     """RowLayout's spans of a block (steps numbered as `self.steps`, -1 the loads, the stores
     after the last): the rows loaded per block, the rows the emitted members write (in the
     dtype they are written), an affine compare's int32 differences (during its step) and,
-    with `scratch`, ScalarE's fp32 scratch row (from the first copy sum to the last). A member computed inside a later one (a sum
-    folded into an activation, the first op of a scalar_tensor_tensor) reads its operands at
-    that later step."""
+    with `scratch`, ScalarE's fp32 scratch row (from the first copy sum to the last). A member
+    computed inside a later one (a sum folded into an activation, the first op of a
+    scalar_tensor_tensor) reads its operands at that later step."""
     index = {inner: k for k, (inner, _) in enumerate(self.steps)}
     reads_at = {add: index[act] for act, (add, _) in self.folded.items()}
     reads_at.update({a: index[b] for b, a in self.fused.items()})
