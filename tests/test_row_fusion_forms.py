@@ -91,6 +91,19 @@ def test_add_reduce_as_scalar_engine_copy_sum_keeps_the_bits(dtype):
   _assert_unfused_bits(lambda x: x - jnp.sum(x, -1, keepdims=True), [x], _copy_sum)
 
 
+def test_copy_sum_of_its_rows_last_read_writes_over_them_and_keeps_the_bits():
+  """sum(x · y) · x: ScalarE's copy sum is the last reader of the fp32 product row, so it writes
+  its copy over that row (no scratch row); the sum and the result keep their bits."""
+  harness.native()
+
+  def over_its_source(line):
+    fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    return _copy_sum(line) and fields.get("dst") == fields.get("src")
+
+  _assert_unfused_bits(lambda x, y: jnp.sum(x * y, -1, keepdims=True) * x,
+                       [_rows(_F32), _rows(_F32, seed=1)], over_its_source)
+
+
 @pytest.mark.parametrize("name,f", [
     ("centred_times_row", lambda x, y: (x - jnp.mean(x, -1, keepdims=True)) * y),
     ("row_over_scaled", lambda x, y: y / (x * jnp.max(x, -1, keepdims=True))),

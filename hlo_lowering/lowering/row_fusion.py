@@ -27,8 +27,8 @@ scalar_tensor_tensor keeps the intermediate in fp32 (layernorm's ((x - mean) · 
 tensor_tensor's time).
 Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, the add-reduce of a row
 ScalarE writes, summed in the same ScalarE pass, any other float add-reduce, as ScalarE's
-exact copy of the row to an fp32 scratch row with its row sum, and for computed fp32 rows
-the rounding convert, copy(x · 1)) run on ScalarE or VectorE, as
+exact copy of the row to an fp32 scratch row (or over the fp32 row it reads last) with its
+row sum, and for computed fp32 rows the rounding convert, copy(x · 1)) run on ScalarE or VectorE, as
 row_engines.py places them to keep the busier engine's block time lowest, so the two engines
 share a block's work. ScalarE's row - s adds (-0) - s, made once per block: -s to the bit for
 numbers and zeros, and a NaN s keeps its sign as VectorE's subtract returns it.
@@ -646,7 +646,8 @@ class _RowFusion:
     """RowLayout's spans of a block (steps numbered as `self.steps`, -1 the loads, the stores
     after the last): the rows loaded per block, the rows the emitted members write (in the
     dtype they are written), an affine compare's int32 differences (during its step) and,
-    with `scratch`, ScalarE's fp32 scratch row (from the first copy sum to the last). A member
+    with `scratch`, ScalarE's fp32 scratch row (from the first copy sum that needs it to the
+    last: one whose fp32 row it reads last writes over that row, `_sums_in_place`). A member
     computed inside a later one (a sum folded into an activation, the first op of a
     scalar_tensor_tensor) reads its operands at that later step."""
     index = {inner: k for k, (inner, _) in enumerate(self.steps)}
@@ -670,8 +671,15 @@ class _RowFusion:
       special = self.on_chip.get(inner)
       if special and special[0] == row_affine.IOTA and special[1].compare is not None:
         spans[(inner, DIFFERENCE)] = (k, k, width(special[1].view.dtype))
-    if scratch:  # written (never read) by the copy sums
-      steps = [index[inner] for inner in self.copy_sums]
+    # A copy sum whose fp32 row it is the last reader of (a row of the bank) writes its copy
+    # over that row; the others write ScalarE's scratch row (never read).
+    self._sums_in_place = set()
+    for inner in self.copy_sums:
+      source = self._tile_owner(inner.operands[0])
+      if source in spans and source.dtype == DType.F32 and last.get(source) == index[inner]:
+        self._sums_in_place.add(inner)
+    steps = [index[inner] for inner in self.copy_sums - self._sums_in_place]
+    if scratch and steps:  # written (never read) by the other copy sums
       spans[SCRATCH] = (min(steps), max(steps), width(DType.F32))
     return spans
 
@@ -924,10 +932,11 @@ class _RowFusion:
         source = self._canon(inner.operands[0])
         src = as_row(self.widened.get(source, source))
         if inner in self.copy_sums:  # ScalarE copies the row (exactly, to fp32) and sums it
-          if not scratch:
+          if not scratch and inner not in self._sums_in_place:
             scratch.append(self._tile(DType.F32, p, base + placed[SCRATCH]))
           sums[inner] = cell(DType.F32)
-          activate(ctx, Alu.COPY, scratch[0], src, ONE, ZERO, sums[inner])
+          copy = src if inner in self._sums_in_place else scratch[0]
+          activate(ctx, Alu.COPY, copy, src, ONE, ZERO, sums[inner])
         self._reduce(inner, src, cell, tiles, sums.get(inner))
         continue
       immediate_index = self._immediate_index(inner)
