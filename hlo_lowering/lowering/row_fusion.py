@@ -28,9 +28,9 @@ tensor_tensor's time).
 Passes with a bit-identical ScalarE form (row · s, row ± s, row · row, the add-reduce of a row
 ScalarE writes, summed in the same ScalarE pass, any other float add-reduce, as ScalarE's
 exact copy of the row to an fp32 scratch row (or over the fp32 row it reads last) with its
-row sum, and for computed fp32 rows the rounding convert, copy(x · 1)) run on ScalarE or VectorE, as
-row_engines.py places them to keep the busier engine's block time lowest, so the two engines
-share a block's work. ScalarE's row - s adds (-0) - s, made once per block: -s to the bit for
+row sum, and for computed fp32 rows the rounding convert, copy(x · 1)) run on ScalarE or
+VectorE, as row_engines.py places them to keep the busier engine's block time lowest, so the
+two engines share a block's work. ScalarE's row - s adds (-0) - s, made once per block: -s to the bit for
 numbers and zeros, and a NaN s keeps its sign as VectorE's subtract returns it.
 Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
 docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
