@@ -30,8 +30,8 @@ ScalarE writes, summed in the same ScalarE pass, any other float add-reduce, as 
 exact copy of the row to an fp32 scratch row (or over the fp32 row it reads last) with its
 row sum, and for computed fp32 rows the rounding convert, copy(x · 1)) run on ScalarE or
 VectorE, as row_engines.py places them to keep the busier engine's block time lowest, so the
-two engines share a block's work. ScalarE's row - s adds (-0) - s, made once per block: -s to the bit for
-numbers and zeros, and a NaN s keeps its sign as VectorE's subtract returns it.
+two engines share a block's work. ScalarE's row - s adds (-0) - s, made once per block: -s to
+the bit for numbers and zeros, and a NaN s keeps its sign as VectorE's subtract returns it.
 Under TRN_ROW_DIVIDE_BY_RECIPROCAL=1 (an explicit opt-in: not bit-identical to XLA's divide, see
 docs/numerics.md) a row divided by a statistic (softmax's normalisation) is a multiply by the
 statistic's reciprocal, made once per block, on either engine: what NKI kernels do, an eighth of
@@ -261,7 +261,8 @@ class _RowFusion:
     self.on_scalar, self.sums = choose_scalar_steps(self._row_steps(), self.columns,
                                                     ctx.target_spec)
     self.summed_by = {producer: reduce for reduce, producer in self.sums.items()}
-    # Add-reduces that ScalarE runs as a copy of the row with its row sum (into a scratch row).
+    # Add-reduces that ScalarE runs as a copy of the row with its row sum (into a scratch row,
+    # or over the row when it is its last reader).
     self.copy_sums = {inner for inner, _ in self.steps
                       if inner.name == "stablehlo.reduce" and inner in self.on_scalar}
 
@@ -514,10 +515,8 @@ class _RowFusion:
       return set()
     (matmul,) = self.matmuls
     row = matmul.result
-    reads = []
-    for inner, _ in self.steps:
-      if any(self._tile_owner(v) is row for v in inner.operands):
-        reads.append(inner)
+    reads = [inner for inner, _ in self.steps
+             if any(self._tile_owner(v) is row for v in inner.operands)]
     if (row in {self._tile_owner(v) for v, _ in self.stored}
         or any(inner in self.on_chip for inner in reads) or row.dtype.itemsize > 4):
       return set()
@@ -642,14 +641,15 @@ class _RowFusion:
       v = self.widened.get(v) or self._narrowed_rows[v]
     return v
 
-  def _row_spans(self, per_block: list[Value], scratch: bool) -> dict:
-    """RowLayout's spans of a block (steps numbered as `self.steps`, -1 the loads, the stores
-    after the last): the rows loaded per block, the rows the emitted members write (in the
-    dtype they are written), an affine compare's int32 differences (during its step) and,
-    with `scratch`, ScalarE's fp32 scratch row (from the first copy sum that needs it to the
-    last: one whose fp32 row it reads last writes over that row, `_sums_in_place`). A member
-    computed inside a later one (a sum folded into an activation, the first op of a
-    scalar_tensor_tensor) reads its operands at that later step."""
+  def _row_spans(self, per_block: list[Value]) -> tuple[dict, set[Op]]:
+    """(RowLayout's spans of a block, the copy sums that write over the row they sum). Steps
+    are numbered as `self.steps`, -1 the loads, the stores after the last. Spans: the rows
+    loaded per block, the rows the emitted members write (in the dtype they are written), an
+    affine compare's int32 differences (during its step) and ScalarE's fp32 scratch row (from
+    the first copy sum that needs it to the last; one that is the last reader of its fp32 row
+    writes its copy over that row instead). A member computed inside a later one (a sum folded
+    into an activation, the first op of a scalar_tensor_tensor) reads its operands at that
+    later step."""
     index = {inner: k for k, (inner, _) in enumerate(self.steps)}
     reads_at = {add: index[act] for act, (add, _) in self.folded.items()}
     reads_at.update({a: index[b] for b, a in self.fused.items()})
@@ -671,17 +671,13 @@ class _RowFusion:
       special = self.on_chip.get(inner)
       if special and special[0] == row_affine.IOTA and special[1].compare is not None:
         spans[(inner, DIFFERENCE)] = (k, k, width(special[1].view.dtype))
-    # A copy sum whose fp32 row it is the last reader of (a row of the bank) writes its copy
-    # over that row; the others write ScalarE's scratch row (never read).
-    self._sums_in_place = set()
-    for inner in self.copy_sums:
-      source = self._tile_owner(inner.operands[0])
-      if source in spans and source.dtype == DType.F32 and last.get(source) == index[inner]:
-        self._sums_in_place.add(inner)
-    steps = [index[inner] for inner in self.copy_sums - self._sums_in_place]
-    if scratch and steps:  # written (never read) by the other copy sums
+    in_place = {inner for inner in self.copy_sums
+                if (source := self._tile_owner(inner.operands[0])) in spans
+                and source.dtype == DType.F32 and last.get(source) == index[inner]}
+    steps = [index[inner] for inner in self.copy_sums - in_place]
+    if steps:  # written (never read) by the other copy sums
       spans[SCRATCH] = (min(steps), max(steps), width(DType.F32))
-    return spans
+    return spans, in_place
 
   def emit(self) -> None:
     ctx = self.ctx
@@ -703,11 +699,13 @@ class _RowFusion:
     # A matmul member's operand panels stay resident beside the persistent rows.
     panel_bytes = sum(attention_rows.PANELS * plan.panel_bytes for plan in self.matmuls.values())
     budget = ctx.sbuf.arena_bytes - SBUF_SLOT_BYTES - len(persistent) * tile - panel_bytes
-    spans = self._row_spans(per_block, bool(self.copy_sums))
-    if self.copy_sums and RowLayout(spans, reuse=True).nbytes > budget:  # no room for their
-      self.on_scalar -= self.copy_sums                                   # scratch row
-      self.copy_sums = set()
-      spans = self._row_spans(per_block, False)
+    spans, self._sums_in_place = self._row_spans(per_block)
+    if SCRATCH in spans and RowLayout(spans, reuse=True).nbytes > budget:
+      # No room for ScalarE's scratch row: the sums that need it run on VectorE.
+      dropped = self.copy_sums - self._sums_in_place
+      self.on_scalar -= dropped
+      self.copy_sums -= dropped
+      del spans[SCRATCH]
     _, wanted = pipeline_stages(self._step_engines(), MAX_BANKS)
 
     def banks_of(layout: RowLayout) -> int:
@@ -921,8 +919,9 @@ class _RowFusion:
       if inner in self.matmuls:
         if inner.result in self.psum_rows:
           tiles[inner.result] = self._psum_row(inner, bank, p)
-        dst = tiles[inner.result] if inner.result in self.psum_rows else new(inner.result)
-        self._matmul(inner, dst, bank, p, offsets, strides, steps, debug)
+        else:
+          new(inner.result)
+        self._matmul(inner, tiles[inner.result], bank, p, offsets, strides, steps, debug)
         continue
       if inner in self.folded:
         dst = new(inner.result)

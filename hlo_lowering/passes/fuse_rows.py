@@ -151,7 +151,7 @@ def _row_values(graph: ClusterGraph, members: list[int], space: RowSpace) -> tup
       splats.add(op.result)
       continue
     source = canon(op.operands[0]) if op.operands else None
-    if op.name in _VIEWS and (source in splats or splat(source)):
+    if op.name in _VIEWS and splat(source):
       splats.add(op.result)
     elif op.name in _VIEWS and not space.is_stat(source.shape):
       alias[op.result] = source  # the row it views (or an outside value read over the rows)
