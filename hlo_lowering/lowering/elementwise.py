@@ -21,23 +21,24 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import itertools
 import math
 
 import numpy as np
 
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.affine_index import affine_select, analyse
+from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.core_split import emit_shares, tile_shares
-from hlo_lowering.lowering.elementwise_engines import (STAGES, TileOp, TileSchedule, emit_on_scalar,
+from hlo_lowering.lowering.elementwise_engines import (TileOp, TileSchedule, emit_on_scalar,
                                                        schedule, zero_bias)
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.row_engines import run_pipelined
+from hlo_lowering.lowering.stage_buffers import Lifetime, StageBuffers
 from hlo_lowering.lowering.tile_loops import emit_plan, loop_plan, tile_period
 from hlo_lowering.lowering.tiling import tile_grid, tiles
-from hlo_lowering.program import Alu, DType, Memory, Scalar, TileAP
+from hlo_lowering.program import Alu, DType, Scalar, TileAP
 
 UNARY = {
     "stablehlo.abs": Alu.ABS, "stablehlo.negate": Alu.NEG, "stablehlo.exponential": Alu.EXP,
@@ -67,6 +68,18 @@ COMPARE = {"EQ": Alu.EQ, "NE": Alu.NE, "LT": Alu.LT, "LE": Alu.LE, "GT": Alu.GT,
 # Evaluated by ScalarE's lookup tables: func(x * scale + bias) in fp32.
 SCALAR_ENGINE = frozenset({Alu.EXP, Alu.EXPM1, Alu.LOG, Alu.LOG1P, Alu.TANH, Alu.LOGISTIC,
                            Alu.SQRT, Alu.RSQRT, Alu.CBRT, Alu.SIN, Alu.COS, Alu.TAN, Alu.ERF})
+
+
+# The buffer key of ScalarE's [P, 1] zero bias (elementwise_engines.zero_bias).
+ZERO = "zero bias"
+# Tiles per pipeline stage in a loop body, so the pipeline fills between the drains at its ends.
+PIPELINED_TILES = 2
+# The smallest tile (elements per partition) worth a deeper pipeline: below it, the per-
+# instruction fixed cost (202 cycles) outweighs what the overlap of the two engines gains.
+MIN_PIPELINED_FREE = 1024
+# Tiles this large (elements per partition) pay at most ~10 % in fixed instruction costs, so
+# giving the next rule SBUF to overlap with is worth more than larger tiles (stage_buffers.py).
+GOOD_FREE = 2048
 
 
 def alu_of(op: Op) -> Alu:
@@ -158,25 +171,6 @@ def is_fusible(op: Op) -> bool:
   return op.name in _ELEMENTWISE and _alu_accepts(op)
 
 
-def _slot_allocator(ctx: LoweringContext, tile_values: int, widest: int):
-  """(take, max_free, ring): SBUF tiles for `tile_values` tiles per tile step, double-buffered;
-  `ring` is how many takes come back to the first buffer.
-
-  Up to half the slots per step: whole slots in rotation (the next step's tiles take the other
-  half, so its loads overlap this step's compute). More: every slot is split into k sub-slots,
-  handed out in rotation, so 2 steps' tiles are still distinct (smaller tiles, same pattern)."""
-  count, slot_bytes = ctx.sbuf.count, ctx.sbuf.slot_bytes
-  split = max(1, math.ceil(2 * tile_values / count))
-  if split == 1:
-    return ctx.sbuf.take, slot_bytes // widest, count
-  sub_bytes = slot_bytes // split // 64 * 64
-  arena = ctx.sbuf.take_arena()
-  offsets = [arena + slot * slot_bytes + k * sub_bytes for slot in range(count)
-             for k in range(split)]
-  ring = itertools.cycle(offsets)
-  return (lambda: next(ring)), sub_bytes // widest, len(offsets)
-
-
 def _on_chip_plans(ctx: LoweringContext, ops: list[Op], outputs) -> dict[Op, tuple]:
   """Ops computed from the tiles' coordinates (affine_index.py): op -> ("absorbed",) when only
   other such ops read it, ("iota", Affine) when its value is needed in a tile, ("select",
@@ -241,104 +235,94 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   first_affine = len(places)
   places += affine_views
   widest = max([p.dtype.itemsize for p in places] + [op.result.dtype.itemsize for op in ops])
-  # A predicate needed in a tile takes two: its affine difference, then the compare.
-  takes = len(loaded) + sum(2 if special and special[0] == "iota" and special[1].compare
-                            else 1 for _, _, _, _, special in plans)
   debug_ids = debug_ids or {}
   saved_debug = ctx.debug_id
   first_user = {}
   for op, tiled, *_ in plans:
     for v in tiled:
       first_user.setdefault(v, op)
+  layout = next(iter(tiles(places, ctx.partitions, 1)), None)
+  if layout is None:
+    return  # an empty iteration space
+  # Loaded operands read with free stride 0 in every tile: one element per partition.
+  per_row = frozenset(v for k, v in enumerate(loaded, start=len(stored))
+                      if layout.free_strides[k] == 0)
 
-  def tile_ops(per_row) -> list[TileOp]:
-    """The computed ops of a tile whose operands in `per_row` are [P, 1] tiles."""
-    found = []
-    for op, tiled, immediate, immediate_index, special in plans:
-      if special is not None:
-        continue
-      if op.name == "stablehlo.convert":
-        found.append(TileOp(op, None, tiled, None, False))
-      elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
-        found.append(TileOp(op, alu_of(op), [tiled[1 - scalar_index]], tiled[scalar_index],
-                            scalar_index == 0))
-      else:
-        reverse = immediate_index == 0
-        alu, s = vector_form(alu_of(op), immediate, reverse)
-        found.append(TileOp(op, alu, tiled, s, reverse))
-    return found
-
-  # A slot for ScalarE's zero bias (elementwise_engines.zero_bias) where an op may need it.
-  zero_slot = any(zero_bias(t) for t in tile_ops(set()))
-  take, max_free, ring = _slot_allocator(ctx, takes + zero_slot, widest)
+  forms = []
+  for op, tiled, immediate, immediate_index, special in plans:
+    if special is not None:
+      continue
+    if op.name == "stablehlo.convert":
+      forms.append(TileOp(op, None, tiled, None, False))
+    elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
+      forms.append(TileOp(op, alu_of(op), [tiled[1 - scalar_index]], tiled[scalar_index],
+                          scalar_index == 0))
+    else:
+      reverse = immediate_index == 0
+      alu, s = vector_form(alu_of(op), immediate, reverse)
+      forms.append(TileOp(op, alu, tiled, s, reverse))
+  form_of = {t.op: t for t in forms}
   # A tile's ops as elementwise_engines.schedule weighs them: (op, tile operands, on GpSimd).
   schedule_ops = [(op, tiled, special is not None) for op, tiled, _, _, special in plans]
   affine_index = {plan[0]: first_affine + i
                   for i, plan in enumerate(p for p in plans if p[4] is not None)}
-  schedules = {}
   reads = collections.Counter(v for _, tiled, *_ in plans for v in tiled)
   shared = {v for v, n in reads.items() if n > 1} | set(outputs)
+  plan, buffers = _pipeline(ctx, plans, loaded, per_row, outputs, schedule_ops, forms, shared,
+                            SBUF_SLOT_BYTES // widest)
+  stages = plan.stages
+  absorbed = {a.op: b for b, a in plan.fused.items()}
 
-  def tile_schedule(free: int, per_row) -> tuple[dict[Op, TileOp], TileSchedule]:
-    """The schedule of a tile of this shape (its free size, its operands read per partition)."""
-    key = (free, frozenset(per_row))
-    if key not in schedules:
-      forms = tile_ops(per_row)
-      schedules[key] = ({t.op: t for t in forms},
-                        schedule(ctx, schedule_ops, forms, free, SCALAR_ENGINE, shared))
-    return schedules[key]
-
-  def emit(tile, steps=None):
-    """One tile's loads, ops and stores; `steps`: per enclosing loop (outermost first), each
-    view's offset move per iteration. A generator: it yields where the tile's pipeline stage
-    ends, STAGES times in all."""
-    sbuf, per_row = {}, {}
+  def emit(index, tile, steps=None):
+    """Tile `index`'s loads, ops and stores; `steps`: per enclosing loop (outermost first), each
+    view's offset move per iteration. A generator: it yields where each of the tile's `stages`
+    pipeline stages ends."""
+    sbuf, rows = {}, {}
+    buffer = lambda key: buffers.tile(key, index, tile.partitions, tile.free)
     for k, v in enumerate(loaded, start=len(stored)):
       ctx.debug_id = debug_ids.get(first_user[v], saved_debug)
       src = tile.hbm_ap(k, places[k].tensor)
-      if tile.free_strides[k] == 0:  # one element per partition, read back with stride 0
-        per_row[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (1,))
-        sbuf[v] = dataclasses.replace(per_row[v], free=((0, tile.free),))
+      if v in per_row:  # one element per partition, read back with stride 0
+        rows[v] = buffer(v)
+        sbuf[v] = dataclasses.replace(rows[v], free=((0, tile.free),))
         src = dataclasses.replace(src, dims=(src.dims[0], (0, 1)))
-        ctx.dma(per_row[v], src, steps=_moved(steps, k, "src"))
+        ctx.dma(rows[v], src, steps=_moved(steps, k, "src"))
         continue
-      sbuf[v] = TileAP.dense(Memory.SBUF, v.dtype, 0, tile.partitions, take(), (tile.free,))
+      sbuf[v] = buffer(v)
       ctx.dma(sbuf[v], src, steps=_moved(steps, k, "src"))
-    zero = (TileAP.dense(Memory.SBUF, DType.F32, 0, tile.partitions, take(), (1,))
-            if zero_slot else None)
     zero_written = False
-    form_of, plan = tile_schedule(tile.free, per_row)
-    absorbed = {a.op for a in plan.fused.values()}
     stage = 0
     for op, tiled, immediate, immediate_index, special in (plans[i] for i in plan.order):
+      if op in absorbed:
+        continue  # computed inside the scalar_tensor_tensor that reads it
       for stage in range(stage, plan.stage[op]):
         yield
       stage = plan.stage[op]
       ctx.debug_id = debug_ids.get(op, saved_debug)
-      dst = TileAP.dense(Memory.SBUF, op.result.dtype, 0, tile.partitions, take(), (tile.free,))
-      if op in absorbed:
-        continue  # computed inside the scalar_tensor_tensor that reads it (its slot unused)
+      dst = buffer(op.result)
       srcs = [] if op in plan.fused else [sbuf[v] for v in tiled]
       if special is not None:
-        _emit_on_chip(ctx, special, dst, srcs, tile, affine_index[op], steps, take)
+        _emit_on_chip(ctx, special, dst, srcs, tile, affine_index[op], steps,
+                      lambda: buffer((op, "difference")))
       elif op in plan.fused:
         a, b = plan.fused[op], form_of[op]
         first = b.srcs[0] is a.op.result
-        s = per_row[a.s] if isinstance(a.s, Value) else a.s
+        s = rows[a.s] if isinstance(a.s, Value) else a.s
         ctx.builder.scalar_tensor_tensor(a.alu, b.alu, dst, sbuf[a.srcs[0]], s,
                                          sbuf[b.srcs[1 if first else 0]], reverse0=a.reverse,
                                          reverse1=not first, debug=ctx.debug_id)
       elif op in plan.scalar:
         t = form_of[op]
-        if zero_bias(t) and not zero_written:
+        zero = buffer(ZERO) if zero_bias(t) else None
+        if zero is not None and not zero_written:
           ctx.builder.iota(zero, base=0, partition_step=0, free_steps=(0,), debug=ctx.debug_id)
           zero_written = True
-        s = per_row[t.s] if isinstance(t.s, Value) else t.s
-        emit_on_scalar(ctx, t, dst, [sbuf[v] for v in t.srcs], s, zero if zero_bias(t) else None)
+        s = rows[t.s] if isinstance(t.s, Value) else t.s
+        emit_on_scalar(ctx, t, dst, [sbuf[v] for v in t.srcs], s, zero)
       elif op.name == "stablehlo.convert":
         ctx.builder.tensor_copy(dst, srcs[0], debug=ctx.debug_id)  # converts as DMA does
-      elif (scalar_index := _per_row_operand(op, tiled, per_row, immediate)) is not None:
-        emit_alu_op(ctx, alu_of(op), dst, [srcs[1 - scalar_index]], per_row[tiled[scalar_index]],
+      elif (scalar_index := _per_row_operand(op, tiled, rows, immediate)) is not None:
+        emit_alu_op(ctx, alu_of(op), dst, [srcs[1 - scalar_index]], rows[tiled[scalar_index]],
                  reverse=scalar_index == 0)
       else:
         emit_alu_op(ctx, alu_of(op), dst, srcs, immediate, reverse=immediate_index == 0)
@@ -346,24 +330,25 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       if op.result in outputs:
         k = stored.index(op.result)
         ctx.dma(tile.hbm_ap(k, places[k].tensor), dst, steps=_moved(steps, k, "dst"))
-    for stage in range(stage, STAGES):
+    for stage in range(stage, stages):
       yield
 
-  period = tile_period([(takes + zero_slot, ring)], len(loaded) + len(stored),
+  period = tile_period([(1, buffers.period)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
-
-  all_tiles = list(tiles(places, ctx.partitions, max_free))
+  if stages > 1:  # enough tiles per loop iteration for its pipeline to fill
+    period *= -(-PIPELINED_TILES * stages // period)
+  all_tiles = list(tiles(places, ctx.partitions, buffers.max_free))
   shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
             for t in all_tiles]
-  grid = tile_grid(places, ctx.partitions, max_free)
+  grid = tile_grid(places, ctx.partitions, buffers.max_free)
 
   def emit_tiles(start, stop):
     """Tiles [start, stop) in order as `loop_plan` nests them. Each run of tiles is one
     software pipeline (it drains where a loop body ends), unrolled (TRN_UNROLL_LOOPS=1) as in
     the loops, so both forms run the same schedule."""
-    plan = loop_plan(shapes, period, grid, start, stop)
-    emit_plan(ctx.builder, plan, shapes, lambda run: run_pipelined(
-        [(all_tiles[i], steps) for i, steps in run], STAGES, lambda item: emit(*item), True))
+    nest = loop_plan(shapes, period, grid, start, stop)
+    emit_plan(ctx.builder, nest, shapes, lambda run: run_pipelined(
+        [(i, all_tiles[i], steps) for i, steps in run], stages, lambda item: emit(*item), True))
 
   # An LNC=2 device: the tiles' first half on one physical core, the rest on the other.
   share = tile_shares(ctx, all_tiles, sum(p.size * p.dtype.itemsize for p in places),
@@ -375,6 +360,59 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   ctx.debug_id = saved_debug
 
 
+def _pipeline(ctx: LoweringContext, plans: list, loaded: list[Value], per_row: frozenset,
+              outputs, schedule_ops: list, forms: list[TileOp], shared: set[Value],
+              cap_free: int) -> tuple[TileSchedule, StageBuffers]:
+  """The tiles' schedule and buffers: one pipeline stage per engine change (fold 1) when that
+  keeps tiles of at least MIN_PIPELINED_FREE elements per partition (or what one stage would),
+  else levels folded in pairs until it does. The schedule is weighed at the tile size it gets."""
+  fold, free = 1, cap_free
+  while True:
+    plan = schedule(ctx, schedule_ops, forms, free, SCALAR_ENGINE, shared, fold)
+    buffers = StageBuffers(ctx, _lifetimes(plans, forms, loaded, per_row, outputs, plan), cap_free,
+                           GOOD_FREE)
+    if buffers.max_free < free and fold == 1 and free == cap_free:
+      free = max(buffers.max_free, 1)
+      continue  # weigh the engines again at the tile size the buffers allow
+    if buffers.max_free >= MIN_PIPELINED_FREE or plan.stages == 1:
+      break
+    fold, free = fold * 2, cap_free
+  if buffers.max_free == 0:
+    values = sum(not l.per_row for l in buffers.lifetimes.values())
+    raise ValueError(f"an elementwise tile loop of {values} tile values does not fit in SBUF "
+                     f"({ctx.sbuf.arena_bytes} bytes per partition)")
+  return plan, buffers
+
+
+def _lifetimes(plans: list, forms: list[TileOp], loaded: list[Value], per_row: frozenset,
+               outputs, plan: TileSchedule) -> dict:
+  """{buffer key: Lifetime} of a tile's values under `plan`: each loaded operand (written by its
+  DMA in stage 0), each op's result, an affine compare's difference ((op, "difference")) and
+  ScalarE's zero bias (ZERO)."""
+  absorbed = {a.op: b for b, a in plan.fused.items()}
+  reading_stage = lambda op: plan.stage[absorbed.get(op, op)]
+  first, last = {}, {}
+  for v in loaded:
+    first[v] = last[v] = 0
+  inside = {op.result for op in absorbed}  # held by the scalar_tensor_tensor, no buffer
+  for op, tiled, _, _, special in plans:
+    for v in tiled:
+      if v not in inside:
+        last[v] = max(last[v], reading_stage(op))
+    if op in absorbed:
+      continue
+    first[op.result] = last[op.result] = plan.stage[op]
+    if special is not None and special[0] == "iota" and special[1].compare is not None:
+      first[(op, "difference")] = last[(op, "difference")] = plan.stage[op]
+  dtype = {v: v.dtype for v in loaded}
+  for op, _, _, _, special in plans:
+    dtype[op.result] = op.result.dtype
+    dtype[(op, "difference")] = special[1].view.dtype if special else None
+  zero_stages = [plan.stage[t.op] for t in forms if t.op in plan.scalar and zero_bias(t)]
+  if zero_stages:
+    first[ZERO], last[ZERO], dtype[ZERO] = min(zero_stages), max(zero_stages), DType.F32
+  return {key: Lifetime(first[key], last[key], key in loaded, key in outputs,
+                        key in per_row or key is ZERO, dtype[key]) for key in first}
 def _moved(steps, view: int, key: str) -> list[dict] | None:
   """An instruction's `steps=` for operand `key` reading view `view` of the tiling: its offset's
   move per iteration of each enclosing loop (None outside loops)."""
@@ -382,9 +420,10 @@ def _moved(steps, view: int, key: str) -> list[dict] | None:
 
 
 def _emit_on_chip(ctx: LoweringContext, special: tuple, dst: TileAP, srcs: list[TileAP], tile,
-                  k: int, steps, take) -> None:
+                  k: int, steps, difference_tile) -> None:
   """An iota-derived value (view k of the tiling) on GpSimd: its affine pattern is the view's
-  offset (stepping with the loop like an HBM offset) and partition / free strides."""
+  offset (stepping with the loop like an HBM offset) and partition / free strides;
+  `difference_tile()`: the tile for a compare's affine difference."""
   b, debug = ctx.builder, ctx.debug_id
   pattern = dict(base=tile.offsets[k], partition_step=tile.partition_strides[k],
                  free_steps=(tile.free_strides[k],), debug=debug,
@@ -395,10 +434,9 @@ def _emit_on_chip(ctx: LoweringContext, special: tuple, dst: TileAP, srcs: list[
   elif predicate.compare is None:
     b.iota(dst, **pattern)
   else:  # the difference, then its compare with 0
-    dtype = predicate.view.dtype
-    difference = TileAP.dense(Memory.SBUF, dtype, 0, tile.partitions, take(), (tile.free,))
+    difference = difference_tile()
     b.iota(difference, **pattern)
-    b.tensor_scalar(predicate.compare, dst, difference, Scalar(dtype, 0), debug=debug)
+    b.tensor_scalar(predicate.compare, dst, difference, Scalar(difference.dtype, 0), debug=debug)
 
 
 def lower_elementwise(ctx: LoweringContext, op: Op) -> None:

@@ -8,10 +8,12 @@ balance of estimated per-tile time that row fusion uses (`row_engines.choose_sca
 ScalarE skips an immediate bias of +0 (so that −0 passes through, as sqrt(−0) needs), where
 VectorE's x + 0 turns −0 into +0: x + 0 on ScalarE therefore adds a [P, 1] tile of zeros
 (GpSimd's iota writes it), which ScalarE does add.
-The choice depends on the tile (its free size, which operands it reads per partition), so it is
-made per distinct tile shape; every tile of one shape runs the same instructions. `schedule` also
-orders a tile's ops and cuts them into the two stages of a software pipeline over the tiles, so
-the two engines' in-order streams do not wait on each other at every change of engine.
+The choice depends on the tile (its free size, which operands it reads per partition); it is
+made once per tile loop, at the loop's tile size, so every tile runs the same instructions (a
+loop body repeats them). `schedule` also
+orders a tile's ops and cuts them into the stages of a software pipeline over the tiles, one per
+change of engine along the ops' chains, so the two engines' in-order streams do not wait on each
+other: each works on its own tile (stage_buffers.py gives each value the buffers that takes).
 """
 
 from __future__ import annotations
@@ -43,10 +45,9 @@ class TileSchedule(NamedTuple):
   stage: dict[Op, int]       # each op's pipeline stage
   fused: dict[Op, TileOp]    # tensor_tensor op -> the tensor_scalar op it absorbs (`_fusions`)
 
-
-# Tiles in flight in the software pipeline (row_engines.run_pipelined): the slot allocator keeps
-# two tiles' buffers distinct.
-STAGES = 2
+  @property
+  def stages(self) -> int:
+    return max(self.stage.values(), default=0) + 1
 
 
 def zero_bias(t: TileOp) -> bool:
@@ -117,17 +118,19 @@ def _fusions(forms: list[TileOp], shared: set[Value]) -> dict[Op, TileOp]:
 
 def schedule(ctx: LoweringContext, ops: list[tuple[Op, list[Value], bool]],
              forms: list[TileOp], free: int, scalar_only: frozenset,
-             shared: set[Value]) -> TileSchedule:
+             shared: set[Value], fold: int = 1) -> TileSchedule:
   """The engines, order and stages of a tile's `ops` ((op, the values it reads as tiles, whether
   GpSimd computes it) in program order; `forms`: the others' TileOps; `shared`: the values
   stored or read by more than one op). A tensor_scalar op that a tensor_tensor alone reads is
   fused into it (`_fusions`); the rest is balanced between VectorE and ScalarE.
 
   Each op's level counts the engine changes on its longest chain of operands, so sorting by
-  level (stable: program order within a level) groups each engine's ready work. Levels 0 and 1
-  (e.g. ScalarE's scaling of the loaded moments, then VectorE's sums) form stage 0, the rest
-  stage 1: emitted youngest stage first (run_pipelined), each engine starts tile t's first ops
-  before tile t − 1's last, which wait on the other engine."""
+  level (stable: program order within a level) groups each engine's ready work, and the ops of
+  one level on different engines never read each other. Level l is stage l // `fold`: with
+  `fold` 1 an engine's stage reads only earlier stages, and emitted youngest stage first
+  (run_pipelined) each engine runs stage k of tile t − k while the other runs its own stages of
+  other tiles; a larger `fold` keeps fewer tiles in flight (fewer buffers), and its stages wait
+  on the other engine inside them."""
   fused = _fusions(forms, shared)
   absorbed = {a.op for a in fused.values()}
   scalar = _choose_scalar_ops(ctx, [t for t in forms if t.op not in absorbed], free, scalar_only)
@@ -142,8 +145,7 @@ def schedule(ctx: LoweringContext, ops: list[tuple[Op, list[Value], bool]],
                      if (p := producer.get(v)) is not None), default=0)
     producer[op.result] = op
   order = sorted(range(len(ops)), key=lambda i: level[ops[i][0]])
-  return TileSchedule(scalar, order, {op: min(level[op] // 2, STAGES - 1) for op in level},
-                      fused)
+  return TileSchedule(scalar, order, {op: level[op] // fold for op in level}, fused)
 
 
 def emit_on_scalar(ctx: LoweringContext, t: TileOp, dst: TileAP, srcs: list[TileAP],
