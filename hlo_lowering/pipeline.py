@@ -27,7 +27,7 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  decompose_batch_norm, decompose_cholesky, decompose_complex,
                                  decompose_householder_qr, decompose_reduce_precision,
                                  decompose_rng_bit_generator, decompose_triangular_solve,
-                                 expand_index_broadcasts, expand_total_order_compare,
+                                 eliminate_common_subexpressions, expand_index_broadcasts, expand_total_order_compare,
                                  expand_truth_reduce,
                                  fold_convert_into_reduce, fold_transpose_into_dot,
                                  fuse_attention, fuse_elementwise,
@@ -80,6 +80,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("fuse-elementwise", fuse_elementwise.run),
     Pass("fuse-rows", fuse_rows.run),
     Pass("fuse-attention", fuse_attention.run),
+    Pass("eliminate-common-subexpressions", eliminate_common_subexpressions.run),
     Pass("fold-convert-into-reduce", fold_convert_into_reduce.run),
     Pass("check-supported", check_supported.run),
 )

@@ -23,6 +23,7 @@ from hlo_lowering.lowering import registry
 from hlo_lowering.passes.cancel_transposes import cancellable
 from hlo_lowering.passes.check_supported import lowered_ops, uses_float64
 from hlo_lowering.passes.decompose_approx_top_k import TARGET as APPROX_TOP_K
+from hlo_lowering.passes.eliminate_common_subexpressions import repeated
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
 from hlo_lowering.passes.fold_convert_into_reduce import unfolded
 from hlo_lowering.passes.fuse_attention import matmul_placed
@@ -182,6 +183,9 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
         and op.operands[0].dtype == DType.C64, "is a complex64 solve left"),
     "decompose-complex": _no_complex,
     "cancel-transposes": _transposes_cancelled,
+    "eliminate-common-subexpressions": lambda module: (
+        None if (op := repeated(module)) is None
+        else f"{op.describe()} computes what an earlier op of its block does"),
     "decompose-batch-norm": _none_left(
         frozenset({"stablehlo.batch_norm_inference", "stablehlo.batch_norm_training",
                    "stablehlo.batch_norm_grad"}), "is not decomposed"),
