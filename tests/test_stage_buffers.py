@@ -21,8 +21,10 @@ F32, BF16 = DType.F32, DType.BF16
 
 def _buffers(lifetimes: dict, cap_free: int = 4096, good_free: int = 2048) -> StageBuffers:
   spec = _native.target_spec("trn2")
-  return StageBuffers(LoweringContext(ProgramBuilder(spec), spec), lifetimes, cap_free,
-                      good_free)
+  buffers = StageBuffers(LoweringContext(ProgramBuilder(spec), spec).sbuf, lifetimes, cap_free,
+                         good_free)
+  buffers.take()
+  return buffers
 
 
 def test_a_ring_is_as_deep_as_the_stages_its_value_lives_across():
@@ -46,7 +48,8 @@ def _disjoint(buffers: StageBuffers) -> bool:
 
 
 def test_a_small_loop_takes_whole_slots_and_a_long_chain_the_arena():
-  small = {"x": Lifetime(0, 0, True, False, False, F32), "y": Lifetime(0, 0, False, True, False, F32)}
+  small = {"x": Lifetime(0, 0, True, False, False, F32),
+           "y": Lifetime(0, 0, False, True, False, F32)}
   buffers = _buffers(small)
   assert buffers.max_free == 4096 and _disjoint(buffers)
   placements = {buffers.tile(k, i, 128, 8).buffer.placement for k in small for i in range(2)}

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from hlo_lowering.errors import CompileError
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.affine_index import affine_select, analyse
 from hlo_lowering.lowering.allocators import SBUF_SLOT_BYTES
@@ -369,8 +370,8 @@ def _pipeline(ctx: LoweringContext, plans: list, loaded: list[Value], per_row: f
   fold, free = 1, cap_free
   while True:
     plan = schedule(ctx, schedule_ops, forms, free, SCALAR_ENGINE, shared, fold)
-    buffers = StageBuffers(ctx, _lifetimes(plans, forms, loaded, per_row, outputs, plan), cap_free,
-                           GOOD_FREE)
+    buffers = StageBuffers(ctx.sbuf, _lifetimes(plans, forms, loaded, per_row, outputs, plan),
+                           cap_free, GOOD_FREE)
     if buffers.max_free < free and fold == 1 and free == cap_free:
       free = max(buffers.max_free, 1)
       continue  # weigh the engines again at the tile size the buffers allow
@@ -379,8 +380,9 @@ def _pipeline(ctx: LoweringContext, plans: list, loaded: list[Value], per_row: f
     fold, free = fold * 2, cap_free
   if buffers.max_free == 0:
     values = sum(not l.per_row for l in buffers.lifetimes.values())
-    raise ValueError(f"an elementwise tile loop of {values} tile values does not fit in SBUF "
-                     f"({ctx.sbuf.arena_bytes} bytes per partition)")
+    raise CompileError(f"an elementwise tile loop of {values} tile values does not fit in SBUF "
+                       f"on {ctx.builder.target} ({ctx.sbuf.arena_bytes} bytes per partition)")
+  buffers.take()
   return plan, buffers
 
 

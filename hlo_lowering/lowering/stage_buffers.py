@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Hashable, NamedTuple
 
-from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.allocators import SbufSlots
 from hlo_lowering.program import DType, Memory, TileAP
 
 ALIGN = 64  # bytes per partition: every buffer starts on this boundary
@@ -49,7 +49,8 @@ def _aligned(n: int) -> int:
 
 class StageBuffers:
   """Rings for `lifetimes` ({key: Lifetime}) with tiles of `max_free` elements per partition (at
-  most `cap_free`; 0 when not even one element per partition fits).
+  most `cap_free`; 0 when not even one element per partition fits), sized against `sbuf`'s
+  slots; `take()` then takes them.
 
   Where the rings fit in half of SBUF's slots with tiles of at least `good_free` elements (or
   as large as all of SBUF would allow), they take whole slots (allocators.SbufSlots.take), so
@@ -57,32 +58,35 @@ class StageBuffers:
   the rotation of one-slot buffers does for every rule; otherwise they share one arena of all
   of SBUF, with the largest tiles it holds."""
 
-  def __init__(self, ctx: LoweringContext, lifetimes: dict[Hashable, Lifetime], cap_free: int,
+  def __init__(self, sbuf: SbufSlots, lifetimes: dict[Hashable, Lifetime], cap_free: int,
                good_free: int):
     self.lifetimes = lifetimes
     self.period = max((l.depth for l in lifetimes.values()), default=1)
-    slots = ctx.sbuf.count // 2
-    in_slots = _largest(lambda free: len(self._packed(free, ctx.sbuf.slot_bytes)) <= slots,
-                        cap_free)
-    in_arena = _largest(lambda free: self._bytes(free) <= ctx.sbuf.arena_bytes, cap_free)
+    self._sbuf = sbuf
+    in_slots = _largest(self._fits_half_the_slots, cap_free)
+    in_arena = _largest(lambda free: self._bytes(free) <= sbuf.arena_bytes, cap_free)
     self._whole_slots = in_slots >= min(good_free, in_arena)
     self.max_free = in_slots if self._whole_slots else in_arena
     self._place = {}
-    if not self.max_free:
-      return
+
+  def take(self) -> None:
+    """Takes the SBUF buffers the rings lie in."""
+    size = lambda buffer: self._slot_bytes(self.lifetimes[buffer[0]], self.max_free)
     if self._whole_slots:
-      bins = self._packed(self.max_free, ctx.sbuf.slot_bytes)
-      addresses = [ctx.sbuf.take() for _ in bins]
-      for address, members in zip(addresses, bins):
-        offset = 0
+      for members in self._packed(self.max_free):
+        address = self._sbuf.take()
         for buffer in members:
-          self._place[buffer] = address + offset
-          offset += self._slot_bytes(self.lifetimes[buffer[0]], self.max_free)
+          self._place[buffer] = address
+          address += size(buffer)
     else:
-      address = ctx.sbuf.take_arena()
+      address = self._sbuf.take_arena()
       for buffer in self._buffers():
         self._place[buffer] = address
-        address += self._slot_bytes(self.lifetimes[buffer[0]], self.max_free)
+        address += size(buffer)
+
+  def _fits_half_the_slots(self, free: int) -> bool:
+    packed = self._packed(free)
+    return packed is not None and len(packed) <= self._sbuf.count // 2
 
   def _buffers(self) -> list[tuple[Hashable, int]]:
     return [(key, i) for key, l in self.lifetimes.items() for i in range(l.depth)]
@@ -94,13 +98,15 @@ class StageBuffers:
   def _bytes(self, free: int) -> int:
     return sum(self._slot_bytes(self.lifetimes[key], free) for key, _ in self._buffers())
 
-  def _packed(self, free: int, slot_bytes: int) -> list[list[tuple[Hashable, int]]]:
-    """The buffers packed first-fit, largest first, into slots of `slot_bytes`."""
+  def _packed(self, free: int) -> list[list[tuple[Hashable, int]]] | None:
+    """The buffers packed first-fit, largest first, into SBUF slots; None if one is larger
+    than a slot."""
+    slot_bytes = self._sbuf.slot_bytes
     size = lambda buffer: self._slot_bytes(self.lifetimes[buffer[0]], free)
     bins, room = [], []
     for buffer in sorted(self._buffers(), key=size, reverse=True):
       if size(buffer) > slot_bytes:
-        return [[]] * (1 << 30)  # does not fit in any slot
+        return None
       fit = next((j for j, r in enumerate(room) if r >= size(buffer)), None)
       if fit is None:
         bins.append([])
