@@ -33,7 +33,7 @@ os.environ["TRN_TARGET"] = options.target
 os.environ["TRN_PROFILE"] = "1"
 os.environ["TRN_CACHE_DIR"] = ""
 
-from foundation import put, steady_execute_s  # noqa: E402
+from foundation import print_engines_and_host_execute, put  # noqa: E402
 from jax_trn import plugin, profile  # noqa: E402
 
 plugin.initialize()
@@ -63,10 +63,4 @@ print(f"{options.target} bf16 GELU forward + backward over [{options.rows}, {opt
       f"{time / 1e3:.1f} us; {time / busiest:.2f}x the busiest engine ({engine} "
       f"{busiest / 1e3:.1f} us), {time / hbm_bound:.2f}x the HBM bound ({hbm_bound / 1e3:.1f} us); "
       f"the CPU backend's bits: {same_bits}")
-busy = sorted(((t.busy_ns, name) for name, t in run.streams.items() if not name.startswith("DMA")),
-              reverse=True)
-print("  engines: " + ", ".join(f"{name} {ns / 1e3:.1f} us" for ns, name in busy[:4]))
-trn_s = steady_execute_s(step, args, options.repeats)
-cpu_s = steady_execute_s(step, put(inputs, cpu), options.repeats)
-print(f"  host execute: trn {trn_s * 1e3:.1f} ms, cpu {cpu_s * 1e3:.1f} ms "
-      f"(trn/cpu {trn_s / cpu_s:.1f}x)")
+print_engines_and_host_execute(run, step, args, put(inputs, cpu), options.repeats)

@@ -114,6 +114,18 @@ def steady_execute_s(jitted, args, repeats: int = 5) -> float:
   return statistics.median(times)
 
 
+def print_engines_and_host_execute(run, jitted, trn_args, cpu_args, repeats: int) -> None:
+  """The busiest compute engines of a profiled execution `run`, then the steady host execute
+  time of `jitted` on trn and on the JAX CPU backend (the same arguments on each device)."""
+  busy = sorted(((t.busy_ns, name) for name, t in run.streams.items()
+                 if not name.startswith("DMA")), reverse=True)
+  print("  busiest engines: " + ", ".join(f"{name} {ns / 1e3:.1f} us" for ns, name in busy[:4]))
+  trn_s = steady_execute_s(jitted, trn_args, repeats)
+  cpu_s = steady_execute_s(jitted, cpu_args, repeats)
+  print(f"  host execute: trn {trn_s * 1e3:.1f} ms, cpu {cpu_s * 1e3:.1f} ms "
+        f"(trn/cpu {trn_s / cpu_s:.1f}x)")
+
+
 def eager_op_latency_s(device, repeats: int = 200) -> float:
   x = jax.device_put(np.ones((64, 64), np.float32), device)
   for _ in range(5):  # warm the per-signature caches

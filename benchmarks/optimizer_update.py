@@ -26,7 +26,7 @@ os.environ["TRN_TARGET"] = options.target
 os.environ["TRN_PROFILE"] = "1"
 os.environ["TRN_CACHE_DIR"] = ""
 
-from foundation import put, steady_execute_s  # noqa: E402
+from foundation import print_engines_and_host_execute, put  # noqa: E402
 from jax_trn import plugin, profile  # noqa: E402
 
 plugin.initialize()
@@ -69,10 +69,4 @@ print(f"{options.target} AdamW update of {count / 1e6:.2f} M fp32 params: {time 
       f"HBM {run.hbm_bytes / 1e6:.1f} MB (necessary {necessary / 1e6:.1f} MB); "
       f"{time / hbm_bound:.2f}x the HBM bound ({hbm_bound / 1e3:.1f} us); "
       f"MBU {100 * run.device_utilization().mbu:.1f} %")
-busy = sorted(((t.busy_ns, name) for name, t in run.streams.items() if not name.startswith("DMA")),
-              reverse=True)
-print("  busiest engines: " + ", ".join(f"{name} {ns / 1e3:.1f} us" for ns, name in busy[:4]))
-trn_s = steady_execute_s(step, args, options.repeats)
-cpu_s = steady_execute_s(step, put(args, cpu), options.repeats)
-print(f"  host execute: trn {trn_s * 1e3:.1f} ms, cpu {cpu_s * 1e3:.1f} ms "
-      f"(trn/cpu {trn_s / cpu_s:.1f}x)")
+print_engines_and_host_execute(run, step, args, put(args, cpu), options.repeats)

@@ -64,19 +64,14 @@ def test_a_small_loop_takes_whole_slots_and_a_long_chain_the_arena():
   assert 1024 < buffers.max_free < 8192 and buffers.period == 8 and _disjoint(buffers)
 
 
-def _gelu_forward_and_backward(x, g):
-  y, vjp = jax.vjp(jax.nn.gelu, x)
-  return y, vjp(g)[0]
-
-
 def test_a_long_chain_keeps_both_engines_busy_with_the_cpu_bits(cpu):
   # Over 20 bf16 ops a tile, alternating between ScalarE and VectorE 8 times: one stage per
   # engine change keeps each engine on its own tile. (Two stages, before: 1.54× the busier engine.)
   rng = np.random.default_rng(0)
   x, g = (rng.standard_normal((1024, 4096)).astype(ml_dtypes.bfloat16) for _ in range(2))
-  program = harness.compile_fn(_gelu_forward_and_backward, x, g, lnc=1)
+  program = harness.compile_fn(harness.gelu_forward_and_backward, x, g, lnc=1)
   outputs, profile = _native.run_program(program, [x, g])
-  expected = jax.jit(_gelu_forward_and_backward)(*(jax.device_put(a, cpu) for a in (x, g)))
+  expected = jax.jit(harness.gelu_forward_and_backward)(*(jax.device_put(a, cpu) for a in (x, g)))
   assert [a.tobytes() for a in outputs] == [np.asarray(e).tobytes() for e in expected]
   busiest = max(profile["streams"][s]["busy_ns"] for s in ("ACT", "DVE"))
   assert profile["device_time_ns"] < 1.1 * busiest
