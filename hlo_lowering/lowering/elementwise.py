@@ -37,7 +37,7 @@ from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.row_engines import run_pipelined
 from hlo_lowering.lowering.stage_buffers import Lifetime, StageBuffers
-from hlo_lowering.lowering.tile_loops import emit_plan, loop_plan, tile_period
+from hlo_lowering.lowering.tile_loops import emit_plan, loop_plan, periods_holding, tile_period
 from hlo_lowering.lowering.tiling import tile_grid, tiles
 from hlo_lowering.program import Alu, DType, Scalar, TileAP
 
@@ -71,8 +71,9 @@ SCALAR_ENGINE = frozenset({Alu.EXP, Alu.EXPM1, Alu.LOG, Alu.LOG1P, Alu.TANH, Alu
                            Alu.SQRT, Alu.RSQRT, Alu.CBRT, Alu.SIN, Alu.COS, Alu.TAN, Alu.ERF})
 
 
-# The buffer key of ScalarE's [P, 1] zero bias (elementwise_engines.zero_bias).
-ZERO = "zero bias"
+# Buffer keys beside the values': ScalarE's [P, 1] zero bias (elementwise_engines.zero_bias),
+# and (op, DIFFERENCE) for an affine compare's difference before its compare.
+ZERO, DIFFERENCE = "zero bias", "difference"
 # Tiles per pipeline stage in a loop body, so the pipeline fills between the drains at its ends.
 PIPELINED_TILES = 2
 # The smallest tile (elements per partition) worth a deeper pipeline: below it, the per-
@@ -304,7 +305,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
       srcs = [] if op in plan.fused else [sbuf[v] for v in tiled]
       if special is not None:
         _emit_on_chip(ctx, special, dst, srcs, tile, affine_index[op], steps,
-                      lambda: buffer((op, "difference")))
+                      lambda: buffer((op, DIFFERENCE)))
       elif op in plan.fused:
         a, b = plan.fused[op], form_of[op]
         first = b.srcs[0] is a.op.result
@@ -337,7 +338,7 @@ def lower_ops(ctx: LoweringContext, ops: list[Op], outputs: dict[Value, Value],
   period = tile_period([(1, buffers.period)], len(loaded) + len(stored),
                        int(ctx.target_spec["dma_queues"]))
   if stages > 1:  # enough tiles per loop iteration for its pipeline to fill
-    period *= -(-PIPELINED_TILES * stages // period)
+    period = periods_holding(period, PIPELINED_TILES * stages)
   all_tiles = list(tiles(places, ctx.partitions, buffers.max_free))
   shapes = [((t.partitions, t.free, t.partition_strides, t.free_strides), t.offsets)
             for t in all_tiles]
@@ -389,32 +390,29 @@ def _pipeline(ctx: LoweringContext, plans: list, loaded: list[Value], per_row: f
 def _lifetimes(plans: list, forms: list[TileOp], loaded: list[Value], per_row: frozenset,
                outputs, plan: TileSchedule) -> dict:
   """{buffer key: Lifetime} of a tile's values under `plan`: each loaded operand (written by its
-  DMA in stage 0), each op's result, an affine compare's difference ((op, "difference")) and
+  DMA in stage 0), each op's result, an affine compare's difference ((op, DIFFERENCE)) and
   ScalarE's zero bias (ZERO)."""
   absorbed = {a.op: b for b, a in plan.fused.items()}
-  reading_stage = lambda op: plan.stage[absorbed.get(op, op)]
-  first, last = {}, {}
-  for v in loaded:
-    first[v] = last[v] = 0
   inside = {op.result for op in absorbed}  # held by the scalar_tensor_tensor, no buffer
+  spans = {v: [0, 0, v.dtype] for v in loaded}  # key -> [first, last, dtype]
   for op, tiled, _, _, special in plans:
     for v in tiled:
       if v not in inside:
-        last[v] = max(last[v], reading_stage(op))
+        spans[v][1] = max(spans[v][1], plan.stage[absorbed.get(op, op)])
     if op in absorbed:
       continue
-    first[op.result] = last[op.result] = plan.stage[op]
+    stage = plan.stage[op]
+    spans[op.result] = [stage, stage, op.result.dtype]
     if special is not None and special[0] == "iota" and special[1].compare is not None:
-      first[(op, "difference")] = last[(op, "difference")] = plan.stage[op]
-  dtype = {v: v.dtype for v in loaded}
-  for op, _, _, _, special in plans:
-    dtype[op.result] = op.result.dtype
-    dtype[(op, "difference")] = special[1].view.dtype if special else None
+      spans[(op, DIFFERENCE)] = [stage, stage, special[1].view.dtype]
   zero_stages = [plan.stage[t.op] for t in forms if t.op in plan.scalar and zero_bias(t)]
   if zero_stages:
-    first[ZERO], last[ZERO], dtype[ZERO] = min(zero_stages), max(zero_stages), DType.F32
-  return {key: Lifetime(first[key], last[key], key in loaded, key in outputs,
-                        key in per_row or key is ZERO, dtype[key]) for key in first}
+    spans[ZERO] = [min(zero_stages), max(zero_stages), DType.F32]
+  return {key: Lifetime(first, last, key in loaded, key in outputs,
+                        key in per_row or key is ZERO, dtype)
+          for key, (first, last, dtype) in spans.items()}
+
+
 def _moved(steps, view: int, key: str) -> list[dict] | None:
   """An instruction's `steps=` for operand `key` reading view `view` of the tiling: its offset's
   move per iteration of each enclosing loop (None outside loops)."""

@@ -82,7 +82,7 @@ from hlo_lowering.lowering.row_engines import (EITHER, SCALAR, VECTOR, RowStep,
                                                ONE, ZERO, activate, pipeline_stages, run_pipelined,
                                                scalar_pass, vector_cycles)
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
-                                              periodic_prefix, tile_period)
+                                              periodic_prefix, periods_holding, tile_period)
 from hlo_lowering.program import Alu, DType, HbmAP, Memory, Scalar, TileAP
 
 ROW_FUSION = "trn.row_fusion"
@@ -771,7 +771,7 @@ class _RowFusion:
                                  )[0][-1]
       period = math.lcm(period, -(-inner_rows // ctx.partitions))
     if stage_count > 1:  # enough blocks per loop iteration for its pipeline to fill
-      period *= -(-PIPELINED_BLOCKS // period)
+      period = periods_holding(period, PIPELINED_BLOCKS)
 
     def emit_blocks(numbered):
       """The resident rows' loads, then the blocks [(index, block)] software-pipelined, a

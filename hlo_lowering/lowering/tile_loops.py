@@ -40,6 +40,12 @@ def tile_period(rings: Sequence[tuple[int, int]], dmas_per_tile: int, queues: in
   return period
 
 
+def periods_holding(period: int, tiles: int) -> int:
+  """The fewest tiles that are a whole number of periods and at least `tiles`: a loop body a
+  software pipeline of that many tiles in flight can fill between the drains at its ends."""
+  return period * -(-tiles // period)
+
+
 def periodic_prefix(tiles: Sequence[tuple[object, tuple[int, ...]]], period: int) -> int:
   """How many whole periods `tiles` ((shape, offsets) per tile: anything comparable, and one
   offset per view) start with in which tile j + m·period has tile j's shape and offsets moved
