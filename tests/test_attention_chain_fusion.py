@@ -157,3 +157,32 @@ def test_the_vjp_reads_dp_in_psum_with_the_unfused_bits():
   text = disassemble(program)
   assert re.search(r"scalar_tensor_tensor .*data=PSUM\S*:bf16\[1x384\]", text)
   assert re.search(r"activation .*dst=PSUM\S*:bf16\[1x\d+\] src=PSUM", text)
+
+
+def _biased_attention(q, k, v, bias):
+  """Scores plus a causal tanh bias: the scores' row (in PSUM) is read by the bias add only
+  after GpSimd's compare, ScalarE's tanh and VectorE's select, three engine changes after
+  q·kᵀ."""
+  s = (q @ jnp.swapaxes(k, -1, -2)) / np.float32(8)
+  i = jax.lax.broadcasted_iota(jnp.int32, s.shape, s.ndim - 2)
+  j = jax.lax.broadcasted_iota(jnp.int32, s.shape, s.ndim - 1)
+  return jax.nn.softmax(s + jnp.where(i >= j, jnp.tanh(bias), -jnp.inf), axis=-1) @ v
+
+
+@pytest.mark.parametrize("seq", [512, 2048])
+def test_scores_read_stages_after_their_matmul_keep_the_unfused_bits(seq):
+  """A block's scores stay in PSUM until their last reader, which comes stages after q·kᵀ;
+  block b + sets takes the same banks, so the pipeline holds more PSUM sets (512 columns: one
+  bank a block) or merges stages (2048: four banks, two sets) until that read comes first.
+  (Before, the later block's sums replaced the scores: silently wrong probabilities.)"""
+  args = _inputs(0, 2, seq, _F32) + [
+      np.random.default_rng(3).standard_normal((2, seq, seq)).astype(_F32)]
+  if seq <= 512:
+    harness.check(_biased_attention, *args, scale=8)
+  for lnc in (1, 2):
+    program = harness.compile_without(_biased_attention, args, (), lnc=lnc)
+    unfused = harness.compile_without(_biased_attention, args, ("fuse-attention",), lnc=lnc)
+    fused_out, unfused_out = (harness.native().run_program(p, args)[0]
+                              for p in (program, unfused))
+    assert _bits(fused_out[0]) == _bits(unfused_out[0])
+  assert _fused_matmuls(_biased_attention, args) == 1

@@ -106,9 +106,11 @@ class RowMatmul:
     self.psum_banks = max(2, len(self.n_blocks))
     self.views = [self.lhs_view, self.rhs_view, self.index_view]
 
-  def psum_sets(self, count: int) -> int:
-    """How many blocks' PSUM banks fit at once among `count` banks (1 or 2)."""
-    return 2 if 2 * self.psum_banks <= count else 1
+  def psum_sets(self, count: int, ring: int) -> int:
+    """How many blocks' PSUM banks to hold at once among `count` banks: as many as fit that
+    divide `ring` (the blocks' SBUF banks, whose turn picks a block's PSUM set too)."""
+    fits = max(1, count // self.psum_banks)
+    return max(s for s in range(1, fits + 1) if ring % s == 0)
 
   def emit_block(self, dst: TileAP, p: int, at: list[tuple], load: bool, panel,
                  psum: list, on_scalar: bool, debug: int) -> None:

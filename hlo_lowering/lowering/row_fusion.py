@@ -44,7 +44,8 @@ regular runs of blocks are a counted loop
 
 A matmul member's row that a scalar_tensor_tensor reads, and only VectorE and ScalarE read,
 stays in the PSUM banks it was summed in, rounded there in place (`_rows_left_in_psum`): VectorE
-reads one input from PSUM at N cycles, not 2N.
+reads one input from PSUM at N cycles, not 2N. Block b + sets reuses block b's PSUM banks, so the
+pipeline's stages merge until the row's last read comes at most `sets` stages after its matmul.
 A block's row tiles lie one after another in its bank (RowLayout); where the bank then holds
 fewer blocks in flight than the pipeline wants, a tile instead takes the place of a row whose
 last reader ran, so a long chain (the softmax vjp and the mask of its gradient) keeps its
@@ -641,15 +642,10 @@ class _RowFusion:
       v = self.widened.get(v) or self._narrowed_rows[v]
     return v
 
-  def _row_spans(self, per_block: list[Value]) -> tuple[dict, set[Op]]:
-    """(RowLayout's spans of a block, the copy sums that write over the row they sum). Steps
-    are numbered as `self.steps`, -1 the loads, the stores after the last. Spans: the rows
-    loaded per block, the rows the emitted members write (in the dtype they are written), an
-    affine compare's int32 differences (during its step) and ScalarE's fp32 scratch row (from
-    the first copy sum that needs it to the last; one that is the last reader of its fp32 row
-    writes its copy over that row instead). A member computed inside a later one (a sum folded
-    into an activation, the first op of a scalar_tensor_tensor) reads its operands at that
-    later step."""
+  def _last_reads(self) -> dict[Value, int]:
+    """Each tile's last reading step (numbered as `self.steps`, len(steps) for the stores): a
+    member computed inside a later one (a sum folded into an activation, the first op of a
+    scalar_tensor_tensor) reads its operands at that later step."""
     index = {inner: k for k, (inner, _) in enumerate(self.steps)}
     reads_at = {add: index[act] for act, (add, _) in self.folded.items()}
     reads_at.update({a: index[b] for b, a in self.fused.items()})
@@ -660,6 +656,17 @@ class _RowFusion:
         last[owner] = max(last.get(owner, -1), reads_at.get(inner, k))
     for v, _ in self.stored:
       last[self._tile_owner(v)] = len(self.steps)
+    return last
+
+  def _row_spans(self, per_block: list[Value]) -> tuple[dict, set[Op]]:
+    """(RowLayout's spans of a block, the copy sums that write over the row they sum). Steps
+    are numbered as `self.steps`, -1 the loads, the stores after the last. Spans: the rows
+    loaded per block, the rows the emitted members write (in the dtype they are written), an
+    affine compare's int32 differences (during its step) and ScalarE's fp32 scratch row (from
+    the first copy sum that needs it to the last; one that is the last reader of its fp32 row
+    writes its copy over that row instead), each row read until its `_last_reads` step."""
+    index = {inner: k for k, (inner, _) in enumerate(self.steps)}
+    last = self._last_reads()
     width = lambda dtype: _tile_bytes(self.columns, dtype.itemsize)
     spans = {v: (-1, last.get(v, -1), width(v.dtype)) for v in per_block if self.kind[v] == ROW}
     for k, (inner, _) in enumerate(self.steps):
@@ -721,7 +728,14 @@ class _RowFusion:
     if banks == 0:
       raise CompileError(f"row fusion of rows {list(self.shape)}: {row_bytes} bytes of rows "
                          f"per partition do not fit SBUF on {ctx.builder.target}")
-    self._stage, stage_count = pipeline_stages(self._step_engines(), banks)
+    self._psum = {}
+    banks_free = ([] if not self.matmuls else ctx.psum.take_all() if self.psum_rows
+                  else [ctx.psum.take() for _ in range(ctx.psum.count)])
+    for inner, plan in self.matmuls.items():
+      sets = plan.psum_sets(len(banks_free), banks)
+      self._psum[inner] = [banks_free[s * plan.psum_banks:(s + 1) * plan.psum_banks]
+                           for s in range(sets)]
+    self._stage, stage_count = self._pipeline_stages(banks)
     arena = ctx.sbuf.take_arena()
     self._cells_base = arena
     self._cells_per_bank = SBUF_SLOT_BYTES // banks // CELL_BYTES
@@ -736,16 +750,11 @@ class _RowFusion:
         self._released[last + 1].append(key)
     blocks = self._blocks(block_views + affine_views + matmul_views)
     self._affine_at = {inner: len(block_views) + i for i, inner in enumerate(self.gpsimd)}
-    self._matmul_at, self._panels, self._psum = {}, {}, {}
-    banks_free = ([] if not self.matmuls else ctx.psum.take_all() if self.psum_rows
-                  else [ctx.psum.take() for _ in range(ctx.psum.count)])
+    self._matmul_at, self._panels = {}, {}
     for j, (inner, plan) in enumerate(self.matmuls.items()):
       self._matmul_at[inner] = len(block_views) + len(affine_views) + len(plan.views) * j
       self._panels[inner] = [panels_base + (attention_rows.PANELS * j + i) * plan.panel_bytes
                              for i in range(attention_rows.PANELS)]
-      sets = plan.psum_sets(len(banks_free))
-      self._psum[inner] = [banks_free[s * plan.psum_banks:(s + 1) * plan.psum_banks]
-                           for s in range(sets)]
     partitions = max(p for p, _, _ in blocks)
     resident = {v: arena + SBUF_SLOT_BYTES + i * tile for i, v in enumerate(persistent)}
 
@@ -801,6 +810,26 @@ class _RowFusion:
     else:
       emit_shares(ctx, [(numbered[:share],), (numbered[share:],)], emit_blocks)
     ctx.debug_id = saved_debug
+
+  def _pipeline_stages(self, banks: int) -> tuple[dict[Op, int], int]:
+    """row_engines.pipeline_stages over at most `banks` stages, merged further until a block
+    reads its PSUM rows (`_rows_left_in_psum`) at most as many stages after its matmul as there
+    are PSUM sets: block b + sets takes block b's banks, and run_pipelined emits its matmul
+    that many slots after block b's, after block b's stage of the same slot (oldest first);
+    a read emitted later would read the newer block's sums."""
+    engines = self._step_engines()
+    if not self.psum_rows:
+      return pipeline_stages(engines, banks)
+    ((matmul, sets),) = ((m, len(p)) for m, p in self._psum.items())
+    last_reads = self._last_reads()
+    readers = [last_reads[v] for v in self.psum_rows]
+    for limit in range(banks, 0, -1):
+      stages, count = pipeline_stages(engines, limit)
+      # A read by a member computed inside a later one happens in that later one.
+      last = max(next(stages[op] for op, _ in self.steps[k:] if op in stages) for k in readers)
+      if last - stages[matmul] <= sets:
+        return stages, count
+    raise AssertionError("a single stage reads its PSUM rows before any later block's matmul")
 
   def _step_engines(self) -> list[tuple[Op, str | None]]:
     """Each emitted member and the engine its row work runs on (None: none of its own)."""
