@@ -823,13 +823,13 @@ class _RowFusion:
     ((matmul, sets),) = ((m, len(p)) for m, p in self._psum.items())
     last_reads = self._last_reads()
     readers = [last_reads[v] for v in self.psum_rows]
-    for limit in range(banks, 0, -1):
+    for limit in range(banks, 1, -1):
       stages, count = pipeline_stages(engines, limit)
       # A read by a member computed inside a later one happens in that later one.
       last = max(next(stages[op] for op, _ in self.steps[k:] if op in stages) for k in readers)
       if last - stages[matmul] <= sets:
         return stages, count
-    raise AssertionError("a single stage reads its PSUM rows before any later block's matmul")
+    return pipeline_stages(engines, 1)  # one stage: every read comes with the matmul
 
   def _step_engines(self) -> list[tuple[Op, str | None]]:
     """Each emitted member and the engine its row work runs on (None: none of its own)."""
