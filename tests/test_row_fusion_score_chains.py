@@ -1,5 +1,6 @@
-"""Generated score chains between q·kᵀ and the softmax: each fused program (fuse-attention and
-fuse-rows) has the bits of the program compiled without them, at LNC 1 and 2.
+"""Generated score chains between q·kᵀ and the softmax: each matches the CPU backend, and each
+fused program (fuse-attention and fuse-rows) has the bits of the program compiled without them,
+at LNC 1 and 2.
 
 The chains vary what lies between the matmul and the softmax (a bias through ScalarE functions,
 a causal mask computed on GpSimd, a row product), the dtype and the row length (one PSUM bank a
@@ -55,6 +56,7 @@ def test_score_chains_keep_the_unfused_bits(seed):
   data = np.random.default_rng(seed)
   args = ([data.standard_normal((heads, seq, 64)).astype(dtype) for _ in range(3)]
           + [data.standard_normal((heads, seq, seq)).astype(dtype)])
+  harness.check(f, *args, scale=8)
   for lnc in (1, 2):
     fused, unfused = (harness.native().run_program(harness.compile_without(f, args, skip,
                                                                            lnc=lnc), args)[0]
