@@ -32,7 +32,7 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  fold_convert_into_reduce, fold_transpose_into_dot,
                                  fuse_attention, fuse_elementwise,
                                  fuse_rows, inline_calls,
-                                 narrow_float64, normalize_dot_general,
+                                 narrow_float64, normalize_dot_general, pair_matmuls,
                                  simplify_unit_reduce, strip_single_device_sharding,
                                  unroll_static_loops, widen_int4)
 from hlo_lowering.program import ProgramBuilder
@@ -80,6 +80,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("fuse-elementwise", fuse_elementwise.run),
     Pass("fuse-rows", fuse_rows.run),
     Pass("fuse-attention", fuse_attention.run),
+    Pass("pair-matmuls", pair_matmuls.run),
     Pass("eliminate-common-subexpressions", eliminate_common_subexpressions.run),
     Pass("fold-convert-into-reduce", fold_convert_into_reduce.run),
     Pass("check-supported", check_supported.run),

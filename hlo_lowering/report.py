@@ -15,7 +15,7 @@ import dataclasses
 
 FUSION = "trn.fusion"
 # Ops whose region is lowered as one by their rule (the fusion passes' ops).
-FUSED_OPS = frozenset({FUSION, "trn.row_fusion"})
+FUSED_OPS = frozenset({FUSION, "trn.row_fusion", "trn.matmul_pair"})
 # What a program whose float64 was narrowed is told (the report's line, the compile's warning).
 FLOAT64_AS_FLOAT32 = ("float64 computed as float32 (TRN_FLOAT64=float32): results carry float32 "
                       "rounding, not float64's (docs/numerics.md, \"float64 as float32\")")

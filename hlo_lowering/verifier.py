@@ -10,7 +10,8 @@ strip-single-device-sharding, decompose-batch-norm, decompose-reduce-precision,
 decompose-rng-bit-generator, expand-total-order-compare and simplify-unit-reduce (none of the ops they remove is left
 where they look: the functions and their while/case/if regions), cancel-transposes (no
 transpose that only reshapes an earlier value), normalize-dot-general (every
-dot_general in batch-matmul form), check-supported (no float64 value, a registered rule for every
+dot_general in batch-matmul form), pair-matmuls (each trn.matmul_pair's region the transpose and
+the two matmuls of its arguments), check-supported (no float64 value, a registered rule for every
 op codegen lowers one by one).
 """
 
@@ -30,6 +31,7 @@ from hlo_lowering.passes.fuse_attention import matmul_placed
 from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
 from hlo_lowering.passes.narrow_float64 import float64_boundary, narrows_every_float64
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
+from hlo_lowering.passes.pair_matmuls import PAIR, pair_formed
 from hlo_lowering.passes.simplify_unit_reduce import is_unit_reduce
 from hlo_lowering.program import DType
 
@@ -202,6 +204,9 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "fuse-attention": lambda module: _first(
         _all_ops(module), lambda op: op.name == ROW_FUSION and not matmul_placed(op),
         "holds a matmul that is not its region's first op on block arguments"),
+    "pair-matmuls": lambda module: _first(
+        _all_ops(module), lambda op: op.name == PAIR and not pair_formed(op),
+        "is not the transpose and the two matmuls of its arguments"),
     "fold-convert-into-reduce": lambda module: (
         None if (op := unfolded(module)) is None
         else f"{op.describe()} still reads a widening convert"),

@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from hlo_lowering.ir import Op
+from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.broadcast_store import innermost_broadcast, store_broadcast
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.core_split import dim_share, emit_shares, halves, physical_cores
@@ -304,33 +304,36 @@ class _Matmul(MatmulTiling):
                    describe="float operands TensorE multiplies (f32, bf16, f16, fp8) and a "
                             "float result")
 def lower_dot_general(ctx: LoweringContext, op: Op) -> None:
-  lhs, rhs = op.operands
+  lower_batch_matmul(ctx, ctx.place(op.operands[0]), ctx.place(op.operands[1]), op.result)
+
+
+def lower_batch_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, result: Value) -> None:
+  """The batch matmul lhs · rhs into `result` (placed here), as a dot_general is lowered."""
   if lhs.shape[2] == 0:
     # An empty contraction: every element is 0, broadcast from one constant element.
-    out = ctx.new_result(op.result)
+    out = ctx.new_result(result)
     zero = ctx.constant_tensor(np.zeros((1,), out.dtype.numpy))
     ctx.dma(out.collapsed_ap(), HbmAP(zero, 0, ((0, out.size),)))
     return
-  lhs, rhs = ctx.place(lhs), ctx.place(rhs)
   distinct = _distinct_shape(lhs, rhs)
-  if distinct == op.result.shape:
-    _emit_matmul(ctx, lhs, rhs, ctx.new_result(op.result))
+  if distinct == result.shape:
+    _emit_matmul(ctx, lhs, rhs, ctx.new_result(result))
     return
   # Output elements along a broadcast dim are equal (the same products summed in the same
   # order): only the distinct ones are computed, and the result is their broadcast, stored
   # dense on chip when it is a program output.
   b, m, n = distinct
-  tensor = ctx.builder.tensor(kind="temporary", dtype=op.result.dtype, shape=distinct,
+  tensor = ctx.builder.tensor(kind="temporary", dtype=result.dtype, shape=distinct,
                               name=f"t{len(ctx.builder.tensors)}")
-  small = Place.dense(tensor, distinct, op.result.dtype)
+  small = Place.dense(tensor, distinct, result.dtype)
   _emit_matmul(ctx, _take(lhs, (b, m, lhs.shape[2])), _take(rhs, (b, rhs.shape[1], n)), small)
-  result = small.broadcast(op.result.shape, range(3))
-  if not ctx.output_planned(op.result):
-    ctx.set_place(op.result, result)
-  elif innermost_broadcast((out := ctx.new_result(op.result)), result):
-    store_broadcast(ctx, out, result)
+  broadcast = small.broadcast(result.shape, range(3))
+  if not ctx.output_planned(result):
+    ctx.set_place(result, broadcast)
+  elif innermost_broadcast((out := ctx.new_result(result)), broadcast):
+    store_broadcast(ctx, out, broadcast)
   else:
-    ctx.dma(out.collapsed_ap(), result.collapsed_ap())
+    ctx.dma(out.collapsed_ap(), broadcast.collapsed_ap())
 
 
 def _distinct_shape(lhs: Place, rhs: Place) -> tuple[int, int, int]:

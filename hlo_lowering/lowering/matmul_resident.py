@@ -28,6 +28,10 @@ panels: the next batch's loads overlap this one's matmuls), so the program's siz
 with the batch; a batch of enough m-tiles keeps its m-tile loop nested in that loop (per N
 panel), so it stops growing with M too. Each lhs^T tile is transposed once per N panel; a GEMM whose rhs fits in one
 panel transposes each lhs tile exactly once.
+
+A `companion` (lowering/matmul_pair.py's Xᵀ·B2 of a trn.matmul_pair) rides on the staged rows:
+its loads go with each m-tile's staging load, its matmuls with each m-tile's transposes, its
+stores after each batch; its SBUF and PSUM banks are set aside before the panel is fitted.
 """
 
 from __future__ import annotations
@@ -98,12 +102,17 @@ class ResidentRhsMatmul(MatmulTiling):
   SBUF beside the streaming buffers (`plan` returns None otherwise)."""
 
   @classmethod
-  def plan(cls, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
-    schedule = cls(ctx, lhs, rhs, out)
+  def plan(cls, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place, companion=None):
+    schedule = cls(ctx, lhs, rhs, out, companion)
     return schedule if schedule.panel_blocks else None
 
-  def __init__(self, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
+  def __init__(self, ctx: LoweringContext, lhs: Place, rhs: Place, out: Place, companion=None):
+    """`companion`: a lowering/matmul_pair.TransposedProduct multiplying each staged m-tile of
+    the lhs too (its SBUF and PSUM are set aside here)."""
     super().__init__(ctx, lhs, rhs, out)
+    self.companion = companion
+    self._arena = ctx.sbuf.arena_bytes - (companion.sbuf_bytes if companion else 0)
+    self._psum_banks = ctx.psum.count - (companion.psum_banks if companion else 0)
     sb, sm, sk = lhs.strides
     self.lhs_direct = self.m_tile <= DMA_TRANSPOSE_MAX_ROWS or (sm == 1 and sk != 1)
     # fp8 lhs rows are transposed two elements at a time, as bf16 pairs (half the TensorE
@@ -154,11 +163,11 @@ class ResidentRhsMatmul(MatmulTiling):
     """The most n-blocks (≤ MAX_PANEL_BLOCKS, ≤ the PSUM banks left by transposes) whose
     panel fits in SBUF with the streaming buffers; 0 if not even one does."""
     n_blocks = math.ceil(self.n / self.n_block)
-    most = min(MAX_PANEL_BLOCKS, self.ctx.psum.count - TRANSPOSE_BANKS, n_blocks)
+    most = min(MAX_PANEL_BLOCKS, self._psum_banks - TRANSPOSE_BANKS, n_blocks)
     # Equal panels: the fewest panels of at most `most` blocks.
     for blocks in range(math.ceil(n_blocks / math.ceil(n_blocks / most)), 0, -1):
       panel, lhs_t, stage, output = self._sizes(blocks)
-      if panel + 2 * lhs_t + 2 * stage + 2 * blocks * output <= self.ctx.sbuf.arena_bytes:
+      if panel + 2 * lhs_t + 2 * stage + 2 * blocks * output <= self._arena:
         return blocks
     return 0
 
@@ -179,7 +188,7 @@ class ResidentRhsMatmul(MatmulTiling):
   def _panel_fits_twice(self) -> bool:
     panel, lhs_t, stage, output = self._sizes(self.panel_blocks)
     return (2 * panel + 2 * lhs_t + 2 * stage + 2 * self.panel_blocks * output
-            <= self.ctx.sbuf.arena_bytes)
+            <= self._arena)
 
   def _rhs_transposed(self) -> bool:
     """An rhs stored as [N, K] (K contiguous): loaded row-major and transposed on TensorE."""
@@ -205,6 +214,9 @@ class ResidentRhsMatmul(MatmulTiling):
     start += 2 * stage
     self.output_ring = [start + i * output for i in range(2 * blocks)]
     banks = [ctx.psum.take() for _ in range(ctx.psum.count)]
+    if self.companion:
+      self.companion.carve(start + 2 * blocks * output, banks[self._psum_banks:])
+      banks = banks[:self._psum_banks]
     self._banks = banks
     self.accumulators = banks[:max(blocks, 2)]
     # The other banks take transposes in rotation, as many as keep a loop body's fills (two
@@ -297,6 +309,9 @@ class ResidentRhsMatmul(MatmulTiling):
     dtype, tiles = self._lhs_transpose_units()
     self._transpose(self.m_tiles[t].count, self.staging[self._parity(t)],
                     self.lhs_t[self._parity(t)], self.m_tile, dtype, tiles)
+    if self.companion:
+      self.companion.multiply(t, len(self.m_tiles), self.m_tiles[t].count,
+                              self.staging[self._parity(t)], self._parity(t))
 
   def _transpose_groups(self, dtype: DType, tiles: list[Span]) -> list[tuple[int, int]]:
     """(first K tile, count) of the runs of equal-height K tiles that share one PSUM bank."""
@@ -373,7 +388,7 @@ class ResidentRhsMatmul(MatmulTiling):
     corner = self.lhs.offset + b * sb + self.m_tiles[s].start * sm
     if self.lhs_direct:
       return [corner + kt.start * sk for kt in self.k_tiles]
-    return [corner]
+    return [corner] + (self.companion.sources(b, self.m_tiles[s]) if self.companion else [])
 
   def _stage_lhs(self, s: int, offsets: list[int], steps) -> None:
     lhs, rows = self.lhs, self.m_tiles[s].count
@@ -400,6 +415,9 @@ class ResidentRhsMatmul(MatmulTiling):
     self._dma(queue, self._sbuf(lhs.dtype, rows, self.staging[self._parity(s)], ((1, self.k),)),
               HbmAP(lhs.tensor, offsets[0], ((sm, rows), (sk, self.k))), "src", next(steps),
               "lhs")
+    if self.companion:
+      self._dma(queue, *self.companion.load(self.m_tiles[s], self._parity(s), offsets[1]), "src",
+                next(steps), "pair_rhs", debug=self.companion.debug)
 
   def _store_targets(self, b: int, s: int, blocks: list[Span]) -> list[int]:
     ob, om, on = self.out.strides
@@ -407,11 +425,12 @@ class ResidentRhsMatmul(MatmulTiling):
     return [corner + block.start * on for block in blocks]
 
   def _dma(self, queue: int, dst, src, moving: str, step: int, operand: str,
-           fixed: bool = False, k_steps: dict | None = None) -> None:
-    """A DMA of `operand` ("lhs", "rhs" or "out"): on `queue` in the periodic steps (a loop's,
-    or their unrolled form) or when `fixed`, on the back end's round robin elsewhere (spread
-    over every queue: a short matmul is latency-bound). `k_steps`: its steps in a loop over K
-    tiles (`_k_tile_loop`) inside the loops over batches and m-tiles."""
+           fixed: bool = False, k_steps: dict | None = None, debug: int | None = None) -> None:
+    """A DMA of `operand` ("lhs", "rhs", "out", or the companion's "pair_rhs" and "pair_out"):
+    on `queue` in the periodic steps (a loop's, or their unrolled form) or when `fixed`, on the
+    back end's round robin elsewhere (spread over every queue: a short matmul is latency-bound).
+    `k_steps`: its steps in a loop over K tiles (`_k_tile_loop`) inside the loops over batches
+    and m-tiles. `debug`: its debug entry (default: the op's)."""
     steps = []  # one dict per enclosing loop, outermost first
     if self._batch_move is not None:  # by two batches
       steps.append({moving: self._batch_move[operand]})
@@ -419,11 +438,9 @@ class ResidentRhsMatmul(MatmulTiling):
       steps.append({moving: step})
     if k_steps is not None:
       steps.append(k_steps)
-    if not (self._periodic or fixed):
-      self.ctx.dma(dst, src, steps=steps or None)
-      return
-    self.ctx.builder.dma_copy(queue % self.queues, dst, src, debug=self.ctx.debug_id,
-                              steps=steps or None)
+    debug = self.ctx.debug_id if debug is None else debug
+    queue = queue % self.queues if self._periodic or fixed else None
+    self.ctx.builder.dma_copy(queue, dst, src, debug=debug, steps=steps or None)
 
   def _multiply(self, b: int, s: int, blocks: list[Span], targets: list[int], steps) -> None:
     """m-tile s times the panel, one PSUM bank per n-block, each accumulating its K tiles in
@@ -650,9 +667,10 @@ class ResidentRhsMatmul(MatmulTiling):
     pairs = self.batch // STEPS_PER_PERIOD
     first = 0
     if loops_enabled():
-      self._batch_move = {name: STEPS_PER_PERIOD * place.strides[0]
-                          for name, place in (("lhs", self.lhs), ("rhs", self.rhs),
-                                              ("out", self.out))}
+      operands = [("lhs", self.lhs), ("rhs", self.rhs), ("out", self.out)]
+      if self.companion:
+        operands += [("pair_rhs", self.companion.b2), ("pair_out", self.companion.out)]
+      self._batch_move = {name: STEPS_PER_PERIOD * place.strides[0] for name, place in operands}
       with self.ctx.builder.loop(pairs):
         for b in range(STEPS_PER_PERIOD):
           self._emit_batch(b, loop_m_tiles=self._m_tile_loop_repeats(), periodic=True)
@@ -715,6 +733,11 @@ class ResidentRhsMatmul(MatmulTiling):
         self._step(b, s, blocks)
       self._periodic = False
       self._steps_before += len(self.m_tiles)
+    if self.companion:
+      self._periodic = periodic
+      self._dma(LOAD_QUEUES + 2 * self._blocks, *self.companion.finish(b), "dst", 0, "pair_out",
+                debug=self.companion.debug)
+      self._periodic = False
 
   def _prologue(self, b: int) -> None:
     """The loads (and transposes) the first step expects done."""

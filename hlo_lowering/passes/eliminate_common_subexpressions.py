@@ -17,7 +17,7 @@ Ensures: no two ops of one fused region compute the same thing by the key above,
 without regions and without effects (`_EFFECTS`); a fused op returns each value once (a result
 that became another's repeat is dropped, its uses read the other), and its `fused_ops` counts
 its region's ops.
-Runs after: fuse-attention; before fold-convert-into-reduce.
+Runs after: pair-matmuls (fuse-attention before it); before fold-convert-into-reduce.
 """
 
 from __future__ import annotations
