@@ -175,6 +175,32 @@ def test_transpose_with_a_dense_consumer_is_copied():
   assert compilation.last_report().summary()["stablehlo.transpose"] == {"gpsimd": 1}
 
 
+def _slice_instructions() -> list[int]:
+  return [e.instructions for e in compilation.last_report().ops if e.op == "stablehlo.slice"]
+
+
+def test_slices_read_by_matmuls_are_views():
+  """jnp.split(x @ w, 3)'s parts, split into heads and multiplied (attention's q, k, v): each
+  slice is a strided view of the product, with no instruction; a part an add also reads is
+  copied."""
+  x, w = _data((256, 96), np.float32, 1), _data((96, 3 * 128), np.float32, 2)
+
+  def f(x, w):
+    q, k, v = (a.reshape(256, 2, 64).transpose(1, 0, 2) for a in jnp.split(x @ w, 3, axis=-1))
+    return jnp.einsum("hqd,hkd->hqk", q, k) @ v
+
+  harness.check(f, x, w, bounds=sum_of_products_bounds(f, x, w, terms=96 * 64 * 256))
+  assert _slice_instructions() == [0, 0, 0]
+
+  def g(x, w):
+    q, k = jnp.split(x @ w[:, :256], 2, axis=-1)
+    return q.T @ k, q + 1.0
+
+  harness.check(g, x, w, bounds=sum_of_products_bounds(g, x, w, terms=96 * 256))
+  # w[:, :256] and k are views, q is copied.
+  assert sorted(n > 0 for n in _slice_instructions()) == [False, False, True]
+
+
 def _profile(f, *args):
   program = harness.compile_fn(f, *args)
   _, profile = harness.native().run_program(program, list(args))

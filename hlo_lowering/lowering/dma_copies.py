@@ -28,7 +28,7 @@ from hlo_lowering.lowering.core_split import emit_shares, physical_cores, tile_s
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tiling import MIN_RUN_BYTES
-from hlo_lowering.lowering.views import transpose_is_view
+from hlo_lowering.lowering.views import slice_is_view, transpose_is_view
 
 MIN_TRANSPOSE_RUN_BYTES = 64
 
@@ -103,6 +103,8 @@ def _concatenate_in_long_runs(ctx: LoweringContext, op: Op) -> bool:
 
 
 def _slice_in_long_runs(ctx: LoweringContext, op: Op) -> bool:
+  if slice_is_view(ctx, op):
+    return False  # views.py's rule: no data moves
   return _long_runs(Place.dense(0, op.result.shape, op.result.dtype), slice_source(ctx, op))
 
 
