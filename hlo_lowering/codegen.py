@@ -14,6 +14,7 @@ import logging
 
 from hlo_lowering import lowering  # noqa: F401  (registers every rule)
 from hlo_lowering.ir import Module, Op, Value, walk_ops
+from hlo_lowering.lowering import in_place
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.registry import find_rule
 from hlo_lowering.program import ProgramBuilder
@@ -101,6 +102,7 @@ def generate(module: Module, target: str, target_spec: dict,
   returned = main.returned
   names = [main.result_names[i] or f"out{i}" for i in range(len(returned))]
   _plan_outputs(ctx, main.body.ops, returned, names)
+  in_place.plan_concatenations(ctx, main.body.ops)
   for op in main.body.ops[:-1]:
     _lower_op(ctx, op, report)
   ctx.begin_op(main.body.terminator)

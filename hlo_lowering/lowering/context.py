@@ -42,6 +42,10 @@ class LoweringContext:
     # Lowers a list of ops in order with the registered rules (set by codegen; control-flow
     # rules lower their regions with it).
     self.lower_ops = None
+    # Results placed before their producer runs (lowering/in_place.py): `new_result` returns
+    # these; and concatenate operands that those producers compute in their slot.
+    self.planned_places: dict[Value, Place] = {}
+    self.slots: dict[Value, Place] = {}
 
   # --- the op being lowered -----------------------------------------------------------------
 
@@ -97,7 +101,12 @@ class LoweringContext:
 
   def new_result(self, value: Value) -> Place:
     """A fresh dense tensor for a result: the program output itself when `value` is returned
-    (so no copy is needed), a temporary otherwise."""
+    (so no copy is needed), a temporary otherwise; a place planned for it (`planned_places`)
+    where there is one."""
+    planned = self.planned_places.get(value)
+    if planned is not None:
+      self._places[value] = planned
+      return planned
     pending = self._pending_outputs.pop(value, None)
     if pending is None:
       tensor = self._new_tensor(value, "temporary")

@@ -24,6 +24,7 @@ import math
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.in_place import same_elements
 from hlo_lowering.lowering.core_split import emit_shares, physical_cores, tile_shares
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.registry import register_lowering
@@ -83,12 +84,15 @@ def _copy(ctx: LoweringContext, pieces: list[tuple[Place, Place]]) -> None:
 
 
 def concatenate_pieces(ctx: LoweringContext, op: Op, out: Place):
-  """(result slot, operand place) per operand of a concatenate (also the GpSimd rule's pieces)."""
+  """(result slot, operand place) per operand of a concatenate (also the GpSimd rule's pieces),
+  but those already in their slot (in_place.py)."""
   axis, start = op.attrs["dimension"], 0
   for operand in op.operands:
     starts = [0] * op.result.type.rank
     starts[axis] = start
-    yield out.sliced(starts, operand.shape, [1] * len(starts)), ctx.place(operand)
+    slot = out.sliced(starts, operand.shape, [1] * len(starts))
+    if not same_elements(slot, ctx.place(operand)):
+      yield slot, ctx.place(operand)
     start += operand.shape[axis]
 
 

@@ -47,6 +47,7 @@ from hlo_lowering.lowering.tile_loops import loops_enabled
 from hlo_lowering.passes.normalize_dot_general import is_batch_matmul
 from hlo_lowering.program import DType, HbmAP, Memory, TileAP
 
+DOT = "stablehlo.dot_general"
 TENSOR_ENGINE_DTYPES = frozenset({DType.F32, DType.BF16, DType.F16, DType.F8E4M3FN,
                                   DType.F8E5M2})
 # Of the 8 PSUM banks: 6 hold output tiles accumulating (two groups of 3 in flight), 2 take
@@ -300,7 +301,7 @@ class _Matmul(MatmulTiling):
                        ((om, rows.count), (on, block.count))), tile)
 
 
-@register_lowering("stablehlo.dot_general", kind="native", when=accepts, reads_views=True,
+@register_lowering(DOT, kind="native", when=accepts, reads_views=True,
                    describe="float operands TensorE multiplies (f32, bf16, f16, fp8) and a "
                             "float result")
 def lower_dot_general(ctx: LoweringContext, op: Op) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.in_place import CONCATENATE, same_elements
 from hlo_lowering.lowering.places import Place
 from hlo_lowering.lowering.registry import first_rule, register_lowering
 
@@ -35,6 +36,8 @@ def _viewed(place: Place, op: Op) -> Place | None:
 def consumers_read_views(ctx: LoweringContext, value: Value, place: Place) -> bool:
   """Whether every consumer of `value`, placed at `place`, reads it through access patterns."""
   for user in ctx.users(value):
+    if user.name == CONCATENATE and same_elements(ctx.slots.get(value), place):
+      continue  # computed in its slot (in_place.py): the concatenate moves nothing
     if user.name in VIEW_OPS:
       view = _viewed(place, user)
       if view is None or not consumers_read_views(ctx, user.result, view):
