@@ -22,6 +22,11 @@ permutation of dims, so no data moves beforehand). Three layouts:
 The layout is chosen by which dim is contiguous in memory: it goes on the free axis, so each DMA
 moves long contiguous runs (a DMA pays per run: one element per run is ~1.5 % of bandwidth).
 
+On an LNC=2 device the rows and columns layouts split their kept elements between the two
+physical cores (`_core_shares`): the columns layout by halves of its contiguous kept dim, the
+rows layout by halves of its outermost kept dim. Every result element is reduced by the same
+instructions as on one core, so the bits are the same.
+
 Float partials are fp32 (bf16/f16 sums accumulate in fp32 and round once, as XLA's CPU backend
 does after JAX's upcast); integer partials keep the operand's dtype, whose wrap-around matches
 XLA's. An init value that is not the reducer's identity is combined into the result at the end.
@@ -37,9 +42,11 @@ import numpy as np
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.core_split import (MIN_SPLIT_BYTES, dim_share, emit_shares, halves,
+                                              physical_cores)
 from hlo_lowering.lowering.gpsimd.reduce import identity
 from hlo_lowering.lowering.matmul import BufferRing
-from hlo_lowering.lowering.places import Place, collapse_dims, row_major_strides
+from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
@@ -112,19 +119,20 @@ def _blocks(dims: list[_Dim], limit: int):
 class _Reduction:
   """The lowering of one reduce: operand view, partial dtype, SBUF buffers and emission."""
 
-  def __init__(self, ctx: LoweringContext, op: Op):
+  def __init__(self, ctx: LoweringContext, op: Op, source: Place, out: Place):
+    """Reduces `source` (the operand, or a view of its share) into `out` (the result's)."""
     self.ctx, self.op = ctx, op
     self.partitions = ctx.partitions
     operand, init = op.operands
     self.reducer = op.attrs["reducer"]
     self.alu = REDUCERS[self.reducer]
-    self.source = ctx.place(operand)
-    self.out = ctx.new_result(op.result)
+    self.source = source
+    self.out = out
     self.partial_dtype = DType.F32 if operand.dtype.is_float else operand.dtype
     reduced = list(op.attrs["dimensions"])
     kept = [d for d in range(operand.type.rank) if d not in reduced]
     shape, strides = self.source.shape, self.source.strides
-    out_strides = row_major_strides([shape[d] for d in kept])
+    out_strides = out.strides  # the kept dims in order (a core's share is a strided view)
     kshape, (kstrides, kout) = collapse_dims([shape[d] for d in kept],
                                              [strides[d] for d in kept], out_strides)
     self.kept = [_Dim(c, s, o) for c, s, o in zip(kshape, kstrides, kout)]
@@ -353,4 +361,34 @@ class _Reduction:
 @register_lowering("stablehlo.reduce", kind="native", when=accepts, reads_views=True,
                    describe="one input, body add, max or min")
 def lower_reduce(ctx: LoweringContext, op: Op) -> None:
-  _Reduction(ctx, op).emit()
+  source, out = ctx.place(op.operands[0]), ctx.new_result(op.result)
+  shares = _core_shares(ctx, op, source, out)
+  if shares is None:
+    _Reduction(ctx, op, source, out).emit()
+  else:
+    emit_shares(ctx, shares, lambda s, o: _Reduction(ctx, op, s, o).emit())
+
+
+def _core_shares(ctx: LoweringContext, op: Op, source: Place, out: Place):
+  """[(operand view, result view)] per physical core of an LNC=2 device, or None to run on one:
+  halves of the contiguous kept dim (the columns layout), else of the outermost kept dim of
+  two or more elements (the rows layout); the spread layout (few rows kept) stays whole."""
+  reduced = set(op.attrs["dimensions"])
+  kept = [d for d in range(len(source.shape)) if d not in reduced]
+  if (physical_cores(ctx) < 2 or not kept
+          or source.size * op.operands[0].dtype.itemsize < MIN_SPLIT_BYTES):
+    return None
+  rows = math.prod(source.shape[d] for d in kept)
+  contiguous = [d for d in kept if source.strides[d] == 1 and source.shape[d] > 1]
+  if contiguous and not any(source.strides[d] == 1 for d in reduced if source.shape[d] > 1):
+    dim, fewest = contiguous[0], 2  # a share of one column would change the layout
+  else:
+    dim = next((d for d in kept if source.shape[d] > 1), None)
+    # Each share must keep the rows layout (the spread layout sums in another order).
+    fewest = SPREAD_MAX_ROWS * source.shape[dim] // rows + 1 if dim is not None else 0
+  cut = None if dim is None else halves(source.shape[dim], 1)
+  if cut is None or min(count for _, count in cut) < fewest:
+    return None
+  at = kept.index(dim)  # the result's dims are the kept ones, in order
+  return [(dim_share(source, dim, start, count), dim_share(out, at, start, count))
+          for start, count in cut]
