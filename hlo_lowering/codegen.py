@@ -102,7 +102,7 @@ def generate(module: Module, target: str, target_spec: dict,
   returned = main.returned
   names = [main.result_names[i] or f"out{i}" for i in range(len(returned))]
   _plan_outputs(ctx, main.body.ops, returned, names)
-  in_place.plan_concatenations(ctx, main.body.ops)
+  in_place.plan(ctx, main.body.ops)
   for op in main.body.ops[:-1]:
     _lower_op(ctx, op, report)
   ctx.begin_op(main.body.terminator)

@@ -24,9 +24,8 @@ import math
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.in_place import same_elements
 from hlo_lowering.lowering.core_split import emit_shares, physical_cores, tile_shares
-from hlo_lowering.lowering.places import Place, collapse_dims
+from hlo_lowering.lowering.places import Place, collapse_dims, same_elements
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tiling import MIN_RUN_BYTES
 from hlo_lowering.lowering.views import slice_is_view, transpose_is_view

@@ -151,3 +151,12 @@ class Place:
     offset = self.offset + sum((self.shape[d] - 1) * self.strides[d] for d in dims)
     strides = tuple(-s if d in dims else s for d, s in enumerate(self.strides))
     return Place(self.tensor, offset, self.shape, strides, self.dtype)
+
+
+def same_elements(a: "Place | None", b: "Place | None") -> bool:
+  """Whether two places name the same elements in the same order (strides of unit dims aside)."""
+  if a is None or b is None:
+    return False
+  return (a.tensor == b.tensor and a.offset == b.offset and a.shape == b.shape
+          and a.dtype == b.dtype
+          and all(sa == sb for n, sa, sb in zip(a.shape, a.strides, b.strides) if n != 1))

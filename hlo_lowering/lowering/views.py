@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.in_place import CONCATENATE, same_elements
-from hlo_lowering.lowering.places import Place
+from hlo_lowering.lowering.places import Place, same_elements
 from hlo_lowering.lowering.registry import first_rule, register_lowering
 
 VIEW_OPS = ("stablehlo.reshape", "stablehlo.transpose", "stablehlo.slice")
@@ -36,7 +35,7 @@ def _viewed(place: Place, op: Op) -> Place | None:
 def consumers_read_views(ctx: LoweringContext, value: Value, place: Place) -> bool:
   """Whether every consumer of `value`, placed at `place`, reads it through access patterns."""
   for user in ctx.users(value):
-    if user.name == CONCATENATE and same_elements(ctx.slots.get(value), place):
+    if user.name == "stablehlo.concatenate" and same_elements(ctx.slots.get(value), place):
       continue  # computed in its slot (in_place.py): the concatenate moves nothing
     if user.name in VIEW_OPS:
       view = _viewed(place, user)
@@ -76,7 +75,9 @@ def lower_reshape(ctx: LoweringContext, op: Op) -> None:
 
 def transpose_is_view(ctx: LoweringContext, op: Op) -> bool:
   view = ctx.place(op.operands[0]).permuted(op.attrs["permutation"])
-  return consumers_read_views(ctx, op.result, view)
+  # Its operand written in the transposed layout (in_place.py): the result is dense already.
+  return (same_elements(view, ctx.planned_places.get(op.result))
+          or consumers_read_views(ctx, op.result, view))
 
 
 @register_lowering("stablehlo.transpose", kind="native", when_placed=transpose_is_view,

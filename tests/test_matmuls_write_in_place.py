@@ -1,7 +1,7 @@
-"""Matmuls that feed a concatenate only through views write their results into its slots
-(lowering/in_place.py): the head transposes and the concatenate move no data. Results match
-the CPU backend and are bit-identical to the same concatenation copied (an operand read twice
-is not written in place)."""
+"""Matmuls that feed a concatenate, or a transpose that would copy, only through views write
+their results into the concatenation's slots or in the transposed layout (lowering/in_place.py):
+the head transposes and the concatenate move no data. Results match the CPU backend and are
+bit-identical to the same program copying (a value read twice is not written in place)."""
 
 import jax
 import jax.numpy as jnp
@@ -78,3 +78,25 @@ def test_a_concatenation_returned_with_a_copied_operand():
   harness.check(f, a, b, c, bounds=sum_of_products_bounds(f, a, b, c, terms=128))
   assert set(_instructions("stablehlo.transpose")) == {0}
   assert _instructions("stablehlo.concatenate")[0] > 0  # c's copy
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_merged_attention_heads_are_written_transposed(lnc):
+  """`(p @ v)` merged from [heads, t, d] to [t, heads · d] before `@ wo` (a reshape of the
+  transposed view has no strided form): the matmul writes the merged layout, the transpose
+  moves nothing."""
+  def f(p, v, wo, return_heads=False):
+    heads = lax.dot_general(p, v, _DIMS)
+    merged = heads.transpose(1, 0, 2).reshape(p.shape[1], -1)
+    return (merged @ wo, heads) if return_heads else merged @ wo
+
+  rng = np.random.default_rng(2)
+  p, v = (rng.standard_normal(s).astype(_BF16) for s in ((8, 512, 512), (8, 512, 64)))
+  wo = rng.standard_normal((512, 256)).astype(_BF16)
+  args = [p, v, wo]
+  harness.check(f, *args, lnc=lnc, bounds=sum_of_products_bounds(f, *args, terms=512 * 512))
+  assert _instructions("stablehlo.transpose") == [0]
+  (in_place,) = _run(f, args, lnc)
+  reference, _ = _run(lambda *a: f(*a, return_heads=True), args, lnc)
+  assert _instructions("stablehlo.transpose")[0] > 0
+  assert in_place.tobytes() == reference.tobytes()
