@@ -108,3 +108,35 @@ def test_weight_gradient_of_a_summed_loss():
   harness.check(f, w, x, scale=4)
   runs = _output_store_runs(f, w, x)
   assert runs and min(runs) >= MIN_RUN_BYTES
+
+
+def _lnc_run(f, args, lnc):
+  program = harness.compile_fn(f, *args, lnc=lnc)
+  return harness.native().run_program(program, list(args))
+
+
+def test_a_transposed_matrix_times_a_vector_streams_the_matrix_with_the_same_bits():
+  """`x.T @ v` and a summed loss's `h.T @ ones` (matmul.py `_transposed_vector_product`): x is
+  the moving operand in rows of contiguous elements, v the one-column stationary. The bits are
+  those of the same product with a row-major matrix (x.T passed dense, multiplied as it is),
+  on one core and split over two (the matrix read from HBM is a few MiB, its FLOPs few)."""
+  x, v = _data((2048, 1536), BF16, 1), _data((2048, 1), BF16, 2)
+  transposed = lambda x, v: x.T @ v
+  summed = lambda x: x.T @ jnp.ones((2048, 640), jnp.bfloat16)  # a broadcast of one column
+  bounds = sum_of_products_bounds(transposed, x, v, terms=2048)
+  harness.check(transposed, x, v, bounds=bounds)
+  harness.check(summed, x, bounds=sum_of_products_bounds(summed, x, terms=2048))
+  dense_xt = np.ascontiguousarray(x.T)
+  (reference,), _ = _lnc_run(lambda xt, v: xt @ v, [dense_xt, v], 1)
+  ones = np.ones((2048, 1), BF16)
+  for lnc in (1, 2):
+    (out,), profile = _lnc_run(transposed, [x, v], lnc)
+    np.testing.assert_array_equal(out.view(np.uint16), reference.view(np.uint16))
+    (columns,), _ = _lnc_run(summed, [x], lnc)
+    (one,), _ = _lnc_run(transposed, [x, ones], lnc)
+    assert (columns.view(np.uint16) == one.view(np.uint16)).all()  # every column alike
+    second = [s for s, e in profile["streams"].items() if s.endswith("@1") and e["instructions"]]
+    assert bool(second) == (lnc == 2)
+    # 16 K tiles × 3 blocks of 512 columns (as the lhs: 12 m-tiles × 16 one-column matmuls).
+    pe = sum(e["instructions"] for s, e in profile["streams"].items() if s.startswith("PE"))
+    assert pe == 16 * 3

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from hlo_lowering.lowering.core_split import emit_shares, tile_shares
 from hlo_lowering.lowering.places import Place, collapse_dims
 from hlo_lowering.lowering.tiling import tiles
 from hlo_lowering.program import Memory, TileAP
@@ -35,11 +36,21 @@ def innermost_broadcast(dst: Place, src: Place) -> bool:
 
 def store_broadcast(ctx, dst: Place, src: Place) -> None:
   """dst ← src (same shape and dtype; `src` a view with stride 0 on its innermost dim) through
-  SBUF: per tile a compact [p, 1] load, a VectorE stride-0 copy to [p, f], a dense store."""
+  SBUF: per tile a compact [p, 1] load, a VectorE stride-0 copy to [p, f], a dense store; the
+  second half of the tiles on the other physical core of an LNC=2 device."""
+  all_tiles = list(tiles([dst, src], ctx.partitions, ctx.sbuf.slot_bytes // dst.dtype.itemsize))
+  share = tile_shares(ctx, all_tiles, 2 * dst.size * dst.dtype.itemsize)
+  if share is None:
+    _store_tiles(ctx, all_tiles, dst, src)
+  else:
+    emit_shares(ctx, [(all_tiles[:share],), (all_tiles[share:],)],
+                lambda some: _store_tiles(ctx, some, dst, src))
+
+
+def _store_tiles(ctx, some: list, dst: Place, src: Place) -> None:
   dtype = dst.dtype
   slots = [ctx.sbuf.take() for _ in range(_SLOTS)]
-  max_free = ctx.sbuf.slot_bytes // dtype.itemsize
-  for i, tile in enumerate(tiles([dst, src], ctx.partitions, max_free)):
+  for i, tile in enumerate(some):
     column, full = slots[2 * (i % 2)], slots[2 * (i % 2) + 1]
     compact = TileAP.dense(Memory.SBUF, dtype, 0, tile.partitions, column, (1,))
     source = tile.hbm_ap(1, src.tensor)

@@ -38,7 +38,8 @@ import numpy as np
 from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering.broadcast_store import innermost_broadcast, store_broadcast
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.core_split import dim_share, emit_shares, halves, physical_cores
+from hlo_lowering.lowering.core_split import (MIN_SPLIT_BYTES, dim_share, emit_shares, halves,
+                                              physical_cores)
 from hlo_lowering.lowering.matmul_resident import (DMA_TRANSPOSE_MAX_ROWS, MIN_K_LOOP,
                                                    MatmulTiling, ResidentRhsMatmul, Span, spans)
 from hlo_lowering.lowering.places import Place
@@ -353,11 +354,24 @@ def _take(place: Place, shape: tuple[int, ...]) -> Place:
 
 def _emit_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place) -> None:
   """One matmul into `out`, its shares on both physical cores where that pays."""
+  if _transposed_vector_product(lhs, rhs):
+    # xᵀ·v as (vᵀ·x)ᵀ: x streams as the moving operand in rows of M contiguous elements, v is
+    # the one-column stationary; out [M, 1] and outᵀ [1, M] are the same elements. Every output
+    # is the same products (x·v = v·x in IEEE) summed in the same k order: the same bits.
+    lhs, rhs, out = (p.permuted((0, 2, 1)) for p in (rhs, lhs, out))
   shares = _core_shares(ctx, lhs, rhs, out)
   if shares is None:
     _emit_on_one_core(ctx, lhs, rhs, out)
   else:
     emit_shares(ctx, shares, lambda l, r, o: _emit_on_one_core(ctx, l, r, o))
+
+
+def _transposed_vector_product(lhs: Place, rhs: Place) -> bool:
+  """A matrix-vector product (N = 1) whose matrix is stored transposed (M contiguous, `x.T @ v`,
+  a summed loss's weight gradient `h.T @ ones`): as the lhs, x would load as lhs^T in runs of
+  one m-tile (256 B of bf16, half the DMA rate) and multiply one column per matmul."""
+  _, sm, sk = lhs.strides
+  return rhs.shape[2] == 1 and sm == 1 and sk != 1 and lhs.shape[1] > DMA_TRANSPOSE_MAX_ROWS
 
 
 def _emit_on_one_core(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place) -> None:
@@ -385,7 +399,9 @@ def _core_shares(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
     return None
   batch, m, k = lhs.shape
   n = rhs.shape[2]
-  if 2 * batch * m * n * k < MIN_SPLIT_FLOPS:
+  read = (lhs.size * lhs.dtype.itemsize * any(lhs.strides)
+          + rhs.size * rhs.dtype.itemsize * any(rhs.strides))
+  if 2 * batch * m * n * k < MIN_SPLIT_FLOPS and read < MIN_SPLIT_BYTES:
     return None
   tiling = MatmulTiling(ctx, lhs, rhs, out)
   # (unit, the dim of each of lhs, rhs, out it cuts; None: that operand is whole in each share)
