@@ -319,7 +319,7 @@ def lower_batch_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, result: Val
     return
   distinct = _distinct_shape(lhs, rhs)
   if distinct == result.shape:
-    _emit_matmul(ctx, lhs, rhs, ctx.new_result(result))
+    emit_matmul(ctx, lhs, rhs, ctx.new_result(result))
     return
   # Output elements along a broadcast dim are equal (the same products summed in the same
   # order): only the distinct ones are computed, and the result is their broadcast, stored
@@ -328,7 +328,7 @@ def lower_batch_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, result: Val
   tensor = ctx.builder.tensor(kind="temporary", dtype=result.dtype, shape=distinct,
                               name=f"t{len(ctx.builder.tensors)}")
   small = Place.dense(tensor, distinct, result.dtype)
-  _emit_matmul(ctx, _take(lhs, (b, m, lhs.shape[2])), _take(rhs, (b, rhs.shape[1], n)), small)
+  emit_matmul(ctx, _take(lhs, (b, m, lhs.shape[2])), _take(rhs, (b, rhs.shape[1], n)), small)
   broadcast = small.broadcast(result.shape, range(3))
   if not ctx.output_planned(result):
     ctx.set_place(result, broadcast)
@@ -352,7 +352,7 @@ def _take(place: Place, shape: tuple[int, ...]) -> Place:
   return Place(place.tensor, place.offset, shape, place.strides, place.dtype)
 
 
-def _emit_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place) -> None:
+def emit_matmul(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place) -> None:
   """One matmul into `out`, its shares on both physical cores where that pays."""
   if _transposed_vector_product(lhs, rhs):
     # xᵀ·v as (vᵀ·x)ᵀ: x streams as the moving operand in rows of M contiguous elements, v is

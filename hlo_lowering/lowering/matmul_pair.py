@@ -25,7 +25,8 @@ import math
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering import matmul
 from hlo_lowering.lowering.context import LoweringContext
-from hlo_lowering.lowering.core_split import dim_share, emit_shares, halves, physical_cores
+from hlo_lowering.lowering.core_split import (MIN_SPLIT_BYTES, dim_share, emit_shares, halves,
+                                              physical_cores)
 from hlo_lowering.lowering.matmul_resident import (MIN_K_LOOP, TRANSPOSE_BANKS, ResidentRhsMatmul,
                                                    spans)
 from hlo_lowering.lowering.places import Place
@@ -152,7 +153,8 @@ def _shares(ctx: LoweringContext, places: tuple[Place, ...]) -> list[tuple[Place
   took attention's fwd+bwd of one head at seq 2048 from 448 to 539 µs)."""
   x, b1 = places[0], places[1]
   flops = 2 * x.shape[0] * x.shape[1] * x.shape[2] * b1.shape[2]
-  if physical_cores(ctx) < 2 or flops < matmul.MIN_SPLIT_FLOPS:
+  if physical_cores(ctx) < 2 or (flops < matmul.MIN_SPLIT_FLOPS
+                                 and x.size * x.dtype.itemsize < MIN_SPLIT_BYTES):
     return [places]
   cut = halves(x.shape[0], 1)
   if cut is None:
@@ -181,7 +183,7 @@ def lower_matmul_pair(ctx: LoweringContext, op: Op) -> None:
     for debug, lhs, rhs, result in (members if ordered is dots else members[::-1]):
       ctx.debug_id = debug
       if ctx.has_place(result):
-        matmul._emit_matmul(ctx, lhs, rhs, ctx.place(result))
+        matmul.emit_matmul(ctx, lhs, rhs, ctx.place(result))
       else:
         matmul.lower_batch_matmul(ctx, lhs, rhs, result)
     ctx.debug_id = pair_debug
