@@ -29,7 +29,8 @@ from hlo_lowering.passes import (cancel_transposes, canonicalize, canonicalize_s
                                  decompose_rng_bit_generator, decompose_triangular_solve,
                                  eliminate_common_subexpressions, expand_index_broadcasts,
                                  expand_total_order_compare, expand_truth_reduce,
-                                 fold_convert_into_reduce, fold_transpose_into_dot,
+                                 fold_convert_into_reduce, fold_product_into_reduce,
+                                 fold_transpose_into_dot,
                                  fuse_attention, fuse_elementwise,
                                  fuse_rows, inline_calls,
                                  narrow_float64, normalize_dot_general, pair_matmuls,
@@ -83,6 +84,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("pair-matmuls", pair_matmuls.run),
     Pass("eliminate-common-subexpressions", eliminate_common_subexpressions.run),
     Pass("fold-convert-into-reduce", fold_convert_into_reduce.run),
+    Pass("fold-product-into-reduce", fold_product_into_reduce.run),
     Pass("check-supported", check_supported.run),
 )
 

@@ -11,7 +11,8 @@ decompose-rng-bit-generator, expand-total-order-compare and simplify-unit-reduce
 where they look: the functions and their while/case/if regions), cancel-transposes (no
 transpose that only reshapes an earlier value), normalize-dot-general (every
 dot_general in batch-matmul form), pair-matmuls (each trn.matmul_pair's region the transpose and
-the two matmuls of its arguments), check-supported (no float64 value, a registered rule for every
+the two matmuls of its arguments), fold-product-into-reduce (no add-reduce of a multiply only it
+reads), check-supported (no float64 value, a registered rule for every
 op codegen lowers one by one).
 """
 
@@ -27,6 +28,7 @@ from hlo_lowering.passes.decompose_approx_top_k import TARGET as APPROX_TOP_K
 from hlo_lowering.passes.eliminate_common_subexpressions import repeated
 from hlo_lowering.passes.expand_truth_reduce import truth_combine
 from hlo_lowering.passes.fold_convert_into_reduce import unfolded
+from hlo_lowering.passes.fold_product_into_reduce import unfolded as unfolded_product
 from hlo_lowering.passes.fuse_attention import matmul_placed
 from hlo_lowering.passes.fuse_rows import ROW_FUSION, holds_only_members
 from hlo_lowering.passes.narrow_float64 import float64_boundary, narrows_every_float64
@@ -210,6 +212,9 @@ _ENSURES: dict[str, Callable[[Module], str | None]] = {
     "fold-convert-into-reduce": lambda module: (
         None if (op := unfolded(module)) is None
         else f"{op.describe()} still reads a widening convert"),
+    "fold-product-into-reduce": lambda module: (
+        None if (op := unfolded_product(module)) is None
+        else f"{op.describe()} still reads a multiply that nothing else reads"),
     "check-supported": _supported,
 }
 

@@ -42,11 +42,12 @@ import numpy as np
 
 from hlo_lowering.ir import Op
 from hlo_lowering.lowering.context import LoweringContext
+from hlo_lowering.lowering.elementwise import lower_ops
 from hlo_lowering.lowering.core_split import (MIN_SPLIT_BYTES, dim_share, emit_shares, halves,
                                               physical_cores)
 from hlo_lowering.lowering.gpsimd.reduce import identity
 from hlo_lowering.lowering.matmul import BufferRing
-from hlo_lowering.lowering.places import Place, collapse_dims
+from hlo_lowering.lowering.places import Place, collapse_dims, row_major_strides
 from hlo_lowering.lowering.registry import register_lowering
 from hlo_lowering.lowering.tile_loops import (MIN_PERIODS, loops_enabled, offset_steps,
                                               periodic_prefix, tile_period)
@@ -119,27 +120,24 @@ def _blocks(dims: list[_Dim], limit: int):
 class _Reduction:
   """The lowering of one reduce: operand view, partial dtype, SBUF buffers and emission."""
 
-  def __init__(self, ctx: LoweringContext, op: Op, source: Place, out: Place):
-    """Reduces `source` (the operand, or a view of its share) into `out` (the result's)."""
+  def __init__(self, ctx: LoweringContext, op: Op, source: Place, out: Place,
+               factor: Place | None = None):
+    """Reduces `source` (the operand, or a view of its share) into `out` (the result's);
+    `factor` (a trn.product_reduce's second factor, with source's strides): each loaded tile is
+    multiplied by factor's first, rounding to the operand dtype as the multiply's tile did."""
     self.ctx, self.op = ctx, op
     self.partitions = ctx.partitions
-    operand, init = op.operands
+    operand, init = op.operands[0], op.operands[-1]
+    self.factor = factor
     self.reducer = op.attrs["reducer"]
     self.alu = REDUCERS[self.reducer]
     self.source = source
     self.out = out
     self.partial_dtype = DType.F32 if operand.dtype.is_float else operand.dtype
-    reduced = list(op.attrs["dimensions"])
-    kept = [d for d in range(operand.type.rank) if d not in reduced]
-    shape, strides = self.source.shape, self.source.strides
-    out_strides = out.strides  # the kept dims in order (a core's share is a strided view)
-    kshape, (kstrides, kout) = collapse_dims([shape[d] for d in kept],
-                                             [strides[d] for d in kept], out_strides)
-    self.kept = [_Dim(c, s, o) for c, s, o in zip(kshape, kstrides, kout)]
-    rshape, (rstrides,) = collapse_dims([shape[d] for d in reduced], [strides[d] for d in reduced])
-    self.reduced = [_Dim(c, s) for c, s in zip(rshape, rstrides)]
-    self.rows = math.prod(shape[d] for d in kept)
-    self.columns = math.prod(shape[d] for d in reduced)
+    # out's strides: the kept dims in order (a core's share is a strided view).
+    self.kept, self.reduced = _view_dims(op, source, out.strides)
+    self.rows = math.prod(d.count for d in self.kept)
+    self.columns = math.prod(d.count for d in self.reduced)
     self.init = init
     # Tiles as wide as the wider of operand and result allow: a reduce that reads a folded
     # widening convert (fold-convert-into-reduce) cuts its work as it did over the fp32 copy,
@@ -203,11 +201,7 @@ class _Reduction:
   # --- layouts ------------------------------------------------------------------------------
 
   def _contiguous_kept_dim(self) -> int | None:
-    """The kept dim with unit stride when no reduced dim has one (so reduced elements are the
-    strided ones and belong on partitions), else None."""
-    if any(d.stride == 1 for d in self.reduced):
-      return None
-    return next((i for i, d in enumerate(self.kept) if d.stride == 1), None)
+    return _contiguous_kept(self.kept, self.reduced)
 
   def emit(self) -> None:
     if not self.columns:
@@ -316,13 +310,26 @@ class _Reduction:
     for k, (offset, _, partition_dims, _) in enumerate(blocks):
       partitions = math.prod(c for _, c in partition_dims)
       src = HbmAP(self.source.tensor, base + offset, tuple(partition_dims) + ((1, count),))
-      if k == 0:
+      if k == 0 and self.factor is None:
         self.ctx.dma(acc, src)
         continue
       tile = self._tile(self.source.dtype, partitions, count, self.data.take())
-      self.ctx.dma(tile, src)
+      self._load(tile, src)
       head = self._tile(acc.dtype, partitions, count, acc.address)
-      b.tensor_tensor(self.alu, head, head, tile, debug=debug)
+      if k == 0:
+        b.tensor_copy(head, tile, debug=debug)  # widened exactly, as the DMA converts
+      else:
+        b.tensor_tensor(self.alu, head, head, tile, debug=debug)
+
+  def _load(self, tile: TileAP, src: HbmAP) -> None:
+    """tile ← src (an access pattern of source); with a factor, times factor's same elements."""
+    self.ctx.dma(tile, src)
+    if self.factor is None:
+      return
+    other = self._tile(self.factor.dtype, tile.partition_count, tile.free[0][1], self.data.take())
+    self.ctx.dma(other, dataclasses.replace(
+        src, tensor=self.factor.tensor, offset=src.offset - self.source.offset + self.factor.offset))
+    self.ctx.builder.tensor_tensor(Alu.MUL, tile, tile, other, debug=self.ctx.debug_id)
 
   def _combine_columns(self, acc: TileAP, out_offset: int, out_stride: int) -> None:
     """Reduces acc [P, F] across partitions and stores the F results."""
@@ -361,18 +368,69 @@ class _Reduction:
 @register_lowering("stablehlo.reduce", kind="native", when=accepts, reads_views=True,
                    describe="one input, body add, max or min")
 def lower_reduce(ctx: LoweringContext, op: Op) -> None:
-  source, out = ctx.place(op.operands[0]), ctx.new_result(op.result)
-  shares = _core_shares(ctx, op, source, out)
+  _emit(ctx, op, ctx.place(op.operands[0]), None)
+
+
+@register_lowering("trn.product_reduce", kind="native", reads_views=True,
+                   describe="always (each tile's factors multiplied in the columns layout, "
+                            "else the product made first)")
+def lower_product_reduce(ctx: LoweringContext, op: Op) -> None:
+  """passes/fold_product_into_reduce.py's add-reduce of a · b. The columns layout multiplies
+  each tile it loads; elsewhere (or factors of other strides) the product is made first by the
+  elementwise rule, as the unfolded multiply was, and reduced."""
+  a, b = (ctx.place(v) for v in op.operands[:2])
+  if a.strides == b.strides and _columns_layout(op, a):
+    _emit(ctx, op, a, b)
+    return
+  product = Op("stablehlo.multiply", op.operands[:2], [op.operands[0].type], loc=op.loc)
+  lower_ops(ctx, [product], {product.result: product.result})
+  _emit(ctx, op, ctx.place(product.result), None)
+
+
+def _emit(ctx: LoweringContext, op: Op, source: Place, factor: Place | None) -> None:
+  out = ctx.new_result(op.result)
+  places = (source, out) if factor is None else (source, out, factor)
+  shares = _core_shares(ctx, op, places)
   if shares is None:
-    _Reduction(ctx, op, source, out).emit()
+    _Reduction(ctx, op, source, out, factor).emit()
   else:
-    emit_shares(ctx, shares, lambda s, o: _Reduction(ctx, op, s, o).emit())
+    emit_shares(ctx, shares, lambda s, o, f=None: _Reduction(ctx, op, s, o, f).emit())
 
 
-def _core_shares(ctx: LoweringContext, op: Op, source: Place, out: Place):
-  """[(operand view, result view)] per physical core of an LNC=2 device, or None to run on one:
-  halves of the contiguous kept dim (the columns layout), else of the outermost kept dim of
-  two or more elements (the rows layout); the spread layout (few rows kept) stays whole."""
+def _view_dims(op: Op, source: Place, out_strides) -> tuple[list[_Dim], list[_Dim]]:
+  """(kept, reduced) dims of the operand view `source` (out_strides: the result's strides of
+  the kept dims), each merged where contiguous."""
+  reduced = list(op.attrs["dimensions"])
+  kept = [d for d in range(len(source.shape)) if d not in reduced]
+  shape, strides = source.shape, source.strides
+  kshape, (kstrides, kout) = collapse_dims([shape[d] for d in kept],
+                                           [strides[d] for d in kept], out_strides)
+  rshape, (rstrides,) = collapse_dims([shape[d] for d in reduced], [strides[d] for d in reduced])
+  return ([_Dim(c, s, o) for c, s, o in zip(kshape, kstrides, kout)],
+          [_Dim(c, s) for c, s in zip(rshape, rstrides)])
+
+
+def _contiguous_kept(kept: list[_Dim], reduced: list[_Dim]) -> int | None:
+  """The kept dim with unit stride when no reduced dim has one (so reduced elements are the
+  strided ones and belong on partitions: the columns layout), else None."""
+  if any(d.stride == 1 for d in reduced):
+    return None
+  return next((i for i, d in enumerate(kept) if d.stride == 1), None)
+
+
+def _columns_layout(op: Op, source: Place) -> bool:
+  """Whether _Reduction.emit takes the columns layout for `source`."""
+  out_strides = row_major_strides([n for d, n in enumerate(source.shape)
+                                   if d not in op.attrs["dimensions"]])
+  return _contiguous_kept(*_view_dims(op, source, out_strides)) is not None
+
+
+def _core_shares(ctx: LoweringContext, op: Op, places: tuple[Place, ...]):
+  """[(operand view, result view[, factor view])] per physical core of an LNC=2 device, or None
+  to run on one: halves of the contiguous kept dim (the columns layout), else of the outermost
+  kept dim of two or more elements (the rows layout); the spread layout (few rows kept) stays
+  whole."""
+  source, out = places[0], places[1]
   reduced = set(op.attrs["dimensions"])
   kept = [d for d in range(len(source.shape)) if d not in reduced]
   if (physical_cores(ctx) < 2 or not kept
@@ -390,5 +448,5 @@ def _core_shares(ctx: LoweringContext, op: Op, source: Place, out: Place):
   if cut is None or min(count for _, count in cut) < fewest:
     return None
   at = kept.index(dim)  # the result's dims are the kept ones, in order
-  return [(dim_share(source, dim, start, count), dim_share(out, at, start, count))
-          for start, count in cut]
+  return [(dim_share(source, dim, start, count), dim_share(out, at, start, count),
+           *(dim_share(f, dim, start, count) for f in places[2:])) for start, count in cut]
