@@ -3,7 +3,6 @@ their results into the concatenation's slots or in the transposed layout (loweri
 the head transposes and the concatenate move no data. Results match the CPU backend and are
 bit-identical to the same program copying (a value read twice is not written in place)."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -51,7 +50,8 @@ def _run(f, args, lnc):
   return harness.run_program(program, args)
 
 
-@pytest.mark.parametrize("heads,t,d,dtype,lnc", [(16, 512, 64, _BF16, 2), (3, 384, 32, np.float32, 1),
+@pytest.mark.parametrize("heads,t,d,dtype,lnc", [(16, 512, 64, _BF16, 2),
+                                                 (3, 384, 32, np.float32, 1),
                                                  (2, 256, 64, _BF16, 2)])
 def test_merged_heads_are_written_into_the_concatenation(heads, t, d, dtype, lnc):
   args = _inputs(heads, t, d, dtype)
@@ -73,7 +73,8 @@ def test_a_concatenation_returned_with_a_copied_operand():
     return jnp.concatenate([_heads_merged(lax.dot_general(a, b, _DIMS)), c], axis=-1)
 
   rng = np.random.default_rng(1)
-  a, b = rng.standard_normal((4, 256, 128), np.float32), rng.standard_normal((4, 128, 64), np.float32)
+  a = rng.standard_normal((4, 256, 128), np.float32)
+  b = rng.standard_normal((4, 128, 64), np.float32)
   c = rng.standard_normal((256, 40), np.float32)
   harness.check(f, a, b, c, bounds=sum_of_products_bounds(f, a, b, c, terms=128))
   assert set(_instructions("stablehlo.transpose")) == {0}

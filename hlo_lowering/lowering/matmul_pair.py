@@ -105,8 +105,8 @@ class TransposedProduct:
     builder, osize = self.ctx.builder, self.out.dtype.itemsize
     for first, count in self._bank_groups():
       i = first // self.per_bank
-      tile = TileAP(Memory.SBUF, self.out.dtype, 0, self.block, self.result + first * self.n * osize,
-                    ((1, count * self.n),))
+      tile = TileAP(Memory.SBUF, self.out.dtype, 0, self.block,
+                    self.result + first * self.n * osize, ((1, count * self.n),))
       bank = TileAP(Memory.PSUM, DType.F32, 0, self.block, self.banks[i], ((1, count * self.n),))
       if i % 2:
         builder.activation(Alu.COPY, tile, bank, debug=self.debug)

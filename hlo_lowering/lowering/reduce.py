@@ -327,8 +327,8 @@ class _Reduction:
     if self.factor is None:
       return
     other = self._tile(self.factor.dtype, tile.partition_count, tile.free[0][1], self.data.take())
-    self.ctx.dma(other, dataclasses.replace(
-        src, tensor=self.factor.tensor, offset=src.offset - self.source.offset + self.factor.offset))
+    offset = src.offset - self.source.offset + self.factor.offset
+    self.ctx.dma(other, dataclasses.replace(src, tensor=self.factor.tensor, offset=offset))
     self.ctx.builder.tensor_tensor(Alu.MUL, tile, tile, other, debug=self.ctx.debug_id)
 
   def _combine_columns(self, acc: TileAP, out_offset: int, out_stride: int) -> None:

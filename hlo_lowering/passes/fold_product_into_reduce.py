@@ -43,15 +43,15 @@ def _factors(product: Op) -> list | None:
   ops = block.ops[:-1]
   if not ops or ops[0].name != "stablehlo.multiply" or _factors(ops[0]) is None:
     return None
-  if len(ops) == 2 and not (ops[1].name == "stablehlo.convert" and ops[1].operands == [ops[0].result]
-                            and ops[1].result.dtype == DType.F32
-                            and ops[0].result.dtype.itemsize < DType.F32.itemsize):
-    return None
-  if len(ops) > 2 or block.terminator.operands != [ops[-1].result]:
+  widens = lambda op: (op.name == "stablehlo.convert" and op.operands == [ops[0].result]
+                        and op.result.dtype == DType.F32
+                        and ops[0].result.dtype.itemsize < DType.F32.itemsize)
+  if len(ops) > 2 or len(ops) == 2 and not widens(ops[1]):
     return None
   bound = dict(zip(block.args, product.operands))
-  return [bound.get(v) for v in ops[0].operands] if all(v in bound for v in ops[0].operands) \
-      else None
+  if block.terminator.operands != [ops[-1].result] or not all(v in bound for v in ops[0].operands):
+    return None
+  return [bound[v] for v in ops[0].operands]
 
 
 def _product(op: Op, producers: dict, uses: Counter) -> list | None:

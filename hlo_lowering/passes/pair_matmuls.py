@@ -23,8 +23,9 @@ Requires: normalize-dot-general ran; fuse-attention ran (a matmul it moved into 
 not a top-level op any more).
 Ensures: each pair is one trn.matmul_pair(X, B1, B2) -> (X·B1, Xᵀ·B2) whose region is
 `transpose(x)`, then `dot_general(x, b1)` and `dot_general(transpose, b2)` in the program's order,
-and the return of (X·B1, Xᵀ·B2), the region's arguments bound to X, B1, B2; the two matmuls' results are replaced by the pair's; the transpose
-outside is dropped when the pair was its only reader; other ops unchanged.
+and the return of (X·B1, Xᵀ·B2), the region's arguments bound to X, B1, B2; the two matmuls'
+results are replaced by the pair's; the transpose outside is dropped when the pair was its only
+reader; other ops unchanged.
 Runs after: fuse-attention.
 """
 
