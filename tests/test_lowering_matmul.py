@@ -200,6 +200,9 @@ def test_slices_read_by_matmuls_are_views():
   # w[:, :256] and k are views, q is copied.
   assert sorted(n > 0 for n in _slice_instructions()) == [False, False, True]
 
+  harness.check(lambda x, w: x[:, ::2] @ w[:48], x, w, scale=8)
+  assert [n > 0 for n in _slice_instructions()] == [True, False]  # stepped: copied
+
 
 def _profile(f, *args):
   program = harness.compile_fn(f, *args)
