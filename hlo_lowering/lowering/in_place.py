@@ -15,8 +15,9 @@ concatenate move no data. The same products land in the same elements: the bits 
 `plan` runs before codegen lowers any op (after the program outputs are planned). For each
 top-level concatenate and each operand, then for each top-level transpose that would copy (its
 consumers do not all read the unplanned layout as a view), it follows the value back through
-views that nothing else reads to a `STRIDED_WRITERS` op result that nothing else reads and that
-is no program output. It places the concatenation's (the transpose's) result once and records,
+views that nothing else reads to a `STRIDED_WRITERS` op result that nothing else reads, that is
+no program output, and whose place there keeps its innermost dim contiguous (so its stores move
+runs of rows, not single elements). It places the concatenation's (the transpose's) result once and records,
 for that producer result, the place its slot is seen as through the inverted views
 (`LoweringContext.planned_places`: `new_result` returns it) and, for a concatenate operand, its
 slot (`slots`). views.py then keeps the views views (the concatenate reads its slot as it is; a
@@ -78,7 +79,8 @@ def _producer_place(ctx: LoweringContext, value: Value, slot: Place,
     op = producers[value]
     if op.name in STRIDED_WRITERS:
       if (ctx.output_planned(value) or value in ctx.planned_places
-              or op.name == matmul.DOT and not matmul.accepts(op)):  # an integer dot: GpSimd's
+              or op.name == matmul.DOT and not matmul.accepts(op)  # an integer dot: GpSimd's
+              or not _rows_contiguous(place)):
         return None
       return value, place, views[::-1]
     if not _is_view(op):
@@ -89,6 +91,13 @@ def _producer_place(ctx: LoweringContext, value: Value, slot: Place,
     views.append(op)
     value = op.operands[0]
   return None
+
+
+def _rows_contiguous(place: Place) -> bool:
+  """Whether a matmul writing `place` stores runs of its rows' elements: its innermost dim stays
+  contiguous. A transpose that moves it ((A·B)ᵀ) would make every output DMA run one element
+  long; copied, it moves long runs (or fold-transpose-into-dot has made it the dot's layout)."""
+  return place.shape[-1] == 1 or place.strides[-1] == 1
 
 
 def plan(ctx: LoweringContext, ops: list[Op]) -> None:
