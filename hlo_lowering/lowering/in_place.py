@@ -17,8 +17,8 @@ top-level concatenate and each operand, then for each top-level transpose that w
 consumers do not all read the unplanned layout as a view), it follows the value back through
 views that nothing else reads to a `STRIDED_WRITERS` op result that nothing else reads, that is
 no program output, and whose place there keeps its innermost dim contiguous (so its stores move
-runs of rows, not single elements). It places the concatenation's (the transpose's) result once and records,
-for that producer result, the place its slot is seen as through the inverted views
+runs of rows, not single elements). It places the concatenation's (the transpose's) result once
+and records, for that producer result, the place its slot is seen as through the inverted views
 (`LoweringContext.planned_places`: `new_result` returns it) and, for a concatenate operand, its
 slot (`slots`). views.py then keeps the views views (the concatenate reads its slot as it is; a
 transpose of the planned layout is its planned result), and the concatenate copies only its
@@ -30,7 +30,7 @@ from hlo_lowering.ir import Op, Value
 from hlo_lowering.lowering import matmul
 from hlo_lowering.lowering.context import LoweringContext
 from hlo_lowering.lowering.places import Place, same_elements
-from hlo_lowering.lowering.views import consumers_read_views
+from hlo_lowering.lowering.views import consumers_read_views, viewed
 
 CONCATENATE = "stablehlo.concatenate"
 TRANSPOSE = "stablehlo.transpose"
@@ -39,15 +39,6 @@ TRANSPOSE = "stablehlo.transpose"
 # matmuls (not GpSimd's integer dot).
 STRIDED_WRITERS = frozenset({matmul.DOT, "trn.matmul_pair"})
 _VIEWS = frozenset({"stablehlo.reshape", "stablehlo.transpose", "stablehlo.broadcast_in_dim"})
-
-
-def _forward(place: Place, op: Op) -> Place | None:
-  """`place` (of op's operand) as op's result views it."""
-  if op.name == "stablehlo.transpose":
-    return place.permuted(op.attrs["permutation"])
-  if op.name == "stablehlo.broadcast_in_dim":
-    return place.broadcast(op.result.shape, op.attrs["broadcast_dimensions"])
-  return place.reshaped(op.result.shape)
 
 
 def _backward(place: Place, op: Op) -> Place | None:
@@ -60,7 +51,7 @@ def _backward(place: Place, op: Op) -> Place | None:
     back = place.permuted(inverse)
   else:  # a reshape, or a broadcast that only adds unit dims (the same elements, reshaped)
     back = place.reshaped(operand.shape)
-  return back if back is not None and same_elements(_forward(back, op), place) else None
+  return back if back is not None and same_elements(viewed(back, op), place) else None
 
 
 def _is_view(op: Op) -> bool:
@@ -122,7 +113,7 @@ def _plan_transposes(ctx: LoweringContext, ops: list[Op], producers: dict[Value,
     value, place, views = planned
     unplanned = Place.dense(-1, value.shape, value.dtype)
     for view in views + [op]:
-      unplanned = unplanned and _forward(unplanned, view)
+      unplanned = unplanned and viewed(unplanned, view)
     if unplanned is not None and consumers_read_views(ctx, op.result, unplanned):
       continue  # a view as it is: the matmul's dense stores are cheaper
     tensor = ctx.new_result(op.result).tensor
@@ -132,8 +123,8 @@ def _plan_transposes(ctx: LoweringContext, ops: list[Op], producers: dict[Value,
 
 def _plan_concatenations(ctx: LoweringContext, ops: list[Op],
                          producers: dict[Value, Op]) -> None:
-
-
+  """Each concatenate operand a matmul computes through views nothing else reads: the matmul
+  writes it into its slot."""
   for op in ops:
     if op.name != CONCATENATE or op.result.type.size == 0:
       continue

@@ -388,6 +388,16 @@ MIN_SPLIT_FLOPS = 2 ** 27
 M_SPLIT_MARGIN = 0.97
 
 
+def split_pays(lhs: Place, rhs: Place) -> bool:
+  """Whether lhs · rhs is worth both cores: MIN_SPLIT_FLOPS of work, or MIN_SPLIT_BYTES read
+  (a matrix-vector product has few FLOPs and a matrix to stream; an operand broadcast from one
+  element is no read)."""
+  (batch, m, k), n = lhs.shape, rhs.shape[2]
+  read = (lhs.size * lhs.dtype.itemsize * any(lhs.strides)
+          + rhs.size * rhs.dtype.itemsize * any(rhs.strides))
+  return 2 * batch * m * n * k >= MIN_SPLIT_FLOPS or read >= MIN_SPLIT_BYTES
+
+
 def _core_shares(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
   """[(lhs, rhs, out)] per physical core of an LNC=2 device (docs/compiler.md "Two physical
   cores"), or None to run on one: split by batches, else n-blocks (each core then loads half the
@@ -395,13 +405,7 @@ def _core_shares(ctx: LoweringContext, lhs: Place, rhs: Place, out: Place):
   estimated shorter (each core then transposes half the lhs: fp8 2048^3 85.6 % of the fp8 peak
   against 80.8 %), else m-tiles, each core's share a whole number of them (each output element
   keeps its K-accumulation order)."""
-  if physical_cores(ctx) < 2:
-    return None
-  batch, m, k = lhs.shape
-  n = rhs.shape[2]
-  read = (lhs.size * lhs.dtype.itemsize * any(lhs.strides)
-          + rhs.size * rhs.dtype.itemsize * any(rhs.strides))
-  if 2 * batch * m * n * k < MIN_SPLIT_FLOPS and read < MIN_SPLIT_BYTES:
+  if physical_cores(ctx) < 2 or not split_pays(lhs, rhs):
     return None
   tiling = MatmulTiling(ctx, lhs, rhs, out)
   # (unit, the dim of each of lhs, rhs, out it cuts; None: that operand is whole in each share)

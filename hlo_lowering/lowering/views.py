@@ -24,12 +24,15 @@ from hlo_lowering.lowering.registry import first_rule, register_lowering
 VIEW_OPS = ("stablehlo.reshape", "stablehlo.transpose", "stablehlo.slice")
 
 
-def _viewed(place: Place, op: Op) -> Place | None:
-  """`place` as seen through the view op `op` (None: the op would have to copy)."""
+def viewed(place: Place, op: Op) -> Place | None:
+  """`place` as seen through the view op `op` (a VIEW_OPS op or a broadcast_in_dim; None: the
+  op would have to copy)."""
   if op.name == "stablehlo.transpose":
     return place.permuted(op.attrs["permutation"])
   if op.name == "stablehlo.slice":
     return place.sliced(op.attrs["start_indices"], op.result.shape, op.attrs["strides"])
+  if op.name == "stablehlo.broadcast_in_dim":
+    return place.broadcast(op.result.shape, op.attrs["broadcast_dimensions"])
   return place.reshaped(op.result.shape)
 
 
@@ -39,7 +42,7 @@ def consumers_read_views(ctx: LoweringContext, value: Value, place: Place) -> bo
     if user.name == "stablehlo.concatenate" and same_elements(ctx.slots.get(value), place):
       continue  # computed in its slot (in_place.py): the concatenate moves nothing
     if user.name in VIEW_OPS:
-      view = _viewed(place, user)
+      view = viewed(place, user)
       if view is None or not consumers_read_views(ctx, user.result, view):
         return False
       continue
@@ -94,7 +97,7 @@ def slice_is_view(ctx: LoweringContext, op: Op) -> bool:
   """Unit steps only: a stepped slice's consumers would load it one element per DMA run."""
   if any(step != 1 for step in op.attrs["strides"]):
     return False
-  view = _viewed(ctx.place(op.operands[0]), op)
+  view = viewed(ctx.place(op.operands[0]), op)
   return consumers_read_views(ctx, op.result, view)
 
 
@@ -103,6 +106,6 @@ def slice_is_view(ctx: LoweringContext, op: Op) -> bool:
                             "moves)")
 def lower_slice(ctx: LoweringContext, op: Op) -> None:
   operand = op.operands[0]
-  ctx.set_place(op.result, _viewed(ctx.place(operand), op))
+  ctx.set_place(op.result, viewed(ctx.place(operand), op))
   if ctx.splat(operand) is not None:
     ctx.set_splat(op.result, ctx.splat(operand))

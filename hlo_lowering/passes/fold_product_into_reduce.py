@@ -22,9 +22,8 @@ Runs after: fold-convert-into-reduce; before check-supported.
 
 from __future__ import annotations
 
-from collections import Counter
-
-from hlo_lowering.ir import Block, Module, Op, control_flow_blocks, walk_ops
+from hlo_lowering.ir import Block, Module, Op, control_flow_blocks, use_counts
+from hlo_lowering.passes.fold_convert_into_reduce import producers_of
 from hlo_lowering.program import DType
 
 PRODUCT_REDUCE = "trn.product_reduce"
@@ -54,12 +53,12 @@ def _factors(product: Op) -> list | None:
   return [bound[v] for v in ops[0].operands]
 
 
-def _product(op: Op, producers: dict, uses: Counter) -> list | None:
+def _product(op: Op, producers: dict, uses: dict) -> list | None:
   """The factors of the product an add-reduce reads, when this pass folds it, or None."""
   if op.name != "stablehlo.reduce" or len(op.operands) != 2 or op.attrs.get("reducer") != "add":
     return None
   product = producers.get(op.operands[0])
-  if product is None or uses[product.results[0]] != 1:
+  if product is None or uses.get(product.results[0], 0) != 1:
     return None
   return _factors(product)
 
@@ -67,17 +66,17 @@ def _product(op: Op, producers: dict, uses: Counter) -> list | None:
 def unfolded(module: Module) -> Op | None:
   """A reduce this pass would still fold (the verifier's check), or None."""
   for function in module.functions.values():
-    uses = Counter(value for op in walk_ops(function.body) for value in op.operands)
+    uses = use_counts(function.body)
     for block in control_flow_blocks(function.body):
-      producers = {result: op for op in block.ops for result in op.results}
+      producers = producers_of(block)
       for op in block.ops:
         if _product(op, producers, uses) is not None:
           return op
   return None
 
 
-def _fold_block(block: Block, uses: Counter) -> None:
-  producers = {result: op for op in block.ops for result in op.results}
+def _fold_block(block: Block, uses: dict) -> None:
+  producers = producers_of(block)
   folded, out = set(), []
   for op in block.ops:
     factors = _product(op, producers, uses)
@@ -93,6 +92,6 @@ def _fold_block(block: Block, uses: Counter) -> None:
 
 def run(module: Module) -> None:
   for function in module.functions.values():
-    uses = Counter(value for op in walk_ops(function.body) for value in op.operands)
+    uses = use_counts(function.body)
     for block in control_flow_blocks(function.body):
       _fold_block(block, uses)
